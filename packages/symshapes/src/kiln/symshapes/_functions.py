@@ -1,0 +1,83 @@
+"""Integer-valued sympy functions with Python semantics.
+
+sympy's own ``floor(a / b)`` goes through rationals and simplifies poorly; shapes need
+Python's ``//`` as an atom that folds on integers and cancels exact factors. ``Mod`` is
+sympy's (its sign convention already matches Python's: the result takes the divisor's sign).
+
+Invariants:
+- ``FloorDiv(a, b)`` evaluates to ``a // b`` whenever both arguments are integers, and every
+  rewrite it performs is exact for integer-valued arguments (``(4*x + 3) // 4 == x`` for
+  any integer ``x``); it never rewrites when ``b`` is symbolic except ``a == b``.
+- ``TruncToInt(x)`` is ``math.trunc(x)`` on numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy
+
+__all__ = ["FloorDiv", "TruncToInt"]
+
+
+class FloorDiv(sympy.Function):
+    """Python floor division ``a // b`` of integer-valued expressions."""
+
+    nargs = (2,)
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b.is_zero:
+            raise ZeroDivisionError("integer division or modulo by zero")
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        if b == 1:
+            return a
+        if a.is_zero:
+            return sympy.Integer(0)
+        if a == b:
+            return sympy.Integer(1)
+        if not b.is_Integer:
+            return None
+        divisor = int(b)
+        if isinstance(a, FloorDiv) and a.args[1].is_Integer and divisor > 0 and int(a.args[1]) > 0:
+            # floor(floor(x / p) / q) == floor(x / (p * q)) for positive integers p, q.
+            return FloorDiv(a.args[0], a.args[1] * b)
+        exact, rest = [], []
+        for term in sympy.Add.make_args(a):
+            coeff, factor = term.as_coeff_Mul()
+            if coeff.is_Integer and int(coeff) % divisor == 0 and factor.is_integer:
+                exact.append(sympy.Integer(int(coeff) // divisor) * factor)
+            else:
+                rest.append(term)
+        if not exact:
+            return None
+        return sympy.Add(*exact) + FloorDiv(sympy.Add(*rest), b)
+
+    def _eval_is_nonnegative(self):
+        a, b = self.args
+        if a.is_nonnegative and b.is_positive:
+            return True
+        return None
+
+    def _sympystr(self, printer):
+        a, b = (printer.parenthesize(arg, 40) for arg in self.args)
+        return f"({a}//{b})"
+
+
+class TruncToInt(sympy.Function):
+    """``math.trunc`` of a real expression: the integer part, rounding toward zero."""
+
+    nargs = (1,)
+    is_integer = True
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_Number:
+            if x in (sympy.oo, -sympy.oo, sympy.nan):
+                return None
+            return sympy.Integer(int(x) if x.is_Rational else math.trunc(float(x)))
+        if x.is_integer:
+            return x
+        return None
