@@ -1,0 +1,273 @@
+"""Python code generation: a Graph becomes the source of one readable function.
+
+The generated function reads like hand-written code: one statement per node, named after the
+node, infix operators for ``operator`` functions, ``x.attr`` for constant ``getattr``, and
+values set to None after their last use so memory is released as early as in eager code.
+Objects that are not literals (functions, modules, dtypes) are reached through the globals of
+the generated code, by their import path when one leads back to the same object
+(``torch.relu``), otherwise under a private name. No name in the globals ever collides with a
+node name.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import math
+import operator
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._namespace import Namespace, sanitize
+from ._node import Argument, GraphError, Node
+
+__all__ = ["PythonCode", "python_code"]
+
+_BINARY = {
+    operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+    operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
+    operator.and_: "&", operator.or_: "|", operator.xor: "^", operator.lshift: "<<",
+    operator.rshift: ">>", operator.eq: "==", operator.ne: "!=", operator.lt: "<",
+    operator.le: "<=", operator.gt: ">", operator.ge: ">=",
+}
+_IDENTITY = {operator.is_: "is", operator.is_not: "is not"}
+_UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_PUBLIC_MODULE = {"_operator": "operator", "posix": "os", "_functools": "functools"}
+
+
+@dataclass(slots=True)
+class PythonCode:
+    """Generated source plus the globals it needs; ``src`` defines ``fn_name``."""
+
+    src: str
+    globals: dict[str, Any] = field(default_factory=dict)
+    fn_name: str = "forward"
+
+
+def _path_candidates(obj: Any) -> list[str]:
+    out = []
+    module = getattr(obj, "__module__", None)
+    name = getattr(obj, "__name__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if isinstance(module, str):
+        module = _PUBLIC_MODULE.get(module, module)
+        for n in (name, qualname):
+            if isinstance(n, str) and "<" not in n:
+                out.append(f"{module}.{n}")
+    text = repr(obj)
+    if _DOTTED.match(text):
+        out.append(text)
+    # ATen operator overloads print as ``aten.add.Tensor`` and live under ``torch.ops``.
+    text = str(obj)
+    if _DOTTED.match(text):
+        out.append(f"torch.ops.{text}")
+    return out
+
+
+def _resolve(path: str) -> tuple[str, Any, str] | None:
+    """(root module name, root module, attribute path) if ``path`` leads to an object."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        mod = sys.modules.get(".".join(parts[:i]))
+        if mod is None:
+            continue
+        obj = mod
+        try:
+            for p in parts[i:]:
+                obj = getattr(obj, p)
+        except Exception:
+            return None
+        root = parts[0]
+        root_mod = sys.modules.get(root)
+        if root_mod is None:
+            return None
+        return root, root_mod, ".".join(parts[1:])
+    return None
+
+
+def _lookup(root_mod: Any, attr_path: str) -> Any:
+    obj = root_mod
+    for p in attr_path.split(".") if attr_path else ():
+        obj = getattr(obj, p)
+    return obj
+
+
+class _Globals:
+    """Names in the generated code's globals, never colliding with node names."""
+
+    def __init__(self, node_names: set[str]) -> None:
+        self.values: dict[str, Any] = {}
+        self._names = Namespace()
+        for n in node_names:
+            self._names.claim(n)
+        self._by_id: dict[int, str] = {}
+
+    def add(self, preferred: str, obj: Any) -> str:
+        key = id(obj)
+        if key in self._by_id:
+            return self._by_id[key]
+        name = preferred if self._names.claim(preferred) else self._names.create_name(preferred)
+        self.values[name] = obj
+        self._by_id[key] = name
+        return name
+
+    def reference(self, obj: Any) -> str:
+        """An expression evaluating to ``obj`` in the generated code."""
+        key = id(obj)
+        if key in self._by_id:
+            return self._by_id[key]
+        if getattr(obj, "__module__", None) == "builtins":
+            name = getattr(obj, "__name__", None)
+            if isinstance(name, str) and getattr(builtins, name, None) is obj and name not in self._names:
+                return name
+        for path in _path_candidates(obj):
+            found = _resolve(path)
+            if found is None:
+                continue
+            root, root_mod, attr_path = found
+            try:
+                if _lookup(root_mod, attr_path) is not obj:
+                    continue
+            except Exception:
+                continue
+            alias = self.add(root, root_mod)
+            expr = f"{alias}.{attr_path}" if attr_path else alias
+            self._by_id[key] = expr
+            return expr
+        base = getattr(obj, "__name__", None) or type(obj).__name__
+        return self.add("_" + sanitize(str(base)), obj)
+
+
+class _Renderer:
+    def __init__(self, glob: _Globals) -> None:
+        self.glob = glob
+
+    def arg(self, a: Argument) -> str:
+        t = type(a)
+        if t is Node:
+            return a.name
+        if a is None or t is bool or t is int or t is str or t is bytes:
+            return repr(a)
+        if t is float:
+            return repr(a) if math.isfinite(a) else f"{self.glob.reference(float)}('{a}')"
+        if t is complex:
+            return f"{self.glob.reference(complex)}({self.arg(a.real)}, {self.arg(a.imag)})"
+        if a is Ellipsis:
+            return "..."
+        if t is tuple:
+            inner = ", ".join(self.arg(x) for x in a)
+            return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if t is list:
+            return "[" + ", ".join(self.arg(x) for x in a) + "]"
+        if t is dict:
+            return "{" + ", ".join(f"{self.arg(k)}: {self.arg(v)}" for k, v in a.items()) + "}"
+        if t is slice:
+            return f"{self.glob.reference(slice)}({self.arg(a.start)}, {self.arg(a.stop)}, {self.arg(a.step)})"
+        if isinstance(a, tuple) and hasattr(a, "_fields"):
+            return f"{self.glob.reference(t)}({', '.join(self.arg(x) for x in a)})"
+        return self.glob.reference(a)
+
+    def operand(self, a: Argument) -> str:
+        text = self.arg(a)
+        simple = type(a) is Node or a is None or type(a) in (bool, str, bytes) or (
+            type(a) in (int, float) and a >= 0 and math.isfinite(a)
+        )
+        return text if simple else f"({text})"
+
+    def identity_operand(self, a: Argument) -> str:
+        if type(a) is Node or a is None or a is True or a is False or a is Ellipsis:
+            return self.arg(a)
+        return self.glob.add("_const", a)
+
+    def index(self, a: Argument) -> str:
+        if type(a) is slice:
+            parts = ["" if x is None else self.arg(x) for x in (a.start, a.stop, a.step)]
+            return f"{parts[0]}:{parts[1]}" + (f":{parts[2]}" if a.step is not None else "")
+        if type(a) is tuple and a:
+            inner = ", ".join(self.index(x) for x in a)
+            return inner + ("," if len(a) == 1 else "")
+        return self.arg(a)
+
+    def call_args(self, args: tuple, kwargs: dict) -> str:
+        parts = [self.arg(a) for a in args]
+        parts += [f"{k}={self.arg(v)}" for k, v in kwargs.items()]
+        return ", ".join(parts)
+
+    def attr_path(self, root: str, dotted: str) -> str:
+        expr = root
+        for p in dotted.split("."):
+            if p.isidentifier() and not keyword.iskeyword(p):
+                expr = f"{expr}.{p}"
+            else:
+                expr = f"{self.glob.reference(getattr)}({expr}, {p!r})"
+        return expr
+
+    def expression(self, n: Node, root_name: str) -> str:
+        op, target, args, kwargs = n.op, n.target, n.args, n.kwargs
+        if op == "get_attr":
+            return self.attr_path(root_name, target)
+        if op == "call_module":
+            return f"{self.attr_path(root_name, target)}({self.call_args(args, kwargs)})"
+        if op == "call_method":
+            return f"{self.operand(args[0])}.{target}({self.call_args(args[1:], kwargs)})"
+        if not kwargs:
+            if target in _BINARY and len(args) == 2:
+                return f"{self.operand(args[0])} {_BINARY[target]} {self.operand(args[1])}"
+            if target in _IDENTITY and len(args) == 2:
+                # ``is`` compares with the very object in the graph, not a re-created literal.
+                a, b = (self.identity_operand(x) for x in args)
+                return f"{a} {_IDENTITY[target]} {b}"
+            if target in _UNARY and len(args) == 1:
+                return f"{_UNARY[target]}{self.operand(args[0])}"
+            if target is operator.getitem and len(args) == 2:
+                return f"{self.operand(args[0])}[{self.index(args[1])}]"
+            if (target is builtins.getattr and len(args) == 2 and type(args[1]) is str
+                    and args[1].isidentifier()):
+                return f"{self.operand(args[0])}.{args[1]}"
+        return f"{self.glob.reference(target)}({self.call_args(args, kwargs)})"
+
+
+def python_code(graph: Any, root_name: str = "self") -> PythonCode:
+    """The source of ``def forward(root_name, <placeholders>): ...`` for ``graph``."""
+    nodes = list(graph.nodes)
+    glob = _Globals({n.name for n in nodes} | {root_name})
+    r = _Renderer(glob)
+
+    last_use: dict[Node, Node] = {}
+    for n in reversed(nodes):
+        for inp in n._input_nodes:
+            if inp not in last_use:
+                last_use[inp] = n
+    to_free: dict[Node, list[str]] = {}
+    for value, user in last_use.items():
+        if user.op != "output":
+            to_free.setdefault(user, []).append(value.name)
+
+    params = [root_name] if root_name else []
+    body: list[str] = []
+    seen_default = False
+    result = "None"
+    for n in nodes:
+        if n.op == "placeholder":
+            if n.args:
+                seen_default = True
+                params.append(f"{n.name}={r.arg(n.args[0])}")
+            elif seen_default:
+                raise GraphError(f"placeholder {n.name!r} without a default follows one with a default")
+            else:
+                params.append(n.name)
+        elif n.op == "output":
+            result = r.arg(n.args[0])
+        else:
+            expr = r.expression(n, root_name)
+            line = f"{n.name} = {expr}" if n.users else expr
+            freed = to_free.get(n)
+            if freed:
+                line += ";  " + " = ".join(freed) + " = None"
+            body.append(line)
+    body.append(f"return {result}")
+    src = f"def forward({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)
+    return PythonCode(src, glob.values)
