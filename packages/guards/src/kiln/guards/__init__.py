@@ -1,4 +1,87 @@
-"""kiln.guards: Sources, guard kinds, the guard compiler and failure explanations. (not built yet)."""
+"""kiln.guards: sources, guard kinds, the guard compiler and failure explanations.
+
+State facts about values reachable from a frame (its locals ``L`` and globals ``G``),
+collect them in a GuardSet, and compile it to one fast checker::
+
+    gs = GuardSet([TypeMatch(LocalSource("n"), int), EqualsMatch(LocalSource("n"), 3)])
+    check = gs.compile(globals_dict)
+    check({"n": 3})          # True
+    check.explain({"n": 4})  # "L['n'] == 3: expected 3, got 4"
+
+Works without torch; torch is imported only by tensor and torch-state guards.
+"""
+
+from kiln.guards._base import CodeContext, Guard
+from kiln.guards._compiler import compile_guards
+from kiln.guards._explain import evaluate, explain_all, explain_failure
+from kiln.guards._guard_set import GuardSet, order_guards
+from kiln.guards._module_kinds import ModuleStructureMatch
+from kiln.guards._python_kinds import (
+    DictKeysMatch,
+    EqualsMatch,
+    FunctionMatch,
+    HasAttr,
+    IdMatch,
+    IsNone,
+    LengthMatch,
+    NoAliasing,
+    NoHasAttr,
+    NotNone,
+    ObjectAliasing,
+    TypeMatch,
+)
+from kiln.guards._shape_kinds import ShapeRelation
+from kiln.guards._sources import (
+    AttrSource,
+    ClosureCellSource,
+    DefaultsSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    Source,
+    TensorSizeSource,
+    TensorStorageOffsetSource,
+    TensorStrideSource,
+    TypeSource,
+)
+from kiln.guards._tensor_kinds import TensorMatch
+from kiln.guards._torch_state import TorchGlobalState
 
 __version__ = "0.1.0"
-__all__: list[str] = []
+__all__ = [
+    "AttrSource",
+    "ClosureCellSource",
+    "CodeContext",
+    "DefaultsSource",
+    "DictKeysMatch",
+    "EqualsMatch",
+    "FunctionMatch",
+    "GlobalSource",
+    "Guard",
+    "GuardSet",
+    "HasAttr",
+    "IdMatch",
+    "IsNone",
+    "ItemSource",
+    "LengthMatch",
+    "LocalSource",
+    "ModuleStructureMatch",
+    "NoAliasing",
+    "NoHasAttr",
+    "NotNone",
+    "ObjectAliasing",
+    "ShapeRelation",
+    "Source",
+    "TensorMatch",
+    "TensorSizeSource",
+    "TensorStorageOffsetSource",
+    "TensorStrideSource",
+    "TorchGlobalState",
+    "TypeMatch",
+    "TypeSource",
+    "compile_guards",
+    "evaluate",
+    "explain_all",
+    "explain_failure",
+    "order_guards",
+]

@@ -1,0 +1,136 @@
+"""The guard compiler: ordered guards in, one generated Python checker function out.
+
+Calling convention (what kiln.frameeval relies on): ``check(L)`` where ``L`` is the frame's
+locals as a dict (names to values). The frame's globals are bound at compile time as the
+default of a second parameter, ``check(L, G=<globals given to compile>)``, the way torch
+binds ``f_globals`` when it builds guards; a caller whose code object may run under
+several globals dicts passes ``G`` explicitly. The result is a bool, and the checker never
+raises on any ``L``: the whole body sits in one ``try`` (free until something raises) and
+any exception — a missing key or attribute, a hostile ``__eq__`` — means "fails".
+
+Shape of the generated code: each source is fetched once, into a local, right before the
+first guard that needs it; its prefixes are shared, so ``L['self']._modules`` is read once
+however many guards sit below it. Each guard contributes ``if not (...): return False``
+lines in the order ``order_guards`` chose. Guards of one ``batch_key`` (tensor matches) are
+checked by one ``emit_batch`` call placed where the last of them stands; a guard whose
+source lies under another member's source stays out of the batch, so a tensor is never
+looked into before its own match.
+
+The function carries ``source`` (the generated text), ``guards`` (the check order) and
+``explain(L, G=...)`` (the first failure as text, or None).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+from kiln.guards._base import CodeContext, Guard
+from kiln.guards._sources import Source
+
+__all__ = ["compile_guards"]
+
+_INDENT = " " * 8
+
+
+def _batches(order: Sequence[Guard]) -> dict[int, list[Guard]]:
+    """Batches keyed by the order index where each is emitted (its last member's)."""
+    groups: dict[str, list[Guard]] = {}
+    for g in order:
+        if g.batch_key is not None:
+            groups.setdefault(g.batch_key, []).append(g)
+    out: dict[int, list[Guard]] = {}
+    position = {g: i for i, g in enumerate(order)}
+    for members in groups.values():
+        roots = {s for g in members for s in g.sources}
+        inner = [g for g in members if any(a in roots for s in g.sources for a in s.chain()[:-1])]
+        batch = [g for g in members if g not in inner]
+        if len(batch) > 1 or (batch and type(batch[0]).emit_batch is not Guard.emit_batch):
+            out[max(position[g] for g in batch)] = batch
+    return out
+
+
+class _Writer:
+    """Accumulates the checker's lines and the locals holding fetched sources."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.vars: dict[Source, str] = {}
+        self.seen: set[str] = set()  # conditions already checked: pure, so never repeated
+
+    def fetch(self, source: Source) -> str:
+        for node in source.chain():
+            if node not in self.vars:
+                base = "" if node.base is None else self.vars[node.base]
+                name = f"v{len(self.vars)}"
+                self.lines.append(f"{_INDENT}{name} = {node.access(base)}  # {_one_line(node)}")
+                self.vars[node] = name
+        return self.vars[source]
+
+    def conditions(self, comment: str, conds: list[str]) -> None:
+        self.lines.append(f"{_INDENT}# {_one_line(comment)}")
+        for c in conds:
+            if c not in self.seen:
+                self.seen.add(c)
+                self.lines.append(f"{_INDENT}if not ({c}): return False")
+
+
+def _one_line(text: object, limit: int = 160) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def generate(order: Sequence[Guard], ctx: CodeContext) -> str:
+    """The checker's source for guards in ``order``; constants go into ``ctx``."""
+    w = _Writer()
+    batches = _batches(order)
+    batched = {g for members in batches.values() for g in members}
+    for i, guard in enumerate(order):
+        if i in batches:
+            members = batches[i]
+            exprs = [tuple(w.fetch(s) for s in g.sources) for g in members]
+            conds = type(members[0]).emit_batch(ctx, members, exprs)
+            if conds is not None:
+                w.conditions(f"{len(members)} x {type(members[0]).__name__} (batched)", conds)
+                continue
+            for g, e in zip(members, exprs, strict=True):
+                w.conditions(g.describe(), g.emit(ctx, *e))
+            continue
+        if guard in batched:
+            continue
+        exprs = tuple(w.fetch(s) for s in guard.sources)
+        w.conditions(guard.describe(), guard.emit(ctx, *exprs))
+    head = ["def check(L, G=_G):", "    try:"]
+    tail = [f"{_INDENT}return True", "    except Exception:", f"{_INDENT}return False", ""]
+    return "\n".join(head + w.lines + tail)
+
+
+def compile_guards(order: Sequence[Guard], globals: dict[str, Any] | None = None) -> Any:
+    """Compile guards, already in check order, to one checker function.
+
+    Takes the guards (as ``GuardSet.ordered()`` returns them) and the frame's globals dict
+    (None when no guard reads ``G``); returns ``check(L, G=globals) -> bool`` with
+    ``.source``, ``.guards`` and ``.explain``.
+    """
+    from kiln.guards._explain import explain_failure
+
+    order = tuple(order)
+    if globals is None and any(s.uses_globals() for g in order for s in g.sources):
+        raise ValueError("guards read G (global sources) but no globals dict was given")
+    ctx = CodeContext()
+    source = generate(order, ctx)
+    namespace = dict(ctx.namespace)
+    namespace["_G"] = globals
+    namespace["__builtins__"] = builtins
+    code = compile(source, "<kiln.guards checker>", "exec")
+    exec(code, namespace)
+    check = namespace["check"]
+    check.source = source
+    check.guards = order
+
+    def explain(L: dict[str, Any], G: dict[str, Any] | None = globals) -> str | None:
+        return explain_failure(order, L, G)
+
+    check.explain = explain
+    return check

@@ -1,0 +1,71 @@
+"""The nn.Module structure guard.
+
+``ModuleStructureMatch`` pins what a trace of a module's ``forward`` depends on besides its
+tensors: the exact module class, the ``training`` flag, and the ordered names of its direct
+submodules, parameters and buffers (the keys of ``_modules``, ``_parameters`` and
+``_buffers``). It reads those dicts directly, not through ``nn.Module.__getattr__``, which is
+both faster and free of user code. It does not import torch: any object laid out like an
+nn.Module can be checked, which keeps it usable (and testable) without torch installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kiln.guards._base import CodeContext, Guard, safe_repr, type_name
+from kiln.guards._sources import Source
+
+__all__ = ["ModuleStructureMatch"]
+
+_PARTS = ("_modules", "_parameters", "_buffers")
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleStructureMatch(Guard):
+    """``source`` is a module of exactly ``module_type`` in the traced training mode whose
+    submodule, parameter and buffer names are the traced ones, in the traced order."""
+
+    source: Source
+    module_type: type
+    training: bool
+    modules: tuple[str, ...]
+    parameters: tuple[str, ...]
+    buffers: tuple[str, ...]
+    cost = 6
+    establishes_type = True
+
+    @classmethod
+    def from_module(cls, source: Source, module: Any) -> ModuleStructureMatch:
+        """The guard that ``module`` (an nn.Module) satisfies now."""
+        return cls(source, type(module), bool(module.training), tuple(module._modules),
+                   tuple(module._parameters), tuple(module._buffers))
+
+    def describe(self) -> str:
+        return (f"{self.source} is a {type_name(self.module_type)} "
+                f"(training={self.training}) with modules {list(self.modules)}, "
+                f"parameters {list(self.parameters)}, buffers {list(self.buffers)}")
+
+    def emit(self, ctx: CodeContext, expr: str) -> list[str]:
+        conds = [f"type({expr}) is {ctx.const(self.module_type, 'type')}",
+                 f"{expr}.training is {self.training}"]
+        for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
+                               strict=True):
+            conds.append(f"tuple({expr}.{part}) == {names!r}")
+        return conds
+
+    def explain(self, module: Any) -> str | None:
+        src = self.source
+        if type(module) is not self.module_type:
+            return (f"module {src} type: expected {type_name(self.module_type)}, "
+                    f"got {type_name(type(module))}")
+        if module.training is not self.training:
+            return (f"module {src} training: expected {self.training}, "
+                    f"got {safe_repr(module.training)}")
+        for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
+                               strict=True):
+            found = tuple(getattr(module, part))
+            if found != names:
+                return (f"module {src} {part.lstrip('_')} names: expected {list(names)}, "
+                        f"got {safe_repr(list(found))}")
+        return None

@@ -1,0 +1,249 @@
+"""Sources: how to reach a value from a frame.
+
+A source is a path from one of two roots — the frame's locals ``L`` (a dict of names to
+values) or its globals ``G`` — through attribute, item, closure-cell, function-default,
+type-of and tensor-property steps. Every source can
+
+* render itself as the Python expression that reaches it (``str(source)``), for example
+  ``L['self'].layers[0].weight``; this text is what guards and failure explanations show;
+* ``fetch(L, G)`` the value it denotes, raising whatever the access raises;
+* ``access(base_expr)`` give the code of its last step applied to an expression that holds
+  its base's value, which is how the guard compiler fetches shared prefixes once.
+
+Invariants: sources are frozen, slotted and hashable, and two sources are equal exactly when
+they render to the same expression, so a source is its own deduplication key. Item keys are
+literals whose ``repr`` evaluates back to an equal value (None, bool, int, str, bytes, and
+tuples of those), which keeps the rendered text valid generated code.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "AttrSource",
+    "ClosureCellSource",
+    "DefaultsSource",
+    "GlobalSource",
+    "ItemSource",
+    "LocalSource",
+    "Source",
+    "TensorSizeSource",
+    "TensorStorageOffsetSource",
+    "TensorStrideSource",
+    "TypeSource",
+]
+
+
+class Source:
+    """A path from the frame's locals or globals to a value; see the module docstring."""
+
+    __slots__ = ()
+    # Every source has ``base``: the source it steps from, or None for a root (a local or
+    # a global). It is a dataclass field in steps and a class attribute in roots.
+    base: Source | None
+
+    def access(self, base_expr: str) -> str:
+        """Code of this source's last step applied to ``base_expr`` (the base's value)."""
+        raise NotImplementedError
+
+    def fetch(self, L: dict[str, Any], G: dict[str, Any] | None) -> Any:
+        """The value this source denotes in a frame with locals ``L`` and globals ``G``."""
+        raise NotImplementedError
+
+    def chain(self) -> tuple[Source, ...]:
+        """This source's ancestors from the root down, then the source itself."""
+        out: list[Source] = []
+        node: Source | None = self
+        while node is not None:
+            out.append(node)
+            node = node.base
+        return tuple(reversed(out))
+
+    def uses_globals(self) -> bool:
+        """Whether this source starts at the frame's globals."""
+        return isinstance(self.chain()[0], GlobalSource)
+
+    def __str__(self) -> str:
+        base = self.base
+        return self.access("" if base is None else str(base))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+
+def _is_literal(key: object) -> bool:
+    if key is None or type(key) in (bool, int, str, bytes):
+        return True
+    return type(key) is tuple and all(_is_literal(k) for k in key)
+
+
+def _check_name(name: object, what: str) -> None:
+    if type(name) is not str:
+        raise TypeError(f"{what} must be a str, got {type(name).__name__}")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class LocalSource(Source):
+    """A local variable of the frame: ``L['name']``."""
+
+    name: str
+    base = None
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "local name")
+
+    def access(self, base_expr: str) -> str:
+        return f"L[{self.name!r}]"
+
+    def fetch(self, L, G):
+        return L[self.name]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class GlobalSource(Source):
+    """A global variable of the frame: ``G['name']``."""
+
+    name: str
+    base = None
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "global name")
+
+    def access(self, base_expr: str) -> str:
+        return f"G[{self.name!r}]"
+
+    def fetch(self, L, G):
+        if G is None:
+            raise KeyError(self.name)
+        return G[self.name]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class AttrSource(Source):
+    """An attribute: ``base.attr`` (``getattr(base, 'attr')`` when not an identifier)."""
+
+    base: Source
+    attr: str
+
+    def __post_init__(self) -> None:
+        _check_name(self.attr, "attribute name")
+
+    def access(self, base_expr: str) -> str:
+        if self.attr.isidentifier() and not keyword.iskeyword(self.attr):
+            return f"{base_expr}.{self.attr}"
+        return f"getattr({base_expr}, {self.attr!r})"
+
+    def fetch(self, L, G):
+        return getattr(self.base.fetch(L, G), self.attr)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ItemSource(Source):
+    """An item by index or key: ``base[key]``; the key is a literal (see module docstring)."""
+
+    base: Source
+    key: Any
+    # repr of the key, so that keys equal across types (1, 1.0 and True) stay distinct
+    key_text: str = field(init=False, compare=True)
+
+    def __post_init__(self) -> None:
+        if not _is_literal(self.key):
+            raise TypeError(f"item key must be a literal, got {type(self.key).__name__}")
+        object.__setattr__(self, "key_text", repr(self.key))
+
+    def access(self, base_expr: str) -> str:
+        return f"{base_expr}[{self.key!r}]"
+
+    def fetch(self, L, G):
+        return self.base.fetch(L, G)[self.key]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ClosureCellSource(Source):
+    """The contents of a function's closure cell: ``fn.__closure__[i].cell_contents``."""
+
+    base: Source
+    index: int
+
+    def access(self, base_expr: str) -> str:
+        return f"{base_expr}.__closure__[{self.index}].cell_contents"
+
+    def fetch(self, L, G):
+        return self.base.fetch(L, G).__closure__[self.index].cell_contents
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class DefaultsSource(Source):
+    """A function default: positional by index (``fn.__defaults__[i]``) or keyword-only by
+    name (``fn.__kwdefaults__['k']``)."""
+
+    base: Source
+    key: int | str
+
+    def access(self, base_expr: str) -> str:
+        if type(self.key) is int:
+            return f"{base_expr}.__defaults__[{self.key}]"
+        return f"{base_expr}.__kwdefaults__[{self.key!r}]"
+
+    def fetch(self, L, G):
+        fn = self.base.fetch(L, G)
+        if type(self.key) is int:
+            return fn.__defaults__[self.key]
+        return fn.__kwdefaults__[self.key]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class TypeSource(Source):
+    """The exact type of a value: ``type(base)``."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"type({base_expr})"
+
+    def fetch(self, L, G):
+        return type(self.base.fetch(L, G))
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class TensorSizeSource(Source):
+    """A tensor's size along one dimension: ``base.size(dim)``."""
+
+    base: Source
+    dim: int
+
+    def access(self, base_expr: str) -> str:
+        return f"{base_expr}.size({self.dim})"
+
+    def fetch(self, L, G):
+        return self.base.fetch(L, G).size(self.dim)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class TensorStrideSource(Source):
+    """A tensor's stride along one dimension: ``base.stride(dim)``."""
+
+    base: Source
+    dim: int
+
+    def access(self, base_expr: str) -> str:
+        return f"{base_expr}.stride({self.dim})"
+
+    def fetch(self, L, G):
+        return self.base.fetch(L, G).stride(self.dim)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class TensorStorageOffsetSource(Source):
+    """A tensor's storage offset: ``base.storage_offset()``."""
+
+    base: Source
+
+    def access(self, base_expr: str) -> str:
+        return f"{base_expr}.storage_offset()"
+
+    def fetch(self, L, G):
+        return self.base.fetch(L, G).storage_offset()
