@@ -34,6 +34,7 @@ from kiln.frameeval._C import (
     CacheEntry,
     active_threads,
     add_cache_entry,
+    callback_set,
     clear_cache,
     get_cache_entries,
     get_callback,
@@ -44,7 +45,6 @@ from kiln.frameeval._C import (
     set_callback,
 )
 from kiln.frameeval._compat import LIMITATIONS
-from kiln.frameeval.callback import callback_set
 
 __version__ = "0.1.0"
 __all__ = [

@@ -151,6 +151,89 @@ m_active_threads(PyObject *module, PyObject *unused)
     return PyLong_FromSsize_t(kiln_active_threads());
 }
 
+/* ------------------------------------------------------------------ callback_set */
+
+/* A context manager written in C on purpose: its __enter__/__exit__ start no Python frame,
+ * so the callback it sets never sees (or fails on) the context manager's own code. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *callback;
+    PyObject *previous; /* set by __enter__ */
+} CallbackSetObject;
+
+static PyObject *
+cs_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *callback;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "callback_set() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O:callback_set", &callback)) {
+        return NULL;
+    }
+    CallbackSetObject *self = (CallbackSetObject *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->callback = Py_NewRef(callback);
+    }
+    return (PyObject *)self;
+}
+
+static void
+cs_dealloc(CallbackSetObject *self)
+{
+    Py_XDECREF(self->callback);
+    Py_XDECREF(self->previous);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+cs_enter(CallbackSetObject *self, PyObject *unused)
+{
+    if (self->previous != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "callback_set is not reentrant");
+        return NULL;
+    }
+    self->previous = kiln_set_callback(self->callback);
+    return self->previous ? Py_NewRef(self) : NULL;
+}
+
+static PyObject *
+cs_exit(CallbackSetObject *self, PyObject *args)
+{
+    PyObject *previous = self->previous;
+    if (previous == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "callback_set.__exit__ without __enter__");
+        return NULL;
+    }
+    self->previous = NULL;
+    PyObject *replaced = kiln_set_callback(previous);
+    Py_DECREF(previous);
+    if (replaced == NULL) {
+        return NULL;
+    }
+    Py_DECREF(replaced);
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef cs_methods[] = {
+    {"__enter__", (PyCFunction)cs_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)cs_exit, METH_VARARGS, NULL},
+    {NULL},
+};
+
+static PyTypeObject CallbackSet_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kiln.frameeval.callback_set",
+    .tp_basicsize = sizeof(CallbackSetObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "callback_set(callback)\n\nContext manager: set this thread's callback (a "
+              "callable, RUN_ONLY or None) inside the block, restore the previous one after.",
+    .tp_new = cs_new,
+    .tp_dealloc = (destructor)cs_dealloc,
+    .tp_methods = cs_methods,
+};
+
 static PyMethodDef methods[] = {
     {"set_callback", m_set_callback, METH_O,
      "set_callback(callback) -> previous\n\nSet this thread's callback: None (off), RUN_ONLY, "
@@ -218,6 +301,7 @@ PyInit__C(void)
     }
     Sentinel_Type.tp_repr = sentinel_repr;
     if (PyType_Ready(&Sentinel_Type) < 0 || PyType_Ready(&CacheEntry_Type) < 0 ||
+        PyType_Ready(&CallbackSet_Type) < 0 ||
         kiln_cache_init() < 0 || kiln_hook_init() < 0) {
         return NULL;
     }
@@ -225,7 +309,8 @@ PyInit__C(void)
     if (module == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(module, "CacheEntry", (PyObject *)&CacheEntry_Type) < 0) {
+    if (PyModule_AddObjectRef(module, "CacheEntry", (PyObject *)&CacheEntry_Type) < 0 ||
+        PyModule_AddObjectRef(module, "callback_set", (PyObject *)&CallbackSet_Type) < 0) {
         goto error;
     }
     if (add_sentinel(module, "SKIP", &kiln_SKIP) < 0 ||

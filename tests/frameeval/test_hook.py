@@ -1,0 +1,458 @@
+"""The evaluation function: what it intercepts, what the callback sees and answers, errors,
+recursion, install/uninstall and threads. Real frames throughout."""
+
+import gc
+import sys
+import threading
+import traceback
+import weakref
+
+import pytest
+
+import kiln.frameeval as fe
+
+
+def add(a, b):
+    return a + b
+
+
+def add_twice(a, b):
+    return (a + b) * 2
+
+
+def helper(x):
+    return x + 1
+
+
+def calls_helper(x):
+    return helper(x) * 10
+
+
+def calls_helper_replacement(x):
+    return helper(x) * 100
+
+
+# ---------------------------------------------------------------- what the callback sees
+
+
+def test_callback_gets_code_arguments_and_function(recorder):
+    with fe.callback_set(recorder):
+        assert add(1, 2) == 3
+    assert recorder.codes() == [add.__code__]
+    _code, L, func = recorder.calls[0]
+    assert L == {"a": 1, "b": 2}
+    assert func is add
+
+
+def test_locals_hold_every_kind_of_argument(recorder):
+    def f(p, /, q, r=3, *args, k, m=5, **kwargs):
+        return p
+
+    with fe.callback_set(recorder):
+        f(1, 2, 30, 40, 50, k=6, z=7, p=8)
+    assert recorder.locals_of(f) == [
+        {"p": 1, "q": 2, "r": 30, "args": (40, 50), "k": 6, "m": 5, "kwargs": {"z": 7, "p": 8}}
+    ]
+
+
+def test_locals_hold_bound_free_variables_only(recorder):
+    bound = object()
+
+    def outer():
+        def inner(a):
+            return a, bound, later  # noqa: F821 (unbound on purpose)
+
+        later = None
+        del later
+        return inner
+
+    inner = outer()
+    with fe.callback_set(recorder), pytest.raises(NameError):
+        inner(1)
+    assert recorder.locals_of(inner) == [{"a": 1, "bound": bound}]
+
+
+def test_argument_that_is_a_cell_is_seen_as_its_value(recorder):
+    def f(x):
+        def g():
+            return x
+
+        return g()
+
+    with fe.callback_set(recorder):
+        assert f(41) == 41
+    assert recorder.locals_of(f) == [{"x": 41}]
+
+
+# ---------------------------------------------------------------- the callback's answers
+
+
+def test_none_runs_the_original_every_time(recorder):
+    with fe.callback_set(recorder):
+        assert [add(1, 2), add(3, 4)] == [3, 7]
+    assert recorder.codes() == [add.__code__, add.__code__]
+    assert not fe.is_skipped(add.__code__)
+
+
+def test_skip_runs_the_original_and_never_asks_again(make_recorder):
+    recorder = make_recorder(lambda code: fe.SKIP if code is add.__code__ else None)
+    with fe.callback_set(recorder):
+        assert [add(1, 2), add(3, 4)] == [3, 7]
+    assert recorder.codes() == [add.__code__]
+    assert fe.is_skipped(add.__code__)
+
+
+def test_code_answer_runs_the_replacement_once(make_recorder):
+    recorder = make_recorder(lambda code: add_twice.__code__ if code is add.__code__ else None)
+    with fe.callback_set(recorder):
+        assert add(1, 2) == 6
+        assert add(2, 2) == 8
+    assert recorder.codes() == [add.__code__, add.__code__]
+    assert fe.is_skipped(add_twice.__code__)
+    assert fe.get_cache_entries(add.__code__) == []
+
+
+def test_replacement_frames_are_skipped_and_calls_inside_them_are_not(make_recorder):
+    def answer(code):
+        return calls_helper_replacement.__code__ if code is calls_helper.__code__ else None
+
+    recorder = make_recorder(answer)
+    with fe.callback_set(recorder):
+        assert calls_helper(1) == 200
+    assert recorder.codes() == [calls_helper.__code__, helper.__code__]
+
+
+def test_callback_answer_of_wrong_type_raises_and_original_does_not_run(make_recorder):
+    ran = []
+
+    def f(x):
+        ran.append(x)
+
+    answer = make_recorder(lambda code: 42 if code is f.__code__ else None)
+    with pytest.raises(TypeError, match="None, SKIP or a code object"), fe.callback_set(answer):
+        f(1)
+    assert ran == []
+
+
+def test_callback_answer_with_other_layout_raises(make_recorder):
+    def three(a, b, c):
+        return 0
+
+    answer = make_recorder(lambda code: three.__code__ if code is add.__code__ else None)
+    with pytest.raises(ValueError, match="argument counts"), fe.callback_set(answer):
+        add(1, 2)
+
+
+def test_run_only_never_calls_back(recorder):
+    fe.add_cache_entry(add.__code__, lambda L: L["a"] == 1, add_twice.__code__)
+    with fe.callback_set(fe.RUN_ONLY):
+        assert fe.get_callback() is fe.RUN_ONLY
+        assert add(1, 2) == 6  # hit
+        assert add(5, 2) == 7  # miss: runs normally
+    assert fe.get_callback() is None
+
+
+# ---------------------------------------------------------------- frames never intercepted
+
+
+def test_callback_frames_are_not_intercepted(recorder):
+    def callback(code, L, func):
+        recorder(code, L, func)
+        helper(1)  # a call made by the callback
+        if code is add.__code__:
+            add(10, 20)  # even the code being intercepted
+        return None
+
+    with fe.callback_set(callback):
+        assert add(1, 2) == 3
+    assert recorder.codes() == [add.__code__]
+
+
+def test_generator_coroutine_async_generator_frames_are_not_intercepted(recorder):
+    def gen(n):
+        for i in range(n):
+            yield helper(i)
+
+    async def coro(x):
+        return helper(x)
+
+    async def agen(x):
+        yield helper(x)
+
+    def drive(awaitable):
+        try:
+            awaitable.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+    with fe.callback_set(recorder):
+        generated = list(gen(2))
+        returned = drive(coro(5))
+        yielded = drive(agen(7).__anext__())
+    assert (generated, returned, yielded) == ([1, 2], 6, 8)
+    h, d = helper.__code__, drive.__code__
+    assert recorder.codes() == [h, h, d, h, d, h]
+
+
+def test_throw_into_a_generator_is_not_intercepted(recorder):
+    def gen():
+        try:
+            yield 1
+        except KeyError:
+            yield helper(1)
+
+    g = gen()
+    next(g)
+    with fe.callback_set(recorder):
+        assert g.throw(KeyError) == 2
+    assert recorder.codes() == [helper.__code__]
+
+
+def test_module_and_class_bodies_and_exec_are_not_intercepted(recorder):
+    namespace = {"helper": helper}
+    module_code = compile("x = helper(1)\nclass A:\n    y = helper(2)\n", "<kiln-test>", "exec")
+    with fe.callback_set(recorder):
+        exec(module_code, namespace)
+        assert eval("helper(3)", namespace) == 4
+    assert recorder.codes() == [helper.__code__] * 3
+    assert namespace["A"].y == 3
+
+
+def test_frames_started_before_the_callback_are_not_intercepted(recorder):
+    def sets_callback_mid_frame():
+        previous = fe.set_callback(recorder)
+        try:
+            return helper(1)
+        finally:
+            fe.set_callback(previous)
+
+    assert sets_callback_mid_frame() == 2
+    assert recorder.codes() == [helper.__code__]
+
+
+def test_skip_marked_code_is_not_intercepted(recorder):
+    fe.mark_skip(helper.__code__)
+    with fe.callback_set(recorder):
+        assert calls_helper(1) == 20
+    assert recorder.codes() == [calls_helper.__code__]
+
+
+def test_warm_call_sites_still_reach_the_hook(recorder):
+    """Specialized call instructions (warmed up without a hook) deopt once a hook is set."""
+
+    class C:
+        def method(self):
+            return 1
+
+        @property
+        def prop(self):
+            return 2
+
+        def __getitem__(self, key):
+            return 3
+
+        def __getattr__(self, name):
+            return 4
+
+    lam = lambda: 5  # noqa: E731
+
+    def kw(*, a):
+        return a
+
+    c = C()
+
+    def workload():
+        return [c.method(), c.prop, c[0], c.missing, lam(), kw(a=6), helper(6)]
+
+    for _ in range(200):
+        workload()
+    with fe.callback_set(recorder):
+        for _ in range(10):
+            assert workload() == [1, 2, 3, 4, 5, 6, 7]
+    expected = [
+        C.method.__code__,
+        C.prop.fget.__code__,
+        C.__getitem__.__code__,
+        C.__getattr__.__code__,
+        lam.__code__,
+        kw.__code__,
+        helper.__code__,
+    ]
+    seen = recorder.codes()
+    for code in expected:
+        assert seen.count(code) == 10, code.co_name
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_exception_in_callback_propagates_and_frame_does_not_run():
+    ran = []
+
+    def f(x):
+        ran.append(x)
+
+    def callback(code, L, func):
+        if code is f.__code__:
+            raise KeyError("from the callback")
+
+    with fe.callback_set(callback), pytest.raises(KeyError, match="from the callback") as info:
+        f(1)
+    assert ran == []
+    names = [frame.name for frame in traceback.extract_tb(info.value.__traceback__)]
+    assert names[-1] == "callback"
+
+
+def raising_replacement(a, b):
+    raise ValueError(f"replacement {a} {b}")
+
+
+def test_exception_in_replacement_propagates_with_its_traceback():
+    fe.add_cache_entry(add.__code__, lambda L: True, raising_replacement.__code__)
+    with fe.callback_set(fe.RUN_ONLY), pytest.raises(ValueError, match="replacement 1") as info:
+        add(1, 2)
+    last = traceback.extract_tb(info.value.__traceback__)[-1]
+    assert last.name == "raising_replacement"
+    assert last.lineno == raising_replacement.__code__.co_firstlineno + 1
+
+
+def test_arguments_are_released_after_errors():
+    class Arg:
+        pass
+
+    def f(x):
+        return x
+
+    def callback(code, L, func):
+        if code is f.__code__:
+            raise RuntimeError
+
+    arg = Arg()
+    ref = weakref.ref(arg)
+    with fe.callback_set(callback):
+        for _ in range(3):
+            with pytest.raises(RuntimeError):
+                f(arg)
+    del arg
+    gc.collect()
+    assert ref() is None
+
+
+# ---------------------------------------------------------------- recursion
+
+
+def countdown(n):
+    return 0 if n == 0 else countdown(n - 1) + 1
+
+
+def countdown_replacement(n):
+    return 0 if n == 0 else countdown(n - 1) + 1
+
+
+@pytest.mark.parametrize("mode", ["callback", "fast_path"])
+def test_unbounded_recursion_raises_recursion_error(mode, recorder):
+    if mode == "fast_path":
+        fe.add_cache_entry(countdown.__code__, lambda L: True, countdown_replacement.__code__)
+    callback = recorder if mode == "callback" else fe.RUN_ONLY
+    with fe.callback_set(callback):
+        assert countdown(50) == 50
+        with pytest.raises(RecursionError):
+            countdown(sys.getrecursionlimit() * 2)
+        assert countdown(50) == 50  # the interpreter is still sound
+
+
+# ---------------------------------------------------------------- install, set, threads
+
+
+def test_set_callback_returns_previous_and_installs_once():
+    assert not fe.is_installed()
+    first, second = (lambda c, L, f: None), (lambda c, L, f: None)
+    assert fe.set_callback(first) is None
+    assert fe.is_installed() and fe.active_threads() == 1
+    assert fe.set_callback(second) is first
+    assert fe.active_threads() == 1
+    assert fe.set_callback(None) is second
+    assert not fe.is_installed() and fe.active_threads() == 0
+
+
+def test_set_callback_rejects_non_callables():
+    with pytest.raises(TypeError):
+        fe.set_callback(42)
+    assert fe.get_callback() is None
+
+
+def test_callback_set_restores_previous_on_error(recorder):
+    with fe.callback_set(recorder):
+        with pytest.raises(ZeroDivisionError), fe.callback_set(fe.RUN_ONLY):
+            assert fe.get_callback() is fe.RUN_ONLY
+            1 / 0  # noqa: B018
+        assert fe.get_callback() is recorder
+    assert fe.get_callback() is None
+
+
+def test_callbacks_are_per_thread(recorder):
+    seen_in_thread = []
+
+    def worker():
+        seen_in_thread.append(fe.get_callback())
+        helper(1)
+
+    with fe.callback_set(recorder):
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    assert seen_in_thread == [None]
+    assert helper.__code__ not in recorder.codes()
+
+
+def test_eight_threads_toggling_callbacks(make_recorder):
+    errors = []
+    barrier = threading.Barrier(8)
+
+    def worker(index):
+        try:
+            def mine(x):
+                return x + index
+
+            recorder = make_recorder()
+            barrier.wait()
+            for round_ in range(200):
+                with fe.callback_set(recorder):
+                    assert mine(round_) == round_ + index
+                assert mine(0) == index
+            calls = [code for code in recorder.codes() if code is mine.__code__]
+            assert len(calls) == 200
+            assert recorder.locals_of(mine) == [{"x": i, "index": index} for i in range(200)]
+        except BaseException as error:  # reported in the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert fe.active_threads() == 0
+    assert not fe.is_installed()
+
+
+def test_thread_exiting_with_a_callback_releases_it():
+    class Callback:
+        def __call__(self, code, L, func):
+            return None
+
+    holder = []
+
+    def worker():
+        callback = Callback()
+        holder.append(weakref.ref(callback))
+        fe.set_callback(callback)
+        helper(1)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    gc.collect()
+    assert holder[0]() is None
+    assert fe.active_threads() == 0
+    assert not fe.is_installed()
