@@ -15,11 +15,11 @@ import builtins
 import keyword
 import math
 import operator
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._import_path import find_import_path
 from ._namespace import Namespace, sanitize
 from ._node import Argument, GraphError, Node
 
@@ -34,8 +34,6 @@ _BINARY = {
 }
 _IDENTITY = {operator.is_: "is", operator.is_not: "is not"}
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-_PUBLIC_MODULE = {"_operator": "operator", "posix": "os", "_functools": "functools"}
 
 
 @dataclass(slots=True)
@@ -45,54 +43,6 @@ class PythonCode:
     src: str
     globals: dict[str, Any] = field(default_factory=dict)
     fn_name: str = "forward"
-
-
-def _path_candidates(obj: Any) -> list[str]:
-    out = []
-    module = getattr(obj, "__module__", None)
-    name = getattr(obj, "__name__", None)
-    qualname = getattr(obj, "__qualname__", None)
-    if isinstance(module, str):
-        module = _PUBLIC_MODULE.get(module, module)
-        for n in (name, qualname):
-            if isinstance(n, str) and "<" not in n:
-                out.append(f"{module}.{n}")
-    text = repr(obj)
-    if _DOTTED.match(text):
-        out.append(text)
-    # ATen operator overloads print as ``aten.add.Tensor`` and live under ``torch.ops``.
-    text = str(obj)
-    if _DOTTED.match(text):
-        out.append(f"torch.ops.{text}")
-    return out
-
-
-def _resolve(path: str) -> tuple[str, Any, str] | None:
-    """(root module name, root module, attribute path) if ``path`` leads to an object."""
-    parts = path.split(".")
-    for i in range(len(parts), 0, -1):
-        mod = sys.modules.get(".".join(parts[:i]))
-        if mod is None:
-            continue
-        obj = mod
-        try:
-            for p in parts[i:]:
-                obj = getattr(obj, p)
-        except Exception:
-            return None
-        root = parts[0]
-        root_mod = sys.modules.get(root)
-        if root_mod is None:
-            return None
-        return root, root_mod, ".".join(parts[1:])
-    return None
-
-
-def _lookup(root_mod: Any, attr_path: str) -> Any:
-    obj = root_mod
-    for p in attr_path.split(".") if attr_path else ():
-        obj = getattr(obj, p)
-    return obj
 
 
 class _Globals:
@@ -123,18 +73,11 @@ class _Globals:
             name = getattr(obj, "__name__", None)
             if isinstance(name, str) and getattr(builtins, name, None) is obj and name not in self._names:
                 return name
-        for path in _path_candidates(obj):
-            found = _resolve(path)
-            if found is None:
-                continue
-            root, root_mod, attr_path = found
-            try:
-                if _lookup(root_mod, attr_path) is not obj:
-                    continue
-            except Exception:
-                continue
-            alias = self.add(root, root_mod)
-            expr = f"{alias}.{attr_path}" if attr_path else alias
+        path = find_import_path(obj)
+        if path is not None:
+            root, _, rest = path.partition(".")
+            alias = self.add(root, sys.modules[root])
+            expr = f"{alias}.{rest}" if rest else alias
             self._by_id[key] = expr
             return expr
         base = getattr(obj, "__name__", None) or type(obj).__name__

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._import_path import find_import_path, load_import_path
 from ._namespace import Namespace
 from ._node import NO_DEFAULT, OPS, Argument, GraphError, Node, _target_text, map_arg
 
@@ -307,7 +308,7 @@ class Graph:
         records = []
         for i, n in enumerate(self.nodes):
             records.append(
-                (n.op, n.target, map_arg(n.args, lambda x: _Ref(index[x])),
+                (n.op, _pickled_target(n.target), map_arg(n.args, lambda x: _Ref(index[x])),
                  map_arg(n.kwargs, lambda x: _Ref(index[x])), n.name, n.type, n.meta)
             )
             index[n] = i
@@ -317,6 +318,8 @@ class Graph:
         self.__init__()
         built: list[Node] = []
         for op, target, args, kwargs, name, type_, meta in state["records"]:
+            if type(target) is _ByPath:
+                target = load_import_path(target.path)
             args = _unref(args, built)
             kwargs = _unref(kwargs, built)
             if op == "placeholder":
@@ -344,6 +347,25 @@ class Graph:
         node._next._prev = node._prev
         self._len -= 1
         self._link_before(node, anchor)
+
+
+class _ByPath:
+    """A target pickled by its import path (ATen operators do not pickle by value)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple:
+        return (_ByPath, (self.path,))
+
+
+def _pickled_target(target: Any) -> Any:
+    if isinstance(target, str):
+        return target
+    path = find_import_path(target)
+    return target if path is None else _ByPath(path)
 
 
 class _Ref:

@@ -126,6 +126,13 @@ for _fn in (
     torch.set_grad_enabled, torch._C._set_grad_enabled,
 ):
     register_impure(_fn)
+# torch.fx keeps its own set of side-effectful functions (asserts of concrete_args, profiler
+# markers, ...); it is private, so read it defensively.
+for _fn in getattr(torch.fx.node, "_side_effectful_functions", ()):
+    register_impure(_fn)
+_assert_is_none = getattr(torch.fx._symbolic_trace, "_assert_is_none", None)
+if _assert_is_none is not None:  # checks a concrete_args value; torch's own set lacks it
+    register_impure(_assert_is_none)
 for _name in ("bernoulli", "multinomial", "record_stream", "backward", "retain_grad"):
     register_impure_method(_name)
 
