@@ -30,7 +30,13 @@ from kiln.symshapes._config import ShapeEnvConfig
 from kiln.symshapes._errors import GuardOnDataDependentError
 from kiln.symshapes._guards import ProducedGuards, ShapeGuard, learn_facts
 from kiln.symshapes._sym_ops import is_boolean_expr
-from kiln.symshapes._value_ranges import ValueRange, bound, decide
+from kiln.symshapes._value_ranges import (
+    ValueRange,
+    bound,
+    decide,
+    decide_by_shift,
+    simplify_with_ranges,
+)
 
 if TYPE_CHECKING:
     from kiln.symshapes._symbolic import SymFloat, SymInt
@@ -257,7 +263,13 @@ class ShapeEnv:
         if key in self._decided:
             return self._decided[key]
         ranges = self._size_oblivious_ranges() if size_oblivious else self._ranges
-        result = decide(expr, ranges)
+        refined = simplify_with_ranges(expr, ranges)
+        if refined is sympy.true or refined is sympy.false:
+            result = refined is sympy.true
+        else:
+            result = decide(refined, ranges)
+            if result is None:
+                result = decide_by_shift(refined, ranges)
         if result is not None:
             self._decided[key] = result
         return result
@@ -301,6 +313,7 @@ class ShapeEnv:
         value = self.size_hint(simplified) if hint is None else hint
         if value is None:
             raise GuardOnDataDependentError(simplified, origin)
+        simplified = simplify_with_ranges(simplified, self._ranges)
         if is_boolean:
             guard = simplified if value else sympy.Not(simplified)
         else:

@@ -23,7 +23,7 @@ import sympy
 
 from kiln.symshapes._functions import FloorDiv, TruncToInt
 
-__all__ = ["ValueRange", "bound", "decide"]
+__all__ = ["ValueRange", "bound", "decide", "decide_by_shift", "simplify_with_ranges"]
 
 Number = int | Fraction | float
 INF = math.inf
@@ -65,6 +65,7 @@ class ValueRange:
 
 
 _FULL = ValueRange(-INF, INF)
+_D = sympy.Symbol("_d", real=True)
 _BOOL = ValueRange(0, 1)
 _TRUE = ValueRange(1, 1)
 _FALSE = ValueRange(0, 0)
@@ -238,3 +239,62 @@ def decide(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueRange]) -> bool
     if result == _FALSE:
         return False
     return None
+
+
+def decide_by_shift(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueRange]) -> bool | None:
+    """Decide a polynomial relation by shifting each symbol to its lower bound.
+
+    With ``s = lower + t`` (``t >= 0``) a polynomial whose expanded coefficients all share a
+    sign has that sign for every admissible value; this settles relations such as
+    ``s0 < s0**2`` that plain interval arithmetic cannot (it loses the correlation).
+    """
+    if not expr.is_Relational:
+        return None
+    diff = sympy.expand(expr.lhs - expr.rhs)
+    shift = {}
+    for sym in diff.free_symbols:
+        r = ranges.get(sym, _FULL)
+        if r.lower == -INF or not isinstance(r.lower, int):
+            return None
+        shift[sym] = sym + r.lower
+    try:
+        poly = sympy.Poly(sympy.expand(diff.xreplace(shift)), *sorted(shift, key=str))
+    except sympy.PolynomialError:
+        return None
+    coeffs = [c for c in poly.coeffs() if c != 0]
+    if not coeffs or not all(c.is_Rational for c in coeffs):
+        return None
+    constant = sympy.sympify(poly.as_expr().xreplace(dict.fromkeys(shift, 0)))
+    if not constant.is_Rational:
+        return None
+    nonneg = all(c >= 0 for c in coeffs)
+    nonpos = all(c <= 0 for c in coeffs)
+    if nonneg:
+        low = ValueRange(int(constant), INF) if constant.is_Integer else ValueRange(Fraction(int(constant.p), int(constant.q)), INF)
+        return decide(type(expr)(_D, 0), {_D: low})
+    if nonpos:
+        high = ValueRange(-INF, int(constant)) if constant.is_Integer else ValueRange(-INF, Fraction(int(constant.p), int(constant.q)))
+        return decide(type(expr)(_D, 0), {_D: high})
+    return None
+
+
+def simplify_with_ranges(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueRange]) -> sympy.Basic:
+    """Drop Min/Max arguments, Mod and FloorDiv that the ranges make trivial."""
+    targets = expr.atoms(sympy.Min, sympy.Max, sympy.Mod, FloorDiv)
+    if not targets:
+        return expr
+    mapping = {}
+    for atom in sorted(targets, key=sympy.count_ops):
+        args = atom.args
+        if isinstance(atom, (sympy.Min, sympy.Max)):
+            bounds = [bound(a, ranges) for a in args]
+            pick = 0 if isinstance(atom, sympy.Max) else 1
+            for i, b in enumerate(bounds):
+                if all((b.lower >= o.upper) if pick == 0 else (b.upper <= o.lower) for j, o in enumerate(bounds) if j != i):
+                    mapping[atom] = args[i]
+                    break
+        else:
+            a, b = bound(args[0], ranges), bound(args[1], ranges)
+            if b.is_point() and b.lower > 0 and a.lower >= 0 and a.upper < b.lower:
+                mapping[atom] = args[0] if isinstance(atom, sympy.Mod) else sympy.Integer(0)
+    return expr.xreplace(mapping) if mapping else expr

@@ -1,0 +1,43 @@
+"""kiln.symshapes.bridge: kiln's symbolic sizes inside torch, and fake tensors.
+
+The only part of kiln.symshapes that imports torch. ``KilnSymNode`` lets
+``torch.SymInt(node)`` carry kiln expressions through torch's meta kernels and Python
+decompositions; ``FakeTensorMode``/``FakeTensor`` propagate metadata (device, dtype,
+symbolic sizes/strides, aliasing) through ATen ops without data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from kiln.symshapes.bridge import _data_dependent  # noqa: F401  (registers the rules)
+from kiln.symshapes.bridge._convert import to_real
+from kiln.symshapes.bridge._fake_mode import (
+    FakeTensorMode,
+    UnsupportedOpError,
+    data_dependent_rules,
+)
+from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
+from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
+from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
+
+__all__ = [
+    "FakeStorage",
+    "FakeTensor",
+    "FakeTensorMode",
+    "KilnSymNode",
+    "ShapeEnvView",
+    "UnsupportedOpError",
+    "data_dependent_rules",
+    "from_real",
+    "to_real",
+    "to_torch",
+]
+
+
+def from_real(mode: FakeTensorMode, tensor: torch.Tensor, *, dynamic_dims: Iterable[int] = (), name: str | None = None) -> FakeTensor:
+    """A FakeTensor of ``mode`` with ``tensor``'s metadata; ``dynamic_dims`` become symbols
+    bound to ``DimSource(name, dim)`` in ``mode.shape_env``."""
+    return mode.from_real(tensor, dynamic_dims=dynamic_dims, name=name)

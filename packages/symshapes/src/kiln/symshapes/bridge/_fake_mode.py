@@ -1,0 +1,257 @@
+"""FakeTensorMode: the dispatch mode that runs ATen ops on fake tensors.
+
+While a FakeTensorMode is active (``with mode:``), every ATen op call goes to
+``mode.dispatch``: fake inputs are replaced by their meta tensors, real tensors met on the
+way become (static) fakes, device arguments become ``meta``, the op runs through torch's own
+meta kernel, and each meta result is wrapped as a FakeTensor on the device the op would have
+produced. Ops whose output size depends on data (``nonzero``, ``.item()``, ...) are answered
+by ``data_dependent_rules`` with unbacked symbols instead.
+
+With a ShapeEnv the mode supports symbolic sizes: entering it enables torch's Python
+dispatcher (see ``_torch_internals``) so composite kernels decompose symbolically, and every
+decision a kernel takes on a size is recorded in that ShapeEnv. Without one, shapes are
+static and nothing of the kind is entered.
+
+Invariants:
+- A FakeTensor belongs to exactly one mode; mixing modes is an error.
+- An output that the op's schema declares as a view of an input shares that input's
+  FakeStorage; an in-place or ``out=`` result is the input FakeTensor object itself.
+- An op with no meta kernel raises ``UnsupportedOpError`` naming the op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kiln.symshapes._shape_env import ShapeEnv
+from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
+from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
+from kiln.symshapes.bridge._torch_internals import (
+    FAKE_MODE_KEY,
+    TorchDispatchMode,
+    allow_unavailable_devices,
+    python_dispatcher,
+)
+
+__all__ = ["FakeTensorMode", "UnsupportedOpError", "data_dependent_rules"]
+
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+
+data_dependent_rules: dict[str, Callable] = {}
+"""Op name (``aten.nonzero.default``'s packet name ``nonzero``) -> rule(mode, func, args, kwargs)."""
+
+
+class UnsupportedOpError(NotImplementedError):
+    """An ATen op that fake tensors cannot run (no meta kernel, or data-dependent output)."""
+
+    def __init__(self, func: object, why: str) -> None:
+        self.op = str(func)
+        super().__init__(f"kiln fake tensors cannot run {func}: {why}")
+
+
+@dataclass(slots=True, frozen=True)
+class _OpInfo:
+    """What the schema says about aliasing, cached per op overload."""
+
+    # For each return: index of the argument it aliases (view) or writes (in-place/out).
+    aliases: tuple[int | None, ...]
+    writes: tuple[bool, ...]
+    arg_names: tuple[str, ...]
+    device_index: int | None
+
+
+def _op_info(func) -> _OpInfo:
+    schema = func._schema
+    arg_sets = [(a.alias_info.before_set if a.alias_info else None) for a in schema.arguments]
+    aliases, writes = [], []
+    for ret in schema.returns:
+        index = None
+        if ret.alias_info is not None:
+            for i, sets in enumerate(arg_sets):
+                if sets and set(sets) & set(ret.alias_info.before_set):
+                    index = i
+                    break
+        aliases.append(index)
+        writes.append(bool(ret.alias_info and ret.alias_info.is_write))
+    names = tuple(a.name for a in schema.arguments)
+    return _OpInfo(tuple(aliases), tuple(writes), names, names.index("device") if "device" in names else None)
+
+
+def _retarget_device(index: int, args: tuple, kwargs: dict, has_inputs: bool):
+    """Point the op's ``device`` argument at meta; return the device it asked for (or None)."""
+    if "device" in kwargs:
+        device = kwargs["device"]
+        if device is not None or not has_inputs:
+            kwargs["device"] = _META
+    elif len(args) > index:
+        device = args[index]
+        if device is not None or not has_inputs:
+            args = (*args[:index], _META, *args[index + 1 :])
+    else:
+        device = None
+        if not has_inputs:
+            kwargs["device"] = _META
+    return args, kwargs, (torch.device(device) if device is not None else None)
+
+
+class FakeTensorMode(TorchDispatchMode):
+    """Run ATen ops on FakeTensors; ``shape_env`` enables symbolic and unbacked sizes."""
+
+    def __init__(self, shape_env: ShapeEnv | None = None) -> None:
+        super().__init__()
+        self._mode_key = FAKE_MODE_KEY
+        self.shape_env = shape_env
+        self.view = ShapeEnvView(shape_env) if shape_env is not None else None
+        self._infos: dict[object, _OpInfo] = {}
+        self._storages: dict[tuple, FakeStorage] = {}
+        self._exits: list[contextlib.ExitStack] = []
+        self._materializing = 0
+
+    # ------------------------------------------------------------ context
+    def __enter__(self):
+        allow_unavailable_devices()
+        stack = contextlib.ExitStack()
+        if self.shape_env is not None:
+            stack.enter_context(python_dispatcher())
+        self._exits.append(stack)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._exits.pop().close()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self._materializing:
+            return func(*args, **(kwargs or {}))
+        return self.dispatch(func, args, kwargs or {})
+
+    @contextlib.contextmanager
+    def materializing(self):
+        """Inside, ops run for real (to build real tensors while the mode is active)."""
+        self._materializing += 1
+        try:
+            yield
+        finally:
+            self._materializing -= 1
+
+    # ------------------------------------------------------------ dispatch
+    def dispatch(self, func, args: tuple, kwargs: dict):
+        """Run ATen op ``func`` on fake (or real) arguments; return fake results."""
+        info = self._infos.get(func)
+        if info is None:
+            info = self._infos[func] = _op_info(func)
+        rule = data_dependent_rules.get(func._opname)
+        if rule is not None:
+            result = rule(self, func, args, kwargs)
+            if result is not NotImplemented:
+                return result
+        return self.run_meta(func, args, kwargs, info)
+
+    def run_meta(self, func, args: tuple, kwargs: dict, info: _OpInfo | None = None):
+        """Run ``func`` through its meta kernel (no data-dependent rule) and wrap the results."""
+        if info is None:
+            info = self._infos.get(func) or self._infos.setdefault(func, _op_info(func))
+        inputs: list[FakeTensor] = []
+        meta_args = self._unwrap(args, inputs)
+        meta_kwargs = {k: self._unwrap(v, inputs) for k, v in kwargs.items()} if kwargs else {}
+        device = None
+        if info.device_index is not None:
+            meta_args, meta_kwargs, device = _retarget_device(info.device_index, meta_args, meta_kwargs, bool(inputs))
+        if device is None:
+            device = _common_device(inputs) if inputs else torch.device(torch.get_default_device())
+        try:
+            if self.shape_env is not None:
+                with python_dispatcher():
+                    out = func(*meta_args, **meta_kwargs)
+            else:
+                out = func(*meta_args, **meta_kwargs)
+        except NotImplementedError as err:
+            message = str(err)
+            if "Could not run" in message or "no fake impl or Meta kernel" in message:
+                why = "it has no meta kernel (no Meta or fake implementation is registered in torch)"
+            else:
+                why = "its meta kernel refused: " + message.strip().splitlines()[0]
+            raise UnsupportedOpError(func, why) from err
+        return self._wrap_outputs(func, info, out, args, kwargs, inputs, device)
+
+    def _unwrap(self, value, inputs: list[FakeTensor]):
+        if isinstance(value, FakeTensor):
+            if value.fake_mode is not self:
+                raise ValueError("a FakeTensor from another FakeTensorMode was passed to this one")
+            inputs.append(value)
+            return value.meta
+        if isinstance(value, torch.Tensor):
+            fake = self.from_real(value)
+            inputs.append(fake)
+            return fake.meta
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._unwrap(v, inputs) for v in value) if value else value
+        return value
+
+    def _wrap_outputs(self, func, info: _OpInfo, out, args, kwargs, inputs, device):
+        def wrap(meta, index):
+            if not isinstance(meta, torch.Tensor):
+                return meta
+            alias = info.aliases[index] if index < len(info.aliases) else None
+            source = None
+            if alias is not None:
+                source = _argument(info, alias, args, kwargs)
+            if isinstance(source, FakeTensor) and info.writes[index]:
+                if source.meta is meta:
+                    return source
+                if tuple(source.shape) != tuple(meta.shape) or source.stride() != meta.stride():
+                    raise UnsupportedOpError(func, "in-place change of a fake tensor's sizes or strides is not supported")
+                return source
+            storage = None
+            if isinstance(source, FakeTensor):
+                storage = source.fake_storage
+            elif isinstance(source, (list, tuple)):
+                storage = next((s.fake_storage for s in source if isinstance(s, FakeTensor)), None)
+            return FakeTensor(self, meta, device, storage)
+
+        if isinstance(out, torch.Tensor):
+            return wrap(out, 0)
+        if isinstance(out, tuple):
+            return tuple(
+                [wrap(m, i) for m in item] if isinstance(item, list) else wrap(item, i) for i, item in enumerate(out)
+            )
+        if isinstance(out, list):
+            return [wrap(m, 0) for m in out]
+        return out
+
+    # ------------------------------------------------------------ conversion
+    def from_real(self, tensor: torch.Tensor, *, dynamic_dims=(), name: str | None = None) -> FakeTensor:
+        """A FakeTensor with ``tensor``'s metadata; see ``kiln.symshapes.bridge.from_real``."""
+        from kiln.symshapes.bridge._convert import fake_from_real
+
+        return fake_from_real(self, tensor, dynamic_dims=dynamic_dims, name=name)
+
+    def storage_for(self, tensor: torch.Tensor) -> FakeStorage:
+        """The FakeStorage standing for ``tensor``'s real storage (shared by its views)."""
+        storage = tensor.untyped_storage()
+        key = (tensor.device, storage.data_ptr(), storage.nbytes())
+        fake = self._storages.get(key)
+        if fake is None:
+            fake = self._storages[key] = FakeStorage(tensor.device)
+        return fake
+
+
+def _argument(info: _OpInfo, index: int, args, kwargs):
+    if index < len(args):
+        return args[index]
+    return kwargs.get(info.arg_names[index])
+
+
+def _common_device(inputs: list[FakeTensor]) -> torch.device:
+    """The device of the first non-CPU input; CPU scalars mix with any device, as in torch."""
+    for fake in inputs:
+        if fake.device.type != "cpu":
+            return fake.device
+    return inputs[0].device

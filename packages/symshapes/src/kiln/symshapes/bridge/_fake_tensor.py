@@ -1,0 +1,84 @@
+"""FakeTensor: a tensor with metadata and no data.
+
+A FakeTensor reports a device (any: ``cuda`` works without a GPU), a dtype, sizes and strides
+(plain ints or ``torch.SymInt`` over kiln symbols), a storage offset and requires_grad, and
+holds a ``meta`` tensor with the same sizes/strides on which torch's meta kernels run. Every
+ATen op on it goes to its ``FakeTensorMode`` (``fake_mode``), which runs the op on the meta
+tensors and wraps the results.
+
+Invariants:
+- ``fake.meta`` has exactly ``fake``'s sizes, strides, storage offset and dtype.
+- Views of one base share one ``FakeStorage`` object (``fake.fake_storage``): aliasing is
+  storage identity, as for real tensors.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from itertools import count
+from typing import TYPE_CHECKING
+
+import torch
+
+from kiln.symshapes.bridge._torch_internals import disabled_torch_function, make_wrapper_subclass
+
+if TYPE_CHECKING:
+    from kiln.symshapes.bridge._fake_mode import FakeTensorMode
+
+__all__ = ["FakeStorage", "FakeTensor"]
+
+_storage_ids = count()
+
+
+@dataclass(slots=True, eq=False)
+class FakeStorage:
+    """The identity of a (fake) storage; tensors that alias share the same object."""
+
+    device: torch.device
+    id: int = field(default_factory=lambda: next(_storage_ids))
+
+
+class FakeTensor(torch.Tensor):
+    """Metadata-only tensor; see the module docstring."""
+
+    meta: torch.Tensor
+    fake_mode: FakeTensorMode
+    fake_storage: FakeStorage
+    real_ref: weakref.ref | None
+
+    __torch_function__ = disabled_torch_function
+
+    @staticmethod
+    def __new__(cls, mode: FakeTensorMode, meta: torch.Tensor, device: torch.device, storage: FakeStorage | None = None, requires_grad: bool = False):
+        self = make_wrapper_subclass(
+            cls, meta.size(), meta.stride(), meta.storage_offset(), meta.dtype, device, requires_grad, meta.layout
+        )
+        self.meta = meta
+        self.fake_mode = mode
+        self.fake_storage = storage if storage is not None else FakeStorage(device)
+        self.real_ref = None
+        return self
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__()
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        mode = next(a.fake_mode for a in _fakes_in(args, kwargs))
+        return mode.dispatch(func, args, kwargs or {})
+
+    def __repr__(self) -> str:
+        return f"FakeTensor(size={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
+
+    __str__ = __repr__
+
+
+def _fakes_in(args, kwargs):
+    stack = [args, tuple((kwargs or {}).values())]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, FakeTensor):
+            yield item
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)

@@ -1,0 +1,71 @@
+"""The torch internals kiln's fake tensors cannot avoid, kept in one place.
+
+- ``python_dispatcher()``: ``torch._dispatch.python.enable_python_dispatcher``. Composite
+  kernels written in C++ (expand, view's size inference, relu's reference, ...) call the
+  non-symbolic ``sizes()`` and fail on symbolic sizes; the Python dispatcher routes those
+  ops to torch's Python decompositions, which handle SymInts. torch offers no public switch
+  for this (torch.compile enables the same thing internally while tracing).
+- ``make_wrapper_subclass``: ``torch.Tensor._make_wrapper_subclass``, the constructor that
+  the ``__torch_dispatch__`` documentation and tutorials use for tensor subclasses that own
+  no storage. It is what lets a fake tensor report any device (``cuda`` without a GPU) and
+  symbolic sizes.
+- ``disabled_torch_function``: ``torch._C._disabled_torch_function_impl``, the documented
+  idiom that keeps ``__torch_function__`` from re-wrapping results of a dispatch subclass.
+- ``allow_unavailable_devices``: ``torch._C._ensureCUDADeviceGuardSet``. Creating a tensor
+  for device ``cuda`` (``torch.empty(3, device="cuda")``) first asks the CUDA device guard to
+  select the device, which fails on a build or machine without CUDA before any dispatch
+  mode sees the call. This installs a no-op guard when CUDA is unavailable (torch's own
+  FakeTensorMode does the same), so fake ``cuda`` tensors can be created anywhere.
+- ``FAKE_MODE_KEY``: ``torch._C._TorchDispatchModeKey.FAKE``. torch initializes a device's
+  runtime before a factory call for it reaches any mode (``torch.empty(3, device="cuda")``
+  fails on a CPU-only build) unless the active dispatch mode is registered under this key,
+  which tells torch that a fake mode handles tensor creation. kiln's FakeTensorMode
+  registers under it for that reason only.
+- ``TorchDispatchMode``: from ``torch.utils._python_dispatch``, documented under
+  "Extending PyTorch" as the base class of dispatch modes.
+
+Invariant: no other kiln.symshapes module touches an underscore-prefixed torch name.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = [
+    "FAKE_MODE_KEY",
+    "TorchDispatchMode",
+    "allow_unavailable_devices",
+    "disabled_torch_function",
+    "make_wrapper_subclass",
+    "python_dispatcher",
+]
+
+disabled_torch_function = torch._C._disabled_torch_function_impl
+FAKE_MODE_KEY = torch._C._TorchDispatchModeKey.FAKE
+
+
+def python_dispatcher():
+    """Context manager under which composite ops use torch's Python decompositions."""
+    return enable_python_dispatcher()
+
+
+def make_wrapper_subclass(cls, size, stride, storage_offset, dtype, device, requires_grad, layout=torch.strided):
+    """A tensor of type ``cls`` with this metadata and no storage."""
+    return torch.Tensor._make_wrapper_subclass(
+        cls,
+        size,
+        strides=stride,
+        storage_offset=storage_offset,
+        dtype=dtype,
+        device=device,
+        requires_grad=requires_grad,
+        layout=layout,
+    )
+
+
+def allow_unavailable_devices() -> None:
+    """Let ``cuda`` tensors be requested (for fakes) when CUDA is not available."""
+    if not torch.cuda.is_available():
+        torch._C._ensureCUDADeviceGuardSet()
