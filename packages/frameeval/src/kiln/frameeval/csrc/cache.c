@@ -311,17 +311,21 @@ error:
     return NULL;
 }
 
-/* A function that runs `code` with the frame's globals and the original closure; reuses
- * *cached when it was built for the same globals, builtins and closure. */
+/* A function that runs `code` with the frame's globals and the original closure. *cached
+ * (when given) keeps one for frames without a closure, reused while globals and builtins are
+ * the same; a function with a closure is never kept, so that a cache entry does not keep the
+ * last frame's captured values alive. */
 static PyObject *
 replacement_function(_PyInterpreterFrame *frame, PyObject *code, PyObject **cached)
 {
     PyFunctionObject *original = (PyFunctionObject *)KILN_FRAME_FUNC(frame);
     PyObject *closure = original->func_closure;
+    if (closure != NULL) {
+        cached = NULL;
+    }
     if (cached != NULL && *cached != NULL) {
         PyFunctionObject *fn = (PyFunctionObject *)*cached;
-        if (fn->func_globals == frame->f_globals && fn->func_builtins == frame->f_builtins &&
-            fn->func_closure == closure) {
+        if (fn->func_globals == frame->f_globals && fn->func_builtins == frame->f_builtins) {
             return Py_NewRef(fn);
         }
     }
