@@ -46,7 +46,8 @@ def _batches(order: Sequence[Guard]) -> dict[int, list[Guard]]:
         roots = {s for g in members for s in g.sources}
         inner = [g for g in members if any(a in roots for s in g.sources for a in s.chain()[:-1])]
         batch = [g for g in members if g not in inner]
-        if len(batch) > 1 or (batch and type(batch[0]).emit_batch is not Guard.emit_batch):
+        overridden = batch and type(batch[0]).emit_batch.__func__ is not Guard.emit_batch.__func__
+        if len(batch) > 1 or overridden:
             out[max(position[g] for g in batch)] = batch
     return out
 

@@ -22,7 +22,14 @@ __all__ = ["evaluate", "explain_all", "explain_failure"]
 
 
 def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {safe_repr(exc, 120)}"
+    try:
+        message = str(exc)
+        if type(message) is not str:
+            raise TypeError
+    except Exception:
+        message = safe_repr(exc, 120)
+    message = message if len(message) <= 120 else message[:117] + "..."
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def _fetch(source: Source, L: dict[str, Any], G: dict[str, Any] | None) -> Any:
@@ -52,7 +59,11 @@ def evaluate(guard: Guard, L: dict[str, Any], G: dict[str, Any] | None = None) -
     try:
         result = guard.explain(*values)
     except Exception as exc:
-        return f"{safe_repr(guard.describe(), 200)}: check raised {_error_text(exc)}"
+        try:
+            what = str(guard.describe())
+        except Exception:
+            what = type(guard).__name__
+        return f"{what}: check raised {_error_text(exc)}"
     return None if result is None else str(result)
 
 

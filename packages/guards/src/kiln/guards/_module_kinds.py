@@ -3,7 +3,7 @@
 ``ModuleStructureMatch`` pins what a trace of a module's ``forward`` depends on besides its
 tensors: the exact module class, the ``training`` flag, and the ordered names of its direct
 submodules, parameters and buffers (the keys of ``_modules``, ``_parameters`` and
-``_buffers``). It reads those dicts directly, not through ``nn.Module.__getattr__``, which is
+``_buffers``; an empty part is tested with ``not d``, a non-empty one with ``[*d] == [...]``). It reads those dicts directly, not through ``nn.Module.__getattr__``, which is
 both faster and free of user code. It does not import torch: any object laid out like an
 nn.Module can be checked, which keeps it usable (and testable) without torch installed.
 """
@@ -51,7 +51,8 @@ class ModuleStructureMatch(Guard):
                  f"{expr}.training is {self.training}"]
         for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
                                strict=True):
-            conds.append(f"tuple({expr}.{part}) == {names!r}")
+            # `not d` and `[*d] == [...]` are the cheapest exact tests of a dict's key order
+            conds.append(f"not {expr}.{part}" if not names else f"[*{expr}.{part}] == {list(names)!r}")
         return conds
 
     def explain(self, module: Any) -> str | None:
@@ -64,8 +65,8 @@ class ModuleStructureMatch(Guard):
                     f"got {safe_repr(module.training)}")
         for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
                                strict=True):
-            found = tuple(getattr(module, part))
-            if found != names:
+            found = getattr(module, part)
+            if (bool(found) if not names else [*found] != list(names)):
                 return (f"module {src} {part.lstrip('_')} names: expected {list(names)}, "
-                        f"got {safe_repr(list(found))}")
+                        f"got {safe_repr([*found])}")
         return None

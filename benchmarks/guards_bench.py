@@ -1,0 +1,197 @@
+"""kiln.guards benchmark: how long a compiled guard check takes.
+
+Cases (each a median over timed batches, after warm-up; all in one process):
+
+* one tensor: a single TensorMatch, native batch path and pure-Python path;
+* 100 guards: type and value guards on 50 attributes of one object;
+* module call: what a trace of ``forward(self, x)`` on a module with 10 parameters
+  (5 Linear layers in a ModuleList) guards: module structure of every module, two Python
+  attributes read by forward, tensor matches on the input and the 10 parameters, and the
+  global torch state; compared with torch.compile's own cache-hit guard check on the same
+  module (its RootGuardManager.check on the frame locals), and with the per-call overhead
+  torch.compile(backend="eager") adds over eager.
+
+Run: ``python benchmarks/guards_bench.py`` (``--quick`` for fewer samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kiln.guards import (
+    AttrSource,
+    EqualsMatch,
+    GuardSet,
+    ItemSource,
+    LocalSource,
+    ModuleStructureMatch,
+    TensorMatch,
+    TorchGlobalState,
+    TypeMatch,
+)
+
+
+def median_ns(fn: Callable[[], Any], *, number: int, samples: int) -> float:
+    """Median over ``samples`` batches of ``number`` calls, in ns per call, after warm-up."""
+    for _ in range(number):
+        fn()
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter_ns()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter_ns() - t0) / number)
+    return statistics.median(times)
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(5))
+        self.use_relu = True
+        self.scale = 2.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+            if self.use_relu:
+                x = x.relu()
+        return x * self.scale
+
+
+def module_guards(net: Net, x: torch.Tensor) -> GuardSet:
+    """The guards a trace of ``net(x)`` depends on, addressed as symexec would."""
+    self_ = LocalSource("self")
+    gs = GuardSet()
+    gs.add(ModuleStructureMatch.from_module(self_, net))
+    for attr in ("use_relu", "scale"):
+        gs.add(EqualsMatch(AttrSource(self_, attr), getattr(net, attr)))
+    layers = ItemSource(AttrSource(self_, "_modules"), "layers")
+    gs.add(ModuleStructureMatch.from_module(layers, net.layers))
+    for i, layer in enumerate(net.layers):
+        src = ItemSource(AttrSource(layers, "_modules"), str(i))
+        gs.add(ModuleStructureMatch.from_module(src, layer))
+        for name, p in layer._parameters.items():
+            gs.add(TensorMatch.from_tensor(ItemSource(AttrSource(src, "_parameters"), name), p))
+    gs.add(TensorMatch.from_tensor(LocalSource("x"), x))
+    gs.add(TorchGlobalState.capture())
+    return gs
+
+
+class Config:
+    pass
+
+
+def hundred_guards() -> tuple[GuardSet, dict[str, Any]]:
+    cfg = Config()
+    gs = GuardSet([TypeMatch(LocalSource("cfg"), Config)])
+    for i in range(50):
+        value = (i, f"v{i}", float(i), None, True)[i % 5]
+        setattr(cfg, f"a{i}", value)
+        src = AttrSource(LocalSource("cfg"), f"a{i}")
+        gs.add(TypeMatch(src, type(value)))
+        if len(gs) < 100:
+            gs.add(EqualsMatch(src, value))
+    assert len(gs) == 100, len(gs)
+    return gs, {"cfg": cfg}
+
+
+def torch_compile_figures(net: Net, x: torch.Tensor, number: int, samples: int) -> dict[str, float]:
+    """torch.compile's guard check on the same frame, and its per-call overhead."""
+    import torch._dynamo
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    torch._dynamo.reset()
+    compiled = torch.compile(net, backend="eager")
+    compiled(x)
+    compiled(x)
+    out: dict[str, float] = {}
+    entries = _debug_get_cache_entry_list(Net.forward.__code__)
+    if entries:
+        manager = entries[0].guard_manager
+        frame = {"self": net, "x": x}
+        if manager.check(frame):
+            out["torch guard check"] = median_ns(lambda: manager.check(frame), number=number,
+                                                 samples=samples)
+    eager = median_ns(lambda: net(x), number=max(number // 20, 50), samples=samples)
+    comp = median_ns(lambda: compiled(x), number=max(number // 20, 50), samples=samples)
+    out["torch.compile call - eager call"] = comp - eager
+    torch._dynamo.reset()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    args = parser.parse_args()
+    number, samples = (2000, 15) if args.quick else (10000, 41)
+    torch.set_num_threads(1)
+    rows: list[tuple[str, float, str]] = []
+
+    x = torch.randn(4, 8)
+    one = GuardSet([TensorMatch.from_tensor(LocalSource("x"), x)])
+    check = one.compile({})
+    frame = {"x": x}
+    assert check(frame)
+    rows.append(("1 tensor match (native batch)", median_ns(lambda: check(frame), number=number,
+                                                           samples=samples), ""))
+    py_check = _python_only(one)
+    assert py_check(frame)
+    rows.append(("1 tensor match (pure Python)", median_ns(lambda: py_check(frame),
+                                                          number=number, samples=samples), ""))
+
+    gs100, frame100 = hundred_guards()
+    check100 = gs100.compile({})
+    assert check100(frame100)
+    rows.append(("100 guards (type+value on 50 attrs)", median_ns(lambda: check100(frame100),
+                                                                 number=number, samples=samples), ""))
+
+    net = Net()
+    xin = torch.randn(2, 8)
+    gs = module_guards(net, xin)
+    check_mod = gs.compile({})
+    module_frame = {"self": net, "x": xin}
+    assert check_mod(module_frame), check_mod.explain(module_frame)
+    kiln_ns = median_ns(lambda: check_mod(module_frame), number=number, samples=samples)
+    rows.append((f"module call ({len(gs)} guards, 11 tensors)", kiln_ns, "target < 3000 ns"))
+
+    for name, value in torch_compile_figures(net, xin, number, samples).items():
+        rows.append((name, value, f"kiln / torch = {kiln_ns / value:.2f}" if value > 0 else ""))
+
+    width = max(len(r[0]) for r in rows)
+    print(f"kiln.guards benchmark (torch {torch.__version__}, medians of {samples} batches "
+          f"x {number} calls)")
+    print(f"{'case':<{width}}  {'ns/check':>10}  note")
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>10.0f}  {note}")
+
+
+def _python_only(gs: GuardSet) -> Callable[[dict[str, Any]], bool]:
+    """The same guards compiled without the native tensor batch (for comparison)."""
+    from kiln.guards import CodeContext, compile_guards
+
+    class PyTensorMatch(TensorMatch):
+        __slots__ = ()
+        batch_key = None
+
+        @classmethod
+        def emit_batch(cls, ctx: CodeContext, guards: Any, exprs: Any) -> None:
+            return None
+
+    guards = []
+    for g in gs.ordered():
+        if isinstance(g, TensorMatch):
+            g = PyTensorMatch(g.source, g.pytype, g.dispatch_keys, g.dtype, g.device, g.layout,
+                              g.requires_grad, g.sizes, g.strides)
+        guards.append(g)
+    return compile_guards(guards, {})
+
+
+if __name__ == "__main__":
+    main()
