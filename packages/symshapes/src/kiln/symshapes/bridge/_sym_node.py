@@ -12,7 +12,8 @@ Invariants:
   ``ShapeEnvView`` torch's helpers talk to); ``node.hint`` is its
   value on the example inputs (None for unbacked values), computed with Python semantics.
 - Every node returned by an operation has the same ``shape_env``.
-- ``is_constant()`` is True exactly when ``expr`` is a number; torch then uses the value.
+- ``is_constant()`` is True exactly when an int/bool node's ``expr`` is a number; torch
+  then uses the value.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class KilnSymNode:
         return not self.is_constant()
 
     def is_constant(self) -> bool:
+        # torch unwraps constant SymInts/SymBools only; a constant SymFloat stays symbolic.
+        if self.pytype is float:
+            return False
         return self.expr.is_Number or self.expr is sympy.true or self.expr is sympy.false
 
     def has_hint(self) -> bool:
@@ -276,7 +280,8 @@ class KilnSymNode:
         return self._apply("floor").eq(self)
 
     def sym_sum(self, args):
-        total = self
+        """The sum of ``args`` (torch passes every term, ``self`` is just one of them)."""
+        total = self.wrap_int(0)
         for arg in args:
             total = total.add(arg)
         return total
