@@ -107,5 +107,5 @@ def safe_repr(value: Any, limit: int = 80) -> str:
         if type(text) is not str:
             raise TypeError
     except Exception:
-        text = f"<{type_name(type(value))} object at {id(value):#x}>"
+        text = f"<{getattr(type(value), '__name__', '?')} object at {id(value):#x}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

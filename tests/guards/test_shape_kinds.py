@@ -1,0 +1,83 @@
+"""ShapeRelation without torch: symbols bound to int-valued sources."""
+
+import pytest
+import sympy
+
+from kiln.guards import GuardSet, ItemSource, LocalSource, ShapeRelation, evaluate
+
+s0, s1 = sympy.symbols("s0 s1", integer=True)
+A, B = LocalSource("a"), LocalSource("b")
+
+
+def check_relation(expr, bindings, frames):
+    guard = ShapeRelation(expr, bindings)
+    check = GuardSet([guard]).compile()
+    for frame in frames:
+        expected = bool(expr.xreplace({sym: frame[str(src)[3:-2]] for sym, src in bindings.items()}))
+        assert check(frame) is expected, (expr, frame)
+        assert (evaluate(guard, frame) is None) is expected
+    return guard, check
+
+
+def test_relations_and_arithmetic():
+    frames = [{"a": a, "b": b} for a in range(-3, 9) for b in range(-2, 7)]
+    exprs = [
+        sympy.Eq(s0, 2 * s1),
+        sympy.Ne(s0 + 1, s1),
+        sympy.Lt(s0 * s1, 12),
+        sympy.Le(s0**2, s1 + 10),
+        sympy.Gt(sympy.Mod(s0, 3), 0),
+        sympy.Ge(sympy.floor(s0 / 2), s1),
+        sympy.Eq(sympy.ceiling(sympy.Rational(2, 3) * s0), s1),
+        sympy.And(sympy.Ge(s0, 2), sympy.Lt(s1, 5)),
+        sympy.Or(sympy.Eq(s0, 0), sympy.Not(sympy.Eq(s1, 1))),
+        sympy.Eq(sympy.Max(s0, s1) - sympy.Min(s0, s1), sympy.Abs(s0 - s1)),
+    ]
+    for expr in exprs:
+        check_relation(expr, {s0: A, s1: B}, frames)
+
+
+def test_generated_code_has_no_sympy():
+    guard = ShapeRelation(sympy.Eq(sympy.floor(s0 / 2) * 2, s0), {s0: A})
+    check = GuardSet([guard]).compile()
+    code = "\n".join(line.split("#")[0] for line in check.source.splitlines())
+    assert "sympy" not in code and "Eq" not in code
+    assert check({"a": 4}) and not check({"a": 5})
+
+
+def test_explanation_text():
+    guard = ShapeRelation(sympy.Eq(s0, s1), {s0: A, s1: ItemSource(B, 0)})
+    assert evaluate(guard, {"a": 3, "b": [3]}) is None
+    assert evaluate(guard, {"a": 3, "b": [4]}) == (
+        "shape relation Eq(s0, s1) (s0 = L['a'], s1 = L['b'][0]): "
+        "expected True, got False with s0 = 3, s1 = 4"
+    )
+
+
+def test_bound_values_must_be_ints():
+    guard = ShapeRelation(sympy.Ge(s0, 1), {s0: A})
+    check = GuardSet([guard]).compile()
+    for bad in (2.0, True, "2", None):
+        assert check({"a": bad}) is False
+        assert evaluate(guard, {"a": bad}) is not None
+
+
+def test_unsupported_expressions_are_rejected_when_built():
+    with pytest.raises(TypeError):
+        ShapeRelation(sympy.Eq(sympy.sin(s0), 0), {s0: A})
+    with pytest.raises(ValueError, match="no source"):
+        ShapeRelation(sympy.Eq(s0, s1), {s0: A})
+    with pytest.raises(TypeError):
+        ShapeRelation(sympy.Eq(s0, 1), {s0: "L['a']"})
+
+
+def test_dedup_ignores_binding_order():
+    a = ShapeRelation(sympy.Eq(s0, s1), {s0: A, s1: B})
+    b = ShapeRelation(sympy.Eq(s0, s1), {s1: B, s0: A})
+    assert a == b
+    assert len(GuardSet([a, b])) == 1
+
+
+def test_constant_relations():
+    assert GuardSet([ShapeRelation(sympy.true, {})]).compile()({})
+    assert not GuardSet([ShapeRelation(sympy.false, {})]).compile()({})
