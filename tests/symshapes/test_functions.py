@@ -1,0 +1,40 @@
+"""FloorDiv and TruncToInt: Python semantics and exact simplifications."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kiln.symshapes import FloorDiv, TruncToInt
+
+s = sympy.Symbol("s0", integer=True, nonnegative=True)
+
+
+@given(st.integers(-1000, 1000), st.integers(-50, 50).filter(bool))
+def test_floordiv_numbers(a, b):
+    assert FloorDiv(sympy.Integer(a), sympy.Integer(b)) == a // b
+
+
+@given(st.integers(0, 500), st.integers(1, 12), st.integers(1, 12), st.integers(-30, 30))
+def test_floordiv_rewrites_are_exact(x, k, d, c):
+    expr = FloorDiv(k * d * s + c, sympy.Integer(d))
+    assert expr.xreplace({s: sympy.Integer(x)}) == (k * d * x + c) // d
+    nested = FloorDiv(FloorDiv(s + c, sympy.Integer(k)), sympy.Integer(d))
+    assert nested.xreplace({s: sympy.Integer(x)}) == ((x + c) // k) // d
+
+
+def test_floordiv_simplifies():
+    assert FloorDiv(4 * s + 3, sympy.Integer(4)) == s
+    assert FloorDiv(s, sympy.Integer(1)) == s
+    assert FloorDiv(s, s) == 1
+    with pytest.raises(ZeroDivisionError):
+        FloorDiv(s, sympy.Integer(0))
+
+
+@given(st.floats(-1e6, 1e6, allow_nan=False))
+def test_trunc(x):
+    assert TruncToInt(sympy.Float(x)) == math.trunc(x)
