@@ -141,7 +141,7 @@ def main() -> None:
     assert check(frame)
     rows.append(("1 tensor match (native batch)", median_ns(lambda: check(frame), number=number,
                                                            samples=samples), ""))
-    py_check = _python_only(one)
+    py_check = one.compile({}, native=False)
     assert py_check(frame)
     rows.append(("1 tensor match (pure Python)", median_ns(lambda: py_check(frame),
                                                           number=number, samples=samples), ""))
@@ -170,27 +170,6 @@ def main() -> None:
     print(f"{'case':<{width}}  {'ns/check':>10}  note")
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:>10.0f}  {note}")
-
-
-def _python_only(gs: GuardSet) -> Callable[[dict[str, Any]], bool]:
-    """The same guards compiled without the native tensor batch (for comparison)."""
-    from kiln.guards import CodeContext, compile_guards
-
-    class PyTensorMatch(TensorMatch):
-        __slots__ = ()
-        batch_key = None
-
-        @classmethod
-        def emit_batch(cls, ctx: CodeContext, guards: Any, exprs: Any) -> None:
-            return None
-
-    guards = []
-    for g in gs.ordered():
-        if isinstance(g, TensorMatch):
-            g = PyTensorMatch(g.source, g.pytype, g.dispatch_keys, g.dtype, g.device, g.layout,
-                              g.requires_grad, g.sizes, g.strides)
-        guards.append(g)
-    return compile_guards(guards, {})
 
 
 if __name__ == "__main__":

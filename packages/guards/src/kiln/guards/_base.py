@@ -30,11 +30,16 @@ __all__ = ["CodeContext", "Guard", "safe_repr", "type_name"]
 
 
 class CodeContext:
-    """Where generated code binds its constants: a namespace of named values."""
+    """Where generated code binds its constants: a namespace of named values.
 
-    __slots__ = ("_ids", "_temps", "namespace")
+    ``native`` says whether guards may emit calls into torch's native guard helpers
+    (``_torch_internals``); with False every guard emits plain Python of the same meaning.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_ids", "_temps", "namespace", "native")
+
+    def __init__(self, native: bool = True) -> None:
+        self.native = native
         self.namespace: dict[str, Any] = {}
         self._ids: dict[int, str] = {}
         self._temps = 0

@@ -107,19 +107,21 @@ def generate(order: Sequence[Guard], ctx: CodeContext) -> str:
     return "\n".join(head + w.lines + tail)
 
 
-def compile_guards(order: Sequence[Guard], globals: dict[str, Any] | None = None) -> Any:
+def compile_guards(
+    order: Sequence[Guard], globals: dict[str, Any] | None = None, *, native: bool = True
+) -> Any:
     """Compile guards, already in check order, to one checker function.
 
-    Takes the guards (as ``GuardSet.ordered()`` returns them) and the frame's globals dict
-    (None when no guard reads ``G``); returns ``check(L, G=globals) -> bool`` with
-    ``.source``, ``.guards`` and ``.explain``.
+    Takes the guards (as ``GuardSet.ordered()`` returns them), the frame's globals dict
+    (None when no guard reads ``G``) and whether torch's native guard helpers may be used;
+    returns ``check(L, G=globals) -> bool`` with ``.source``, ``.guards`` and ``.explain``.
     """
     from kiln.guards._explain import explain_failure
 
     order = tuple(order)
     if globals is None and any(s.uses_globals() for g in order for s in g.sources):
         raise ValueError("guards read G (global sources) but no globals dict was given")
-    ctx = CodeContext()
+    ctx = CodeContext(native)
     source = generate(order, ctx)
     namespace = dict(ctx.namespace)
     namespace["_G"] = globals

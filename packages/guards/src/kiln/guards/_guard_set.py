@@ -101,11 +101,11 @@ class GuardSet:
         """The guards in the order the checker runs them."""
         return order_guards(self._guards)
 
-    def compile(self, globals: dict[str, Any] | None = None) -> Any:
+    def compile(self, globals: dict[str, Any] | None = None, *, native: bool = True) -> Any:
         """One checker function ``check(L, G=globals) -> bool``; see ``compile_guards``."""
         from kiln.guards._compiler import compile_guards
 
-        return compile_guards(self.ordered(), globals)
+        return compile_guards(self.ordered(), globals, native=native)
 
     def explain(self, L: dict[str, Any], G: dict[str, Any] | None = None) -> str | None:
         """The first failing guard on (L, G) as text, or None when all hold."""

@@ -104,7 +104,7 @@ class TensorMatch(Guard):
         batched, rest = [], []
         for guard, (expr,) in zip(guards, exprs, strict=True):
             assert isinstance(guard, TensorMatch)
-            ok = native.native_tensor_checker([guard._spec()]) is not None
+            ok = ctx.native and native.native_tensor_checker([guard._spec()]) is not None
             (batched if ok else rest).append((guard, expr))
         conds: list[str] = []
         if batched:

@@ -76,7 +76,7 @@ class TorchGlobalState(Guard):
 
     def emit(self, ctx: CodeContext) -> list[str]:
         readers = _readers()
-        if self.native_snapshot is not None:
+        if self.native_snapshot is not None and ctx.native:
             names = [(k, v) for k, v in self.state if k in _NOT_NATIVE]
             conds = [f"{ctx.const(self.native_snapshot, 'torch_state')}.check()"]
         else:
