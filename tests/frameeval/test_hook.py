@@ -2,6 +2,7 @@
 recursion, install/uninstall and threads. Real frames throughout."""
 
 import gc
+import subprocess
 import sys
 import threading
 import traceback
@@ -361,6 +362,39 @@ def test_unbounded_recursion_raises_recursion_error(mode, recorder):
         assert countdown(50) == 50  # the interpreter is still sound
 
 
+# ---------------------------------------------------------------- frame release
+
+BIG_LOCALS = 4000  # a frame larger than a data-stack chunk (16 KiB) gets a chunk of its own
+_body = "".join(f"    v{i} = a\n" for i in range(BIG_LOCALS))
+exec(f"def big_frame(a):\n{_body}    return ('original', a)\n")
+exec(f"def big_frame_replacement(a):\n{_body}    return ('replacement', a)\n")
+
+
+@pytest.mark.parametrize("path", ["callback", "fast_path", "callback_error", "guard_error"])
+def test_frames_with_their_own_stack_chunk_are_released(path):
+    big = big_frame  # noqa: F821 (made by exec above)
+    replacement = big_frame_replacement  # noqa: F821
+    expected = ("replacement", 1)
+
+    def callback(code, L, func):
+        if code is big.__code__:
+            if path == "callback_error":
+                raise KeyError("callback")
+            return replacement.__code__
+
+    if path in ("fast_path", "guard_error"):
+        fail = path == "guard_error"
+        fe.add_cache_entry(big.__code__, lambda L: 1 / 0 if fail else True, replacement.__code__)
+    errors = (KeyError, ZeroDivisionError)
+    with fe.callback_set(callback):
+        for depth in range(2000):
+            try:
+                assert big(1) == expected
+            except errors:
+                assert path.endswith("error")
+            assert countdown(depth % 30) == depth % 30  # the data stack is still sound
+
+
 # ---------------------------------------------------------------- install, set, threads
 
 
@@ -434,6 +468,44 @@ def test_eight_threads_toggling_callbacks(make_recorder):
     assert errors == []
     assert fe.active_threads() == 0
     assert not fe.is_installed()
+
+
+EXIT_SCRIPT = """
+import sys, threading, time
+import kiln.frameeval as fe
+
+def f(a):
+    return a
+
+def g(a):
+    return -a
+
+def forever():
+    fe.set_callback(lambda code, L, func: None)
+    started.set()
+    while True:
+        f(1)
+        time.sleep(0.001)
+
+fe.add_cache_entry(f.__code__, lambda L: True, g.__code__)
+started = threading.Event()
+threading.Thread(target=forever, daemon=True).start()
+started.wait()
+fe.set_callback(lambda code, L, func: None)
+assert f(2) == -2
+print("exiting with callbacks set")
+"""
+
+
+def test_interpreter_exits_cleanly_with_callbacks_and_entries_set():
+    out = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=60
+    )
+    assert (out.returncode, out.stdout.strip(), out.stderr) == (
+        0,
+        "exiting with callbacks set",
+        "",
+    )
 
 
 def test_thread_exiting_with_a_callback_releases_it():

@@ -24,7 +24,7 @@ class Tracked:
         Tracked.live += 1
 
     def __del__(self):
-        Tracked.live -= 1
+        type(self).live -= 1
 
 
 def growth(call, n=CALLS):

@@ -67,6 +67,9 @@ lookup(_PyInterpreterFrame *frame, PyCodeObject *co, PyObject *entries, PyObject
     slot.busy = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         CacheEntryObject *entry = (CacheEntryObject *)PyTuple_GET_ITEM(entries, i);
+        if (entry->guard == NULL || entry->code == NULL) {
+            continue; /* cleared by the garbage collector: cannot happen while listed */
+        }
         PyObject *verdict = PyObject_CallOneArg(entry->guard, *locals);
         int truth = verdict ? PyObject_IsTrue(verdict) : -1;
         Py_XDECREF(verdict);
