@@ -72,8 +72,11 @@ def _op_info(func) -> _OpInfo:
     for ret in schema.returns:
         index = None
         if ret.alias_info is not None:
+            wanted = set(ret.alias_info.before_set)
             for i, sets in enumerate(arg_sets):
-                if sets and set(sets) & set(ret.alias_info.before_set):
+                # A list return (``Tensor(a)[]``) exposes no alias set of its own: its
+                # elements alias the one annotated argument.
+                if sets and (set(sets) & wanted or not wanted):
                     index = i
                     break
         aliases.append(index)

@@ -4,7 +4,8 @@ torch's public helpers in ``torch.fx.experimental.symbolic_shapes`` (``guard_or_
 ``statically_known_true``, ``optimization_hint``, ``has_static_value``, ...) are called by
 its meta kernels and decompositions on every SymInt they see. When a node has a
 ``shape_env`` attribute they call a handful of methods on it (``evaluate_sym_node``,
-``bound_sympy``, ``optimization_hint``, ``guarding_hint_or_throw``, ``is_unbacked_symint``);
+``bound_sympy``, ``optimization_hint``, ``guarding_hint_or_throw``, ``is_unbacked_symint``,
+``_maybe_evaluate_static``);
 without one they fall back to ``guard_bool``, which would turn every "try, else assume"
 decision on a data-dependent size into an error. This view answers those calls from a kiln
 ``ShapeEnv``. The method names are torch's calling convention (probed on torch 2.11-2.13),
@@ -21,6 +22,7 @@ import sympy
 
 from kiln.symshapes._errors import GuardOnDataDependentError
 from kiln.symshapes._shape_env import ShapeEnv
+from kiln.symshapes._sym_ops import is_boolean_expr
 from kiln.symshapes._value_ranges import ValueRange
 
 __all__ = ["ShapeEnvView"]
@@ -75,6 +77,12 @@ class ShapeEnvView:
 
     def guarding_hint_or_throw(self, expr: sympy.Basic):
         return self.size_hint(expr)
+
+    def _maybe_evaluate_static(self, expr: sympy.Basic, **_: object):
+        if is_boolean_expr(expr):
+            return self.env.statically_known(expr)
+        r = self.env.bound(expr)
+        return sympy.sympify(r.lower) if r.is_point() else None
 
     def is_unbacked_symint(self, sym: sympy.Symbol) -> bool:
         return self.env.is_unbacked(sym)

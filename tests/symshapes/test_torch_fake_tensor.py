@@ -1,0 +1,199 @@
+"""FakeTensor/FakeTensorMode behaviour beyond single ops: storage identity, devices, autograd,
+conversions both ways, data-dependent sizes and errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kiln.symshapes import DimSource, GuardOnDataDependentError, ShapeEnv
+from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, UnsupportedOpError, from_real, to_real
+
+
+def _hints(env, values):
+    return [env.size_hint(v.node.expr) if isinstance(v, torch.SymInt) else v for v in values]
+
+
+def test_views_share_storage_and_new_results_do_not():
+    mode = FakeTensorMode()
+    x = from_real(mode, torch.randn(4, 6))
+    with mode:
+        views = [x.view(24), x.t(), x[1:], x.transpose(0, 1).unsqueeze(0), *x.split(2, dim=1), x.expand(2, 4, 6)]
+        fresh = [x + 1, x.clone(), x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x.t().contiguous()]
+    assert all(v.fake_storage is x.fake_storage for v in views)
+    assert all(f.fake_storage is not x.fake_storage for f in fresh)
+    assert len({id(f.fake_storage) for f in fresh}) == len(fresh)
+
+
+def test_from_real_views_share_storage():
+    mode = FakeTensorMode()
+    base = torch.randn(8, 8)
+    a, b, c = from_real(mode, base), from_real(mode, base[2:]), from_real(mode, torch.randn(8, 8))
+    assert a.fake_storage is b.fake_storage
+    assert c.fake_storage is not a.fake_storage
+    assert b.storage_offset() == 16
+
+
+def test_inplace_and_out_return_the_input_object():
+    mode = FakeTensorMode()
+    x, y = from_real(mode, torch.randn(3, 5)), from_real(mode, torch.randn(5))
+    out = from_real(mode, torch.empty(3, 5))
+    with mode:
+        assert x.add_(y) is x
+        assert x.relu_() is x
+        assert torch.add(x, y, out=out) is out
+
+
+def test_metadata_reported():
+    mode = FakeTensorMode()
+    real = torch.randn(2, 3, 4, dtype=torch.float64).permute(2, 0, 1)
+    fake = from_real(mode, real)
+    assert isinstance(fake, FakeTensor)
+    assert (fake.shape, fake.stride(), fake.dtype, fake.device) == (real.shape, real.stride(), real.dtype, real.device)
+    assert fake.is_contiguous() is False
+    assert "FakeTensor(size=(4, 2, 3)" in repr(fake)
+
+
+def test_cuda_without_gpu():
+    assert not torch.cuda.is_available()
+    mode = FakeTensorMode()
+    with mode:
+        x = torch.randn(4, 8, device="cuda")
+        w = torch.empty(8, 3, device="cuda:0")
+        y = torch.relu(x @ w) + torch.tensor(2.0)  # a CPU scalar tensor mixes with CUDA
+        z = torch.zeros(3, device="cuda").sum()
+    assert x.device == torch.device("cuda") and x.is_cuda
+    assert y.device.type == "cuda" and y.shape == (4, 3)
+    assert z.device.type == "cuda" and z.shape == ()
+
+
+def test_factory_default_device_and_dtype():
+    mode = FakeTensorMode()
+    with mode:
+        a = torch.arange(5)
+        b = torch.ones(2, 3, dtype=torch.float16)
+    assert (a.device.type, a.dtype, tuple(a.shape)) == ("cpu", torch.int64, (5,))
+    assert (b.dtype, tuple(b.shape)) == (torch.float16, (2, 3))
+
+
+def test_autograd_through_fakes():
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    x = from_real(mode, torch.randn(5, 7, requires_grad=True), dynamic_dims=(0,), name="x")
+    w = from_real(mode, torch.randn(3, 7, requires_grad=True), name="w")
+    assert x.requires_grad and w.requires_grad
+    with mode:
+        loss = F.linear(x, w).tanh().sum()
+        assert loss.requires_grad and loss.grad_fn is not None
+        gx, gw = torch.autograd.grad(loss, (x, w))
+    assert _hints(env, gx.shape) == [5, 7] and str(gx.shape[0]) == "s0"
+    assert list(gw.shape) == [3, 7]
+
+
+def test_from_real_symbolic_strides_and_offset():
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    real = torch.randn(6, 5, 7).transpose(0, 2)[1:]
+    fake = from_real(mode, real, dynamic_dims=(0, 1, 2), name="x")
+    assert _hints(env, fake.shape) == list(real.shape)
+    assert _hints(env, fake.stride()) == list(real.stride())
+    assert fake.storage_offset() == real.storage_offset()
+    assert any(isinstance(s, torch.SymInt) for s in fake.stride())
+    sources = {env.source_of(s) for s in env.symbols}
+    assert DimSource("x", 0) in sources and DimSource("x", 2) in sources
+
+
+def test_dynamic_dims_need_a_shape_env():
+    with pytest.raises(ValueError, match="ShapeEnv"):
+        from_real(FakeTensorMode(), torch.randn(3, 4), dynamic_dims=(0,))
+
+
+def test_to_real_returns_original_or_materializes():
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    real = torch.randn(4, 6)
+    fake = from_real(mode, real, dynamic_dims=(0,), name="x")
+    assert to_real(fake) is real
+    with mode:
+        y = fake.t()[1:]
+        c = torch.empty(3, 2, device="cuda", dtype=torch.int32)
+    made = to_real({"y": [y], "n": y.shape[1]})
+    expected = real.t()[1:]
+    assert made["n"] == 4
+    assert (made["y"][0].shape, made["y"][0].stride(), made["y"][0].dtype) == (expected.shape, expected.stride(), expected.dtype)
+    assert type(made["y"][0]) is torch.Tensor
+    cpu = to_real(c, device="cpu")
+    assert (cpu.device.type, cpu.dtype, tuple(cpu.shape)) == ("cpu", torch.int32, (3, 2))
+    assert bool((cpu == 0).all())
+
+
+def test_unsupported_op_names_the_op():
+    mode = FakeTensorMode()
+    x = from_real(mode, torch.tensor([1, 2, 3]))
+    with pytest.raises(UnsupportedOpError, match=r"aten\.bincount"), mode:
+        torch.bincount(x)
+
+
+def test_modes_do_not_mix():
+    a, b = FakeTensorMode(), FakeTensorMode()
+    x, y = from_real(a, torch.randn(3)), from_real(b, torch.randn(3))
+    with pytest.raises(ValueError, match="another FakeTensorMode"), a:
+        x + y
+
+
+def test_real_tensors_become_constants_inside_the_mode():
+    mode = FakeTensorMode()
+    w = torch.randn(4, 4)
+    x = from_real(mode, torch.randn(2, 4))
+    with mode:
+        y = x @ w
+    assert isinstance(y, FakeTensor) and tuple(y.shape) == (2, 4)
+
+
+def test_data_dependent_sizes_are_unbacked():
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    x = from_real(mode, torch.randn(5, 3), dynamic_dims=(0,), name="x")
+    with mode:
+        nz = torch.nonzero(x > 0)
+        picked = x[x > 0]
+        total = x.sum().item()
+        count = (x > 0).sum().item()
+        flag = (x > 0).any().item()
+        ones = torch.ones(nz.shape[0], 2)
+    n = nz.shape[0]
+    assert str(n).startswith("u") and nz.shape[1] == 2 and nz.dtype == torch.int64
+    assert str(picked.shape[0]).startswith("u")
+    assert isinstance(total, torch.SymFloat) and isinstance(count, torch.SymInt) and isinstance(flag, torch.SymBool)
+    assert ones.shape[0] is n or str(ones.shape[0]) == str(n)
+    with pytest.raises(GuardOnDataDependentError):
+        bool(n == 3)
+    assert bool(n >= 0)  # the range settles it
+    torch._check(n > 2)
+    assert bool(n > 1)
+
+
+def test_data_dependent_needs_a_shape_env():
+    mode = FakeTensorMode()
+    x = from_real(mode, torch.randn(5))
+    with pytest.raises(UnsupportedOpError, match="nonzero"), mode:
+        torch.nonzero(x)
+
+
+def test_symbolic_decisions_become_guards():
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    x = from_real(mode, torch.randn(6, 4), dynamic_dims=(0, 1), name="x")
+    y = from_real(mode, torch.randn(6, 5), dynamic_dims=(0, 1), name="y")
+    with mode:
+        z = torch.cat([x, y], dim=1)
+        if z.shape[1] > 8:
+            z = z[:, :8]
+        w = z.reshape(-1, 2)
+    assert _hints(env, w.shape) == [24, 2]
+    produced = env.produce_guards()
+    ok = {DimSource("x", 0): 6, DimSource("x", 1): 4, DimSource("y", 0): 6, DimSource("y", 1): 5}
+    assert produced.check(ok) == []
+    assert produced.check({**ok, DimSource("x", 1): 3, DimSource("y", 1): 4}) != []  # 7 > 8 flips
+    assert produced.check({**ok, DimSource("y", 0): 7}) != []  # cat needs equal dim 0
