@@ -3,8 +3,10 @@
 ``ModuleStructureMatch`` pins what a trace of a module's ``forward`` depends on besides its
 tensors: the exact module class, the ``training`` flag, and the ordered names of its direct
 submodules, parameters and buffers (the keys of ``_modules``, ``_parameters`` and
-``_buffers``; an empty part is tested with ``not d``, a non-empty one with ``[*d] == [...]``). It reads those dicts directly, not through ``nn.Module.__getattr__``, which is
-both faster and free of user code. It does not import torch: any object laid out like an
+``_buffers``; an empty part is tested with ``not d``, a non-empty one with
+``[*d] == [...]``). It reads all of them from the instance ``__dict__`` (one attribute
+lookup, then dict items), never through ``nn.Module.__getattr__``: faster, and free of user
+code. It does not import torch: any object laid out like an
 nn.Module can be checked, which keeps it usable (and testable) without torch installed.
 """
 
@@ -47,12 +49,16 @@ class ModuleStructureMatch(Guard):
                 f"parameters {list(self.parameters)}, buffers {list(self.buffers)}")
 
     def emit(self, ctx: CodeContext, expr: str) -> list[str]:
+        d = ctx.temp()
         conds = [f"type({expr}) is {ctx.const(self.module_type, 'type')}",
-                 f"{expr}.training is {self.training}"]
+                 f"({d} := {expr}.__dict__)['training'] is {self.training}"]
         for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
                                strict=True):
             # `not d` and `[*d] == [...]` are the cheapest exact tests of a dict's key order
-            conds.append(f"not {expr}.{part}" if not names else f"[*{expr}.{part}] == {list(names)!r}")
+            if names:
+                conds.append(f"[*{d}[{part!r}]] == {ctx.const(list(names), 'names')}")
+            else:
+                conds.append(f"not {d}[{part!r}]")
         return conds
 
     def explain(self, module: Any) -> str | None:
@@ -60,12 +66,13 @@ class ModuleStructureMatch(Guard):
         if type(module) is not self.module_type:
             return (f"module {src} type: expected {type_name(self.module_type)}, "
                     f"got {type_name(type(module))}")
-        if module.training is not self.training:
+        state = module.__dict__
+        if state["training"] is not self.training:
             return (f"module {src} training: expected {self.training}, "
-                    f"got {safe_repr(module.training)}")
+                    f"got {safe_repr(state['training'])}")
         for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
                                strict=True):
-            found = getattr(module, part)
+            found = state[part]
             if (bool(found) if not names else [*found] != list(names)):
                 return (f"module {src} {part.lstrip('_')} names: expected {list(names)}, "
                         f"got {safe_repr([*found])}")
