@@ -123,6 +123,14 @@ def test_replacement_frames_are_skipped_and_calls_inside_them_are_not(make_recor
     assert recorder.codes() == [calls_helper.__code__, helper.__code__]
 
 
+def test_answering_the_frames_own_code_runs_it_normally(make_recorder):
+    recorder = make_recorder(lambda code: code)
+    with fe.callback_set(recorder):
+        assert [add(1, 2), add(3, 4)] == [3, 7]
+    assert recorder.codes() == [add.__code__, add.__code__]
+    assert not fe.is_skipped(add.__code__)
+
+
 def test_callback_answer_of_wrong_type_raises_and_original_does_not_run(make_recorder):
     ran = []
 
@@ -210,12 +218,16 @@ def test_throw_into_a_generator_is_not_intercepted(recorder):
 
 
 def test_module_and_class_bodies_and_exec_are_not_intercepted(recorder):
+    def no_arguments():
+        return helper(4)
+
     namespace = {"helper": helper}
     module_code = compile("x = helper(1)\nclass A:\n    y = helper(2)\n", "<kiln-test>", "exec")
     with fe.callback_set(recorder):
         exec(module_code, namespace)
         assert eval("helper(3)", namespace) == 4
-    assert recorder.codes() == [helper.__code__] * 3
+        exec(no_arguments.__code__, namespace)  # a function's code run by exec
+    assert recorder.codes() == [helper.__code__] * 4
     assert namespace["A"].y == 3
 
 

@@ -100,7 +100,8 @@ consult_callback(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeObject
         slot.busy = 0;
         goto error;
     }
-    if (answer == Py_None) {
+    if (answer == Py_None || answer == (PyObject *)co) {
+        /* The frame's own code means "run it as it is", like None. */
         slot.busy = 0;
         Py_DECREF(answer);
         return run_default(tstate, frame, 0);
