@@ -296,6 +296,27 @@ def test_warm_call_sites_still_reach_the_hook(recorder):
         assert seen.count(code) == 10, code.co_name
 
 
+@pytest.mark.parametrize("install", [sys.settrace, sys.setprofile])
+def test_tracing_sees_the_replacement_and_results_stay_right(install):
+    fe.add_cache_entry(add.__code__, lambda L: L["a"] > 0, add_twice.__code__)
+    traced = []
+
+    def tracer(frame, event, arg):
+        if event == "call":
+            traced.append(frame.f_code)
+        return None
+
+    install(tracer)
+    try:
+        with fe.callback_set(lambda code, L, func: None):
+            results = [add(1, 2), add(-1, 2)]
+    finally:
+        install(None)
+    assert results == [6, 1]
+    assert add_twice.__code__ in traced  # tools see the code that ran, not the original
+    assert traced.count(add.__code__) == 1  # the miss ran the original
+
+
 # ---------------------------------------------------------------- errors
 
 

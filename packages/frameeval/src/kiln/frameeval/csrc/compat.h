@@ -21,6 +21,9 @@
 #if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
 #  error "kiln.frameeval supports CPython 3.11, 3.12 and 3.13 only"
 #endif
+#ifdef Py_GIL_DISABLED
+#  error "kiln.frameeval relies on the GIL: free-threaded builds are not supported"
+#endif
 
 /* The internal frame layout is needed to read arguments from an unstarted frame. */
 #define Py_BUILD_CORE
