@@ -111,28 +111,59 @@ kiln_mark_skip(PyCodeObject *code)
 Py_ssize_t
 kiln_reset_all(void)
 {
-    /* First detach every entries tuple without running any Python code (a decref could
-     * free code objects and unlink states under our feet), then drop them all at once. */
+    /* Detach every entries tuple without running any Python code (an allocation that
+     * triggers the garbage collector, or a decref, could run finalizers that add or free
+     * states under our feet): count, take a raw array (never collects), detach, and only
+     * then drop the tuples. */
     Py_ssize_t count = 0;
     for (CodeState *s = all_states; s != NULL; s = s->next) {
         count++;
     }
-    PyObject *empty = PyTuple_New(0);
-    PyObject *dropped = PyList_New(count);
+    PyObject *empty = PyTuple_New(0); /* the empty-tuple singleton: no allocation */
+    PyObject **dropped = PyMem_RawMalloc((count ? count : 1) * sizeof(PyObject *));
     if (empty == NULL || dropped == NULL) {
         Py_XDECREF(empty);
-        Py_XDECREF(dropped);
+        PyMem_RawFree(dropped);
+        PyErr_NoMemory();
         return -1;
     }
     Py_ssize_t i = 0;
-    for (CodeState *s = all_states; s != NULL; s = s->next, i++) {
-        PyList_SET_ITEM(dropped, i, s->entries);
+    for (CodeState *s = all_states; s != NULL && i < count; s = s->next, i++) {
+        dropped[i] = s->entries;
         s->entries = Py_NewRef(empty);
         s->skip = 0;
     }
     Py_DECREF(empty);
-    Py_DECREF(dropped);
+    for (Py_ssize_t j = 0; j < i; j++) {
+        Py_DECREF(dropped[j]);
+    }
+    PyMem_RawFree(dropped);
     return count;
+}
+
+int
+kiln_prepend_entry(CodeState *state, PyObject *entry)
+{
+    for (;;) {
+        PyObject *old = Py_NewRef(state->entries);
+        Py_ssize_t n = PyTuple_GET_SIZE(old);
+        PyObject *entries = PyTuple_New(n + 1); /* may collect, and so run any code */
+        if (entries == NULL) {
+            Py_DECREF(old);
+            return -1;
+        }
+        PyTuple_SET_ITEM(entries, 0, Py_NewRef(entry));
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyTuple_SET_ITEM(entries, i + 1, Py_NewRef(PyTuple_GET_ITEM(old, i)));
+        }
+        int unchanged = state->entries == old;
+        Py_DECREF(old);
+        if (unchanged) {
+            Py_SETREF(state->entries, entries);
+            return 0;
+        }
+        Py_DECREF(entries); /* someone changed the entries meanwhile: start again */
+    }
 }
 
 /* ------------------------------------------------------------------ CacheEntry */

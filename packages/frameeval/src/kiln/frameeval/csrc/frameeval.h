@@ -39,6 +39,8 @@ CodeState *kiln_code_state(PyCodeObject *code);
 /* The state of `code`, created when missing; NULL with an exception on failure. */
 CodeState *kiln_code_state_ensure(PyCodeObject *code);
 int kiln_mark_skip(PyCodeObject *code);
+/* Put `entry` first in state's entries (a new tuple); 0 or -1 with an exception. */
+int kiln_prepend_entry(CodeState *state, PyObject *entry);
 /* 0 when `replacement` can run in place of a frame of `original`, else -1 with ValueError. */
 int kiln_check_layout(PyCodeObject *original, PyCodeObject *replacement);
 /* Clear entries and skip marks of every code object; returns the number of codes touched. */

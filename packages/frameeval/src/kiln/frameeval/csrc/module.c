@@ -53,10 +53,6 @@ m_add_cache_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         kiln_mark_skip((PyCodeObject *)replacement) < 0) {
         return NULL;
     }
-    CodeState *state = kiln_code_state_ensure((PyCodeObject *)code);
-    if (state == NULL) {
-        return NULL;
-    }
     CacheEntryObject *entry = PyObject_GC_New(CacheEntryObject, &CacheEntry_Type);
     if (entry == NULL) {
         return NULL;
@@ -65,18 +61,13 @@ m_add_cache_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     entry->code = Py_NewRef(replacement);
     entry->function = NULL;
     PyObject_GC_Track(entry);
-
-    Py_ssize_t n = PyTuple_GET_SIZE(state->entries);
-    PyObject *entries = PyTuple_New(n + 1);
-    if (entries == NULL) {
+    /* The state is looked up after the last allocation that may run other code; the code
+     * object (an argument) keeps it alive. */
+    CodeState *state = kiln_code_state_ensure((PyCodeObject *)code);
+    if (state == NULL || kiln_prepend_entry(state, (PyObject *)entry) < 0) {
         Py_DECREF(entry);
         return NULL;
     }
-    PyTuple_SET_ITEM(entries, 0, Py_NewRef(entry));
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyTuple_SET_ITEM(entries, i + 1, Py_NewRef(PyTuple_GET_ITEM(state->entries, i)));
-    }
-    Py_SETREF(state->entries, entries);
     return (PyObject *)entry;
 }
 
