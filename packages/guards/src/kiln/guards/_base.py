@@ -36,11 +36,13 @@ class CodeContext:
     (``_torch_internals``); with False every guard emits plain Python of the same meaning.
     """
 
-    __slots__ = ("_ids", "_temps", "namespace", "native")
+    __slots__ = ("_ids", "_temps", "namespace", "native", "provided")
 
     def __init__(self, native: bool = True) -> None:
         self.native = native
         self.namespace: dict[str, Any] = {}
+        # sources whose values a passed guard already holds, as cheaper expressions
+        self.provided: dict[Source, str] = {}
         self._ids: dict[int, str] = {}
         self._temps = 0
 
@@ -52,6 +54,12 @@ class CodeContext:
             self.namespace[name] = value
             self._ids[id(value)] = name
         return name
+
+    def provide(self, source: Source, expr: str) -> None:
+        """Say that, once the conditions just emitted hold, ``expr`` evaluates to the value of
+        ``source``; the compiler then fetches ``source`` that way (for example a module's
+        ``_parameters`` from the instance dict the guard already read)."""
+        self.provided.setdefault(source, expr)
 
     def temp(self) -> str:
         """A fresh local variable name for assignment expressions inside a condition."""

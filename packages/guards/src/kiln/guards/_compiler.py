@@ -10,7 +10,8 @@ any exception — a missing key or attribute, a hostile ``__eq__`` — means "fa
 
 Shape of the generated code: each source is fetched once, into a local, right before the
 first guard that needs it; its prefixes are shared, so ``L['self']._modules`` is read once
-however many guards sit below it. Each guard contributes ``if not (...): return False``
+however many guards sit below it. A guard that has already read a source's value on the
+way (``CodeContext.provide``) lends it, so the fetch reuses that cheaper expression. Each guard contributes ``if not (...): return False``
 lines in the order ``order_guards`` chose. Guards of one ``batch_key`` (tensor matches) are
 checked by one ``emit_batch`` call placed where the last of them stands; a guard whose
 source lies under another member's source stays out of the batch, so a tensor is never
@@ -55,7 +56,8 @@ def _batches(order: Sequence[Guard]) -> dict[int, list[Guard]]:
 class _Writer:
     """Accumulates the checker's lines and the locals holding fetched sources."""
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: CodeContext) -> None:
+        self.ctx = ctx
         self.lines: list[str] = []
         self.vars: dict[Source, str] = {}
         self.seen: set[str] = set()  # conditions already checked: pure, so never repeated
@@ -65,7 +67,8 @@ class _Writer:
             if node not in self.vars:
                 base = "" if node.base is None else self.vars[node.base]
                 name = f"v{len(self.vars)}"
-                self.lines.append(f"{_INDENT}{name} = {node.access(base)}  # {_one_line(node)}")
+                access = self.ctx.provided.get(node) or node.access(base)
+                self.lines.append(f"{_INDENT}{name} = {access}  # {_one_line(node)}")
                 self.vars[node] = name
         return self.vars[source]
 
@@ -84,7 +87,7 @@ def _one_line(text: object, limit: int = 160) -> str:
 
 def generate(order: Sequence[Guard], ctx: CodeContext) -> str:
     """The checker's source for guards in ``order``; constants go into ``ctx``."""
-    w = _Writer()
+    w = _Writer(ctx)
     batches = _batches(order)
     batched = {g for members in batches.values() for g in members}
     for i, guard in enumerate(order):

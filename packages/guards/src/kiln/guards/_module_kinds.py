@@ -6,7 +6,8 @@ submodules, parameters and buffers (the keys of ``_modules``, ``_parameters`` an
 ``_buffers``; an empty part is tested with ``not d``, a non-empty one with
 ``[*d] == [...]``). It reads all of them from the instance ``__dict__`` (one attribute
 lookup, then dict items), never through ``nn.Module.__getattr__``: faster, and free of user
-code. It does not import torch: any object laid out like an
+code. Once it holds, it lends those dicts to the compiler (``CodeContext.provide``), so
+sources such as ``L['self']._parameters`` are fetched from the dict already in hand. It does not import torch: any object laid out like an
 nn.Module can be checked, which keeps it usable (and testable) without torch installed.
 """
 
@@ -16,11 +17,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiln.guards._base import CodeContext, Guard, safe_repr, type_name
-from kiln.guards._sources import Source
+from kiln.guards._sources import AttrSource, Source
 
 __all__ = ["ModuleStructureMatch"]
 
 _PARTS = ("_modules", "_parameters", "_buffers")
+
+
+def _plain_instance_attribute(tp: type, name: str) -> bool:
+    """Whether ``obj.name`` is ``obj.__dict__[name]`` for every instance of exactly ``tp``
+    that has the key: no class attribute of that name, no custom ``__getattribute__``."""
+    try:
+        mro = tp.__mro__
+        return tp.__getattribute__ is object.__getattribute__ and not any(
+            name in vars(k) for k in mro
+        )
+    except Exception:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +72,8 @@ class ModuleStructureMatch(Guard):
                 conds.append(f"[*{d}[{part!r}]] == {ctx.const(list(names), 'names')}")
             else:
                 conds.append(f"not {d}[{part!r}]")
+            if _plain_instance_attribute(self.module_type, part):
+                ctx.provide(AttrSource(self.source, part), f"{d}[{part!r}]")
         return conds
 
     def explain(self, module: Any) -> str | None:
