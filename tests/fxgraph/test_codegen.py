@@ -31,10 +31,10 @@ def test_infix_operators_and_freeing_after_last_use():
 
     gm = _gm(build)
     assert gm.code == (
-        "def forward(self, x, y):\n"
-        "    add = x + y;  x = y = None\n"
-        "    mul = add * 2;  add = None\n"
-        "    getitem = mul[1:];  mul = None\n"
+        "def forward(x, y):\n"
+        "    add = x + y\n"
+        "    mul = add * 2;  del add\n"
+        "    getitem = mul[1:];  del mul\n"
         "    not_ = not getitem\n"
         "    return (getitem, not_)\n"
     )
@@ -128,7 +128,7 @@ def test_globals_never_collide_with_node_names():
     gm = _gm(build)
     assert gm(16.0, 1.0) == 4.0
     assert gm(16.0, 9.0) == 9.0
-    assert "def forward(self, math, max):" in gm.code
+    assert "def forward(math, max):" in gm.code
 
 
 def test_kwargs_defaults_and_unused_inputs():
@@ -140,7 +140,7 @@ def test_kwargs_defaults_and_unused_inputs():
         g.output(s)
 
     gm = _gm(build)
-    assert "def forward(self, x, unused, key=None):" in gm.code
+    assert "def forward(x, unused, key=None):" in gm.code
     assert gm([1, 3, 2], 0) == [3, 2, 1]
     assert gm(["aa", "b"], 0, key=len) == ["aa", "b"]
 

@@ -2,7 +2,7 @@
 
 The generated function reads like hand-written code: one statement per node, named after the
 node, infix operators for ``operator`` functions, ``x.attr`` for constant ``getattr``, and
-values set to None after their last use so memory is released as early as in eager code.
+intermediates deleted after their last use so memory is released as early as in eager code.
 Objects that are not literals (functions, modules, dtypes) are reached through the globals of
 the generated code, by their import path when one leads back to the same object
 (``torch.relu``), otherwise under a private name. No name in the globals ever collides with a
@@ -173,8 +173,12 @@ class _Renderer:
         return f"{self.glob.reference(target)}({self.call_args(args, kwargs)})"
 
 
-def python_code(graph: Any, root_name: str = "self") -> PythonCode:
-    """The source of ``def forward(root_name, <placeholders>): ...`` for ``graph``."""
+def python_code(graph: Any, root_name: str = "self", root_param: bool = True) -> PythonCode:
+    """The source of ``def forward(<root_name>, <placeholders>): ...`` for ``graph``.
+
+    Attributes are read as ``<root_name>.weight``; with ``root_param=False`` the root is not a
+    parameter and the caller binds ``root_name`` in the globals instead.
+    """
     nodes = list(graph.nodes)
     glob = _Globals({n.name for n in nodes} | {root_name})
     r = _Renderer(glob)
@@ -184,12 +188,14 @@ def python_code(graph: Any, root_name: str = "self") -> PythonCode:
         for inp in n._input_nodes:
             if inp not in last_use:
                 last_use[inp] = n
+    # Intermediates are deleted after their last use so that memory (activations) is released
+    # as early as in eager code. Inputs are not: the caller still holds them.
     to_free: dict[Node, list[str]] = {}
     for value, user in last_use.items():
-        if user.op != "output":
+        if user.op != "output" and value.op != "placeholder":
             to_free.setdefault(user, []).append(value.name)
 
-    params = [root_name] if root_name else []
+    params = [root_name] if root_param else []
     body: list[str] = []
     seen_default = False
     result = "None"
@@ -209,7 +215,7 @@ def python_code(graph: Any, root_name: str = "self") -> PythonCode:
             line = f"{n.name} = {expr}" if n.users else expr
             freed = to_free.get(n)
             if freed:
-                line += ";  " + " = ".join(freed) + " = None"
+                line += ";  del " + ", ".join(freed)
             body.append(line)
     body.append(f"return {result}")
     src = f"def forward({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)

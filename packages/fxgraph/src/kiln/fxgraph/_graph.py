@@ -289,11 +289,11 @@ class Graph:
 
     # -- code --------------------------------------------------------------------------------
 
-    def python_code(self, root_name: str = "self") -> Any:
-        """Generate the Python source of this graph (see ``kiln.fxgraph.PythonCode``)."""
+    def python_code(self, root_name: str = "self", root_param: bool = True) -> Any:
+        """Generate the Python source of this graph (see ``kiln.fxgraph.python_code``)."""
         from ._codegen import python_code
 
-        return python_code(self, root_name)
+        return python_code(self, root_name, root_param)
 
     def __str__(self) -> str:
         lines = ["graph():"]

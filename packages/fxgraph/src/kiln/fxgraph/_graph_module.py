@@ -3,8 +3,9 @@
 ``GraphModule(attrs, graph)`` installs ``attrs`` (dotted names allowed: ``"layer1.weight"``
 creates a namespace ``layer1`` unless ``attrs`` already gives an object there) and generates
 the Python source of ``forward`` once. Each instance gets its own subclass whose ``__call__``
-*is* the generated function, so ``gm(*args)`` costs one Python call, like calling a
-hand-written function. After editing ``gm.graph`` call ``gm.recompile()``.
+*is* the generated function (a staticmethod; the generated code reaches the module through
+its global ``self``), so ``gm(*args)`` costs one Python call, like calling a hand-written
+function. After editing ``gm.graph`` call ``gm.recompile()``.
 """
 
 from __future__ import annotations
@@ -121,17 +122,21 @@ class GraphModule:
 
     def recompile(self) -> str:
         """Regenerate and recompile ``forward`` from the graph; returns the source."""
-        code = self._graph.python_code("self")
+        # ``self`` is a global of the generated code rather than a parameter: calling an
+        # instance whose ``__call__`` is a staticmethod skips binding it, which keeps
+        # ``gm(*args)`` as cheap as calling a plain function.
+        code = self._graph.python_code("self", root_param=False)
         digest = hashlib.sha1(code.src.encode()).hexdigest()[:12]
         filename = f"<kiln.fxgraph {self._class_name} {digest}>"
         linecache.cache[filename] = (len(code.src), None, code.src.splitlines(True), filename)
         namespace: dict[str, Any] = dict(code.globals)
+        namespace["self"] = self
         exec(compile(code.src, filename, "exec"), namespace)
         fn = namespace[code.fn_name]
         fn.__qualname__ = f"{self._class_name}.forward"
         cls = type(self)
-        cls.forward = fn
-        cls.__call__ = fn
+        cls.forward = staticmethod(fn)
+        cls.__call__ = staticmethod(fn)
         self._code = code.src
         return code.src
 
