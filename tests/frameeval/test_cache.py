@@ -442,3 +442,43 @@ def test_reset_breaks_cycles_through_the_extra_slot():
     fe.reset()
     gc.collect()
     assert code_ref() is None
+
+
+# ---------------------------------------------------------------- finalizers during allocation
+
+
+def test_cache_stays_consistent_when_collections_run_finalizers_that_touch_it():
+    """With a collection on every allocation, finalizers that clear, fill and reset caches
+    run in the middle of add_cache_entry and reset; the state must stay consistent."""
+    actions = [
+        lambda: fe.clear_cache(add.__code__),
+        lambda: fe.add_cache_entry(add.__code__, always, add_thrice.__code__),
+        fe.reset,
+    ]
+
+    class Cyclic:
+        def __init__(self, action):
+            self.action, self.me = action, self
+
+        def __del__(self):
+            self.action()
+
+    thresholds = gc.get_threshold()
+    gc.disable()
+    try:
+        gc.set_threshold(1, 1, 1)
+        gc.enable()
+        for i in range(300):
+            Cyclic(actions[i % 3])
+            fe.add_cache_entry(add.__code__, always, add_twice.__code__)
+            fe.get_cache_entries(add.__code__)
+            if len(fe.get_cache_entries(add.__code__)) > 20:
+                fe.reset()
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.collect()
+    entries = fe.get_cache_entries(add.__code__)
+    assert all(isinstance(e, fe.CacheEntry) for e in entries)
+    assert {e.code for e in entries} <= {add_twice.__code__, add_thrice.__code__}
+    with fe.callback_set(fe.RUN_ONLY):
+        assert add(1, 2) in (3, 6, 9)
