@@ -17,7 +17,7 @@ def _checker(env: ShapeEnv):
 
 def test_roundtrip_int_locals():
     env = ShapeEnv()
-    n, m, k = (env.create_symint(h, LocalSource(name)) for h, name in [(8, "n"), (8, "m"), (12, "k")])
+    n, _m, k = (env.create_symint(h, LocalSource(name)) for h, name in [(8, "n"), (8, "m"), (12, "k")])
     assert bool(n * 3 > k + 4)  # 24 > 16
     assert bool((k // 4) * 4 == k)  # divisibility
     check = _checker(env)

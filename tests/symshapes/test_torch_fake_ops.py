@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from kiln.symshapes import ShapeEnv
-from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, from_real
+from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, from_real
 
 
 @dataclass
@@ -200,7 +200,40 @@ def test_static(name):
     expected = fn(*[t.clone() for t in reals])
     with mode:
         out = fn(*fakes)
+        replayed = fn(*[from_real(mode, t) for t in reals])  # same metadata: served by the cache
     _check(expected, out)
+    _check(expected, replayed)
+    assert mode.cache.hits > 0 or mode.cache.misses == 0
+
+
+def test_cache_replays_aliasing():
+    mode = FakeTensorMode()
+    base = from_real(mode, torch.randn(4, 6))
+    with mode:
+        first = [base.t(), base + 1, base.add_(1)]
+        second = [base.t(), base + 1, base.add_(1)]
+    assert mode.cache.hits == 3
+    for a, b in zip(first, second, strict=True):
+        assert (a.shape, a.stride(), a.storage_offset(), a.dtype) == (b.shape, b.stride(), b.storage_offset(), b.dtype)
+    assert second[0].fake_storage is base.fake_storage
+    assert second[1].fake_storage is not base.fake_storage and second[1].fake_storage is not first[1].fake_storage
+    assert second[2] is base
+
+
+def test_cache_can_be_shared_or_disabled():
+    shared = DispatchCache()
+    real = torch.randn(3, 5)
+    for _ in range(2):
+        mode = FakeTensorMode(cache=shared)
+        fake = from_real(mode, real)
+        with mode:
+            fake.sum(0)
+    assert shared.hits == 1 and shared.misses == 1
+    off = FakeTensorMode(cache=False)
+    assert off.cache is None
+    fake = from_real(off, real)
+    with off:
+        assert tuple(fake.sum(0).shape) == (5,)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -7,7 +7,8 @@ sympy's (its sign convention already matches Python's: the result takes the divi
 Invariants:
 - ``FloorDiv(a, b)`` evaluates to ``a // b`` whenever both arguments are integers, and every
   rewrite it performs is exact for integer-valued arguments (``(4*x + 3) // 4 == x`` for
-  any integer ``x``); it never rewrites when ``b`` is symbolic except ``a == b``.
+  any integer ``x``); with a symbolic ``b`` it only splits off terms that are exact integer
+  multiples of ``b`` (``(s0*s1) // s0 == s1``).
 - ``TruncToInt(x)`` is ``math.trunc(x)`` on numbers.
 """
 
@@ -39,7 +40,7 @@ class FloorDiv(sympy.Function):
         if a == b:
             return sympy.Integer(1)
         if not b.is_Integer:
-            return None
+            return _divide_exact_terms(a, b)
         divisor = int(b)
         if isinstance(a, FloorDiv) and a.args[1].is_Integer and divisor > 0 and int(a.args[1]) > 0:
             # floor(floor(x / p) / q) == floor(x / (p * q)) for positive integers p, q.
@@ -64,6 +65,22 @@ class FloorDiv(sympy.Function):
     def _sympystr(self, printer):
         a, b = (printer.parenthesize(arg, 40) for arg in self.args)
         return f"({a}//{b})"
+
+
+def _divide_exact_terms(a, b):
+    """``(k*b*X + R) // b == k*X + R // b`` for a symbolic integer ``b`` dividing some terms."""
+    if not b.is_integer:
+        return None
+    exact, rest = [], []
+    for term in sympy.Add.make_args(a):
+        quotient = term / b
+        if quotient.is_integer and sympy.fraction(quotient)[1] == 1:
+            exact.append(quotient)
+        else:
+            rest.append(term)
+    if not exact:
+        return None
+    return sympy.Add(*exact) + FloorDiv(sympy.Add(*rest), b)
 
 
 class TruncToInt(sympy.Function):

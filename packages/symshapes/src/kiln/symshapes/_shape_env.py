@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ShapeEnv"]
 
+_MISSING = object()
 _SIZE_RANGE = ValueRange(0, math.inf)
 _DYNAMIC_SIZE_RANGE = ValueRange(2, math.inf)
 
@@ -84,6 +85,9 @@ class ShapeEnv:
         self._simplified: dict[sympy.Basic, sympy.Basic] = {}
         self._decided: dict[tuple[sympy.Basic, bool], bool | None] = {}
         self._oblivious_ranges: dict[sympy.Symbol, ValueRange] | None = None
+        self._undecided_at: dict[tuple[sympy.Basic, bool], int] = {}
+        self._hint_cache: dict[sympy.Basic, int | float | bool] = {}
+        self._version = 0
 
     # ----------------------------------------------------------------- symbols
     def _new_symbol(self, prefix: str, **assumptions: bool) -> sympy.Symbol:
@@ -260,8 +264,9 @@ class ShapeEnv:
         if expr is sympy.true or expr is sympy.false:
             return expr is sympy.true
         key = (expr, size_oblivious)
-        if key in self._decided:
-            return self._decided[key]
+        known = self._decided.get(key, _MISSING)
+        if known is not _MISSING and (known is not None or self._undecided_at.get(key) == self._version):
+            return known
         ranges = self._size_oblivious_ranges() if size_oblivious else self._ranges
         refined = simplify_with_ranges(expr, ranges)
         if refined is sympy.true or refined is sympy.false:
@@ -270,8 +275,10 @@ class ShapeEnv:
             result = decide(refined, ranges)
             if result is None:
                 result = decide_by_shift(refined, ranges)
-        if result is not None:
-            self._decided[key] = result
+        self._decided[key] = result
+        if result is None:
+            # Undecided stays undecided until a fact is learned (the version moves on).
+            self._undecided_at[key] = self._version
         return result
 
     def size_hint(self, expr: sympy.Basic | int, *, fallback: int | None = None) -> int | float | bool | None:
@@ -279,6 +286,10 @@ class ShapeEnv:
         (None when no fallback is given and an unbacked symbol appears)."""
         if not isinstance(expr, sympy.Basic):
             return expr
+        cached = self._hint_cache.get(expr)
+        if cached is not None:
+            return cached
+        original = expr
         expr = self.simplify(expr)
         if _is_constant(expr):
             return _py_value(expr)
@@ -290,7 +301,10 @@ class ShapeEnv:
                     return None
                 atom = sympy.Integer(fallback)
             binding[sym] = atom
-        return _py_value(expr.xreplace(binding))
+        value = _py_value(expr.xreplace(binding))
+        if all(s in self._hint_atoms for s in binding):
+            self._hint_cache[original] = value  # backed hints never change
+        return value
 
     # ----------------------------------------------------------------- decisions
     def evaluate(self, expr: sympy.Basic, hint: object = None, *, size_oblivious: bool = False, origin: str = "") -> int | float | bool:
@@ -380,6 +394,7 @@ class ShapeEnv:
             self._invalidate()
 
     def _invalidate(self) -> None:
+        self._version += 1
         self._simplified.clear()
         self._oblivious_ranges = None
 

@@ -130,7 +130,7 @@ def _floordiv(a: ValueRange, b: ValueRange) -> ValueRange:
 
 def _mod(a: ValueRange, b: ValueRange) -> ValueRange:
     if b.lower > 0:
-        if b.is_point() and a.lower >= 0 and a.upper < b.lower:
+        if a.lower >= 0 and a.upper < b.lower:
             return a
         upper = b.upper - 1 if isinstance(b.upper, int) else b.upper
         return ValueRange(0, upper)
@@ -250,7 +250,10 @@ def decide_by_shift(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueRange]
     """
     if not expr.is_Relational:
         return None
-    diff = sympy.expand(expr.lhs - expr.rhs)
+    diff = expr.lhs - expr.rhs
+    if not diff.free_symbols or not diff.is_polynomial(*diff.free_symbols):
+        return None
+    diff = sympy.expand(diff)
     shift = {}
     for sym in diff.free_symbols:
         r = ranges.get(sym, _FULL)
@@ -258,7 +261,7 @@ def decide_by_shift(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueRange]
             return None
         shift[sym] = sym + r.lower
     try:
-        poly = sympy.Poly(sympy.expand(diff.xreplace(shift)), *sorted(shift, key=str))
+        poly = sympy.Poly(sympy.expand(diff.xreplace(shift)), *shift)
     except sympy.PolynomialError:
         return None
     coeffs = [c for c in poly.coeffs() if c != 0]
@@ -284,7 +287,7 @@ def simplify_with_ranges(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueR
     if not targets:
         return expr
     mapping = {}
-    for atom in sorted(targets, key=sympy.count_ops):
+    for atom in targets:
         args = atom.args
         if isinstance(atom, (sympy.Min, sympy.Max)):
             bounds = [bound(a, ranges) for a in args]
@@ -295,6 +298,6 @@ def simplify_with_ranges(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueR
                     break
         else:
             a, b = bound(args[0], ranges), bound(args[1], ranges)
-            if b.is_point() and b.lower > 0 and a.lower >= 0 and a.upper < b.lower:
+            if b.lower > 0 and a.lower >= 0 and a.upper < b.lower:
                 mapping[atom] = args[0] if isinstance(atom, sympy.Mod) else sympy.Integer(0)
     return expr.xreplace(mapping) if mapping else expr

@@ -14,6 +14,7 @@ import torch
 
 from kiln.symshapes.bridge import _data_dependent  # noqa: F401  (registers the rules)
 from kiln.symshapes.bridge._convert import to_real
+from kiln.symshapes.bridge._dispatch_cache import DispatchCache
 from kiln.symshapes.bridge._fake_mode import (
     FakeTensorMode,
     UnsupportedOpError,
@@ -24,6 +25,7 @@ from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
 
 __all__ = [
+    "DispatchCache",
     "FakeStorage",
     "FakeTensor",
     "FakeTensorMode",

@@ -5,7 +5,8 @@ While a FakeTensorMode is active (``with mode:``), every ATen op call goes to
 way become (static) fakes, device arguments become ``meta``, the op runs through torch's own
 meta kernel, and each meta result is wrapped as a FakeTensor on the device the op would have
 produced. Ops whose output size depends on data (``nonzero``, ``.item()``, ...) are answered
-by ``data_dependent_rules`` with unbacked symbols instead.
+by ``data_dependent_rules`` with unbacked symbols instead. Calls whose arguments are all
+static are looked up in a ``DispatchCache`` first (same input metadata, same outputs).
 
 With a ShapeEnv the mode supports symbolic sizes: entering it enables torch's Python
 dispatcher (see ``_torch_internals``) so composite kernels decompose symbolically, and every
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from kiln.symshapes._shape_env import ShapeEnv
+from kiln.symshapes.bridge._dispatch_cache import DispatchCache
 from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._torch_internals import (
@@ -105,8 +107,11 @@ def _retarget_device(index: int, args: tuple, kwargs: dict, has_inputs: bool):
 class FakeTensorMode(TorchDispatchMode):
     """Run ATen ops on FakeTensors; ``shape_env`` enables symbolic and unbacked sizes."""
 
-    def __init__(self, shape_env: ShapeEnv | None = None) -> None:
+    def __init__(self, shape_env: ShapeEnv | None = None, *, cache: DispatchCache | bool | None = True) -> None:
+        """``shape_env``: enables symbolic and unbacked sizes. ``cache``: a DispatchCache to
+        share between modes, True for a fresh one, False/None to always run meta kernels."""
         super().__init__()
+        self.cache = DispatchCache() if cache is True else (cache or None)
         self._mode_key = FAKE_MODE_KEY
         self.shape_env = shape_env
         self.view = ShapeEnvView(shape_env) if shape_env is not None else None
@@ -155,7 +160,19 @@ class FakeTensorMode(TorchDispatchMode):
             result = rule(self, func, args, kwargs)
             if result is not NotImplemented:
                 return result
-        return self.run_meta(func, args, kwargs, info)
+        key = self.cache.key(func, args, kwargs) if self.cache is not None else None
+        if key is None:
+            return self.run_meta(func, args, kwargs, info)
+        inputs: list[FakeTensor] = []
+        self._unwrap((args, tuple(kwargs.values())), inputs)
+        spec = self.cache.entries.get(key)
+        if spec is not None:
+            self.cache.hits += 1
+            return self.cache.replay(spec, inputs, self)
+        self.cache.misses += 1
+        out = self.run_meta(func, args, kwargs, info)
+        self.cache.store(key, inputs, out)
+        return out
 
     def run_meta(self, func, args: tuple, kwargs: dict, info: _OpInfo | None = None):
         """Run ``func`` through its meta kernel (no data-dependent rule) and wrap the results."""
