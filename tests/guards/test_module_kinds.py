@@ -41,8 +41,10 @@ def test_fails_on_each_change():
         (Layout(["a"], ["w", "b"], ["r"], training=False),
          "module L['m'] training: expected True, got False"),
         (Layout([], ["w", "b"], ["r"]), "module L['m'] modules names: expected ['a'], got []"),
-        (Layout(["a"], ["b", "w"], ["r"]),
-         "module L['m'] parameters names: expected ['w', 'b'], got ['b', 'w']"),
+        (Layout(["a"], ["w"], ["r"]),
+         "module L['m'] parameters names: expected ['w', 'b'], got ['w']"),
+        (Layout(["a"], ["w", "c"], ["r"]),
+         "module L['m'] parameters names: expected ['w', 'b'], got ['w', 'c']"),
         (Layout(["a"], ["w", "b", "c"], ["r"]),
          "module L['m'] parameters names: expected ['w', 'b'], got ['w', 'b', 'c']"),
         (Layout(["a"], ["w", "b"], []), "module L['m'] buffers names: expected ['r'], got []"),
@@ -76,3 +78,18 @@ def test_hostile_module_objects(hostile_values):
     for value in hostile_values:
         assert check({"m": value}) is False
         assert evaluate(guard, {"m": value}) is not None
+
+
+def test_names_are_sets_and_order_is_a_separate_guard():
+    from kiln.guards import AttrSource, DictKeysMatch
+
+    m = Layout(modules=["a", "b"], parameters=["w", "b"])
+    guard = ModuleStructureMatch.from_module(M, m)
+    reordered = Layout(modules=["b", "a"], parameters=["b", "w"])
+    assert GuardSet([guard]).compile()({"m": reordered})
+    order = DictKeysMatch(AttrSource(M, "_modules"), tuple(m._modules))
+    check = GuardSet([guard, order]).compile()
+    assert check({"m": m})
+    assert not check({"m": reordered})
+    assert GuardSet([guard, order]).explain({"m": reordered}) == (
+        "L['m']._modules keys: expected ('a', 'b'), got ('b', 'a')")

@@ -1,10 +1,11 @@
 """The nn.Module structure guard.
 
 ``ModuleStructureMatch`` pins what a trace of a module's ``forward`` depends on besides its
-tensors: the exact module class, the ``training`` flag, and the ordered names of its direct
-submodules, parameters and buffers (the keys of ``_modules``, ``_parameters`` and
-``_buffers``; an empty part is tested with ``not d``, a non-empty one with
-``[*d] == [...]``). It reads all of them from the instance ``__dict__`` (one attribute
+tensors: the exact module class, the ``training`` flag, and the names of its direct
+submodules, parameters and buffers (the key sets of ``_modules``, ``_parameters`` and
+``_buffers``), which decide how ``module.name`` resolves. Their order is a separate fact,
+needed only where the trace iterates (``for layer in self.layers``): a tracer states it
+with a DictKeysMatch on that dict, e.g. ``L['self']._modules['layers']._modules``. It reads all of them from the instance ``__dict__`` (one attribute
 lookup, then dict items), never through ``nn.Module.__getattr__``: faster, and free of user
 code. Once it holds, it lends those dicts to the compiler (``CodeContext.provide``), so
 sources such as ``L['self']._parameters`` are fetched from the dict already in hand. It does not import torch: any object laid out like an
@@ -39,7 +40,7 @@ def _plain_instance_attribute(tp: type, name: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class ModuleStructureMatch(Guard):
     """``source`` is a module of exactly ``module_type`` in the traced training mode whose
-    submodule, parameter and buffer names are the traced ones, in the traced order."""
+    submodule, parameter and buffer names are the traced ones (as sets)."""
 
     source: Source
     module_type: type
@@ -67,9 +68,12 @@ class ModuleStructureMatch(Guard):
                  f"({d} := {expr}.__dict__)['training'] is {self.training}"]
         for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
                                strict=True):
-            # `not d` and `[*d] == [...]` are the cheapest exact tests of a dict's key order
+            # the cheapest exact tests of a dict's key set: `not p`, or its length plus
+            # membership of each name (no list is built, no order compared)
             if names:
-                conds.append(f"[*{d}[{part!r}]] == {ctx.const(list(names), 'names')}")
+                p = ctx.temp()
+                has = " and ".join(f"{name!r} in {p}" for name in names)
+                conds.append(f"len({p} := {d}[{part!r}]) == {len(names)} and {has}")
             else:
                 conds.append(f"not {d}[{part!r}]")
             if _plain_instance_attribute(self.module_type, part):
@@ -88,7 +92,8 @@ class ModuleStructureMatch(Guard):
         for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
                                strict=True):
             found = state[part]
-            if (bool(found) if not names else [*found] != list(names)):
+            if (bool(found) if not names else
+                    len(found) != len(names) or any(name not in found for name in names)):
                 return (f"module {src} {part.lstrip('_')} names: expected {list(names)}, "
                         f"got {safe_repr([*found])}")
         return None

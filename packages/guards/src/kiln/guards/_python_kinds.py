@@ -244,7 +244,7 @@ class LengthMatch(Guard):
 
 @dataclass(frozen=True, slots=True)
 class DictKeysMatch(Guard):
-    """``tuple(source.keys()) == keys``: the same keys in the same order."""
+    """``source.keys()`` are ``keys`` in the same order (what iterating a dict depends on)."""
 
     source: Source
     keys: tuple[Any, ...]
@@ -257,7 +257,9 @@ class DictKeysMatch(Guard):
         return f"tuple({self.source}.keys()) == {self.keys!r}"
 
     def emit(self, ctx: CodeContext, expr: str) -> list[str]:
-        return [f"tuple({expr}.keys()) == {ctx.const(self.keys, 'keys')}"]
+        # a list of the traced key objects: equal keys are then usually identical, which
+        # makes the comparison an identity check per key
+        return [f"[*{expr}.keys()] == {ctx.const(list(self.keys), 'keys')}"]
 
     def explain(self, value: Any) -> str | None:
         found = tuple(value.keys())
