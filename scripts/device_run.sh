@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run kiln from source on a machine without hatch or network (the GPU machine): every
+# package's src folder goes on PYTHONPATH and frameeval's C extension is built in place with
+# the system compiler for the python3 found there. Then the given command runs.
+#
+#   scripts/device_run.sh python3 -m pytest tests/fxgraph tests/guards -q -n 8
+#   scripts/device_run.sh python3 benchmarks/fxgraph_bench.py
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+paths=""
+for d in packages/*/src; do
+  paths="$paths:$PWD/$d"
+done
+export PYTHONPATH="${paths#:}${PYTHONPATH:+:$PYTHONPATH}"
+
+python3 packages/frameeval/hatch_build.py >/dev/null
+python3 - <<'PY'
+import platform, sys
+try:
+    import torch
+    print(f"python {platform.python_version()}, torch {torch.__version__}, "
+          f"cuda {torch.cuda.is_available()} ({torch.cuda.device_count()} devices)")
+except ImportError:
+    print(f"python {platform.python_version()}, no torch")
+PY
+exec "$@"
