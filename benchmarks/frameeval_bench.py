@@ -1,19 +1,24 @@
 """kiln.frameeval benchmark: what the PEP 523 hook costs per Python call.
 
-Cases (each a median over timed batches after warm-up, ns per call of a Python function
-from a Python loop, on the Python that runs this file):
+Cases (ns per call of a Python function from a Python loop, on the Python that runs this
+file; medians over timed batches after warm-up):
 
-* plain call, no hook installed (the reference);
+* plain calls with no hook installed (``f(a, b)``, a call with ``*args``/``**kwargs``, a
+  closure); ``+ns`` is against an empty loop, i.e. the cost of the call itself;
 * hook installed, this thread has no callback (another thread's callback installed it);
 * hook installed, callback set, the code is skipped (the C skip check: what every library
   call pays while kiln is active);
 * C fast path: a cache hit with a trivial guard ``lambda L: True`` runs the replacement
-  (positional call; call with ``*args``/``**kwargs``; closure, whose function object is built
-  per call), against calling the replacement directly; and the same hit with a guard written
-  in C (``bool``), which leaves the cost of the hook itself (locals dict, replacement call);
+  (positional call; ``*args``/``**kwargs`` call; closure, whose function object is built per
+  call); and the same hit with a guard written in C (``bool``), which leaves the cost of the
+  hook itself (building ``L``, calling the guard and the replacement from C);
 * callback miss: the Python callback is consulted and answers None;
 * setting and restoring a callback (``with callback_set(cb):``), which installs and removes
   the evaluation function when no other thread has a callback.
+
+For the hook cases ``+ns`` is against the same loop with no hook: the cost kiln adds.
+Batches of a case and of its reference alternate and are differenced pairwise, which keeps
+the deltas usable on a shared machine.
 
 Run: ``python benchmarks/frameeval_bench.py`` (``--quick`` for fewer samples).
 """
@@ -26,7 +31,8 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 
 import kiln.frameeval as fe
 
@@ -108,82 +114,114 @@ def answer_none(code, L, func):
     return None
 
 
-def median_ns(loop: Callable[[int], None], *, number: int, samples: int) -> float:
-    """Median over ``samples`` batches of ``loop(number)``, in ns per iteration."""
+def batch_ns(loop: Callable[[int], None], number: int) -> float:
+    """One timed batch of ``loop(number)``, in ns per iteration."""
+    t0 = time.perf_counter_ns()
     loop(number)
-    times = []
-    for _ in range(samples):
-        t0 = time.perf_counter_ns()
-        loop(number)
-        times.append((time.perf_counter_ns() - t0) / number)
-    return statistics.median(times)
+    return (time.perf_counter_ns() - t0) / number
 
 
-class OtherThreadCallback:
+@contextmanager
+def other_thread_callback() -> Iterator[None]:
     """Keeps a callback set on a helper thread, so the hook is installed for everyone."""
+    ready, done = threading.Event(), threading.Event()
 
-    def __enter__(self):
-        self.ready, self.done = threading.Event(), threading.Event()
+    def hold():
+        with fe.callback_set(answer_none):
+            ready.set()
+            done.wait()
 
-        def hold():
-            with fe.callback_set(answer_none):
-                self.ready.set()
-                self.done.wait()
-
-        self.thread = threading.Thread(target=hold)
-        self.thread.start()
-        self.ready.wait()
-        assert fe.is_installed()
-        return self
-
-    def __exit__(self, *exc):
-        self.done.set()
-        self.thread.join()
+    thread = threading.Thread(target=hold)
+    thread.start()
+    ready.wait()
+    assert fe.is_installed()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
-def measure(number: int, samples: int) -> list[tuple[str, float, str]]:
-    """(case, ns per call, what it is compared with) for every case."""
+@contextmanager
+def entries(*triples) -> Iterator[None]:
+    """Cache entries (original, guard, replacement) for the block, run-only mode."""
+    for original, guard, replacement in triples:
+        fe.add_cache_entry(original.__code__, guard, replacement.__code__)
+    try:
+        with fe.callback_set(fe.RUN_ONLY):
+            yield
+    finally:
+        fe.reset()
+
+
+@contextmanager
+def callback(cb) -> Iterator[None]:
+    try:
+        with fe.callback_set(cb):
+            yield
+    finally:
+        fe.reset()
+
+
+trivial = lambda L: True  # noqa: E731
+
+#: (case, loop timed inside the setup, reference loop timed without it, setup)
+CASES = [
+    ("f(1, 2), no hook", loop_f, loop_empty, nullcontext),
+    ("g(1, 2, 3, k=4, z=5), no hook", loop_g, loop_empty, nullcontext),
+    ("closure h(1, 2), no hook", loop_h, loop_empty, nullcontext),
+    ("hook installed, no callback in this thread", loop_f, loop_f, other_thread_callback),
+    ("hook + callback set, code skipped (C)", loop_f, loop_f, lambda: callback(skip_all)),
+    (
+        "C fast path hit, trivial guard: f",
+        loop_f,
+        loop_f,
+        lambda: entries((f, trivial, f_replacement)),
+    ),
+    (
+        "C fast path hit, C guard (bool): f",  # bool(L) is true: no Python frame for the guard
+        loop_f,
+        loop_f,
+        lambda: entries((f, bool, f_replacement)),
+    ),
+    (
+        "C fast path hit, trivial guard: g(*args, **kw)",
+        loop_g,
+        loop_g,
+        lambda: entries((g, trivial, g_replacement)),
+    ),
+    (
+        "C fast path hit, trivial guard: closure h",
+        loop_h,
+        loop_h,
+        lambda: entries((h, trivial, h_replacement)),
+    ),
+    ("replacement f called directly", loop_f_replacement, loop_f, nullcontext),
+    ("callback miss (Python callback -> None)", loop_f, loop_f, lambda: callback(answer_none)),
+    ("with callback_set(cb): pass (install+uninstall)", loop_callback_set, loop_empty, nullcontext),
+]
+
+
+def measure(number: int, samples: int) -> list[tuple[str, float, float]]:
+    """(case, median ns per call, median paired difference with its reference loop).
+
+    Batches of the case and of its reference alternate, so that a machine whose speed
+    drifts (shared cores) shifts both alike; the difference is taken batch by batch."""
     fe.reset()
-    timed = lambda loop: median_ns(loop, number=number, samples=samples)  # noqa: E731
     rows = []
-    empty = timed(loop_empty)
-    plain = timed(loop_f)
-    plain_g = timed(loop_g)
-    plain_h = timed(loop_h)
-    direct = timed(loop_f_replacement)
-    rows.append(("empty loop iteration", empty, ""))
-    rows.append(("f(1, 2), no hook", plain, "reference"))
-    rows.append(("g(1, 2, 3, k=4, z=5), no hook", plain_g, "reference"))
-    rows.append(("closure h(1, 2), no hook", plain_h, "reference"))
-
-    with OtherThreadCallback():
-        rows.append(("hook installed, no callback in this thread", timed(loop_f), "f"))
-    with fe.callback_set(skip_all):
-        skipped = timed(loop_f)
-    rows.append(("hook + callback set, code skipped (C)", skipped, "f"))
-    fe.reset()
-
-    fe.add_cache_entry(f.__code__, lambda L: True, f_replacement.__code__)
-    fe.add_cache_entry(g.__code__, lambda L: True, g_replacement.__code__)
-    fe.add_cache_entry(h.__code__, lambda L: True, h_replacement.__code__)
-    with fe.callback_set(fe.RUN_ONLY):
-        rows.append(("C fast path hit, trivial guard: f", timed(loop_f), "f"))
-        fe.clear_cache(f.__code__)
-        fe.add_cache_entry(f.__code__, bool, f_replacement.__code__)  # bool(L): C, true
-        rows.append(("C fast path hit, C guard (bool): f", timed(loop_f), "f"))
-        rows.append(("C fast path hit, trivial guard: g(*args, **kw)", timed(loop_g), "g"))
-        rows.append(("C fast path hit, trivial guard: closure h", timed(loop_h), "h"))
-    rows.append(("replacement called directly", direct, "f"))
-    fe.reset()
-
-    with fe.callback_set(answer_none):
-        rows.append(("callback miss (Python callback -> None)", timed(loop_f), "f"))
-    fe.reset()
-    rows.append(
-        ("with callback_set(cb): pass (install+uninstall)", timed(loop_callback_set), "empty")
-    )
-    references = {"f": plain, "g": plain_g, "h": plain_h, "empty": empty}
-    return [(case, ns, references.get(ref, ref)) for case, ns, ref in rows]
+    for name, loop, reference, setup in CASES:
+        with setup():
+            loop(number)  # warm-up
+        reference(number)
+        case_ns, diff_ns = [], []
+        for _ in range(samples):
+            ref = batch_ns(reference, number)
+            with setup():
+                ns = batch_ns(loop, number)
+            case_ns.append(ns)
+            diff_ns.append(ns - ref)
+        rows.append((name, statistics.median(case_ns), statistics.median(diff_ns)))
+    return rows
 
 
 def main() -> None:
@@ -194,10 +232,9 @@ def main() -> None:
     rows = measure(number, samples)
     print(f"kiln.frameeval per-call cost, {platform.python_implementation()} {sys.version.split()[0]}")
     print(f"median of {samples} batches x {number} calls, after warm-up; ns per call")
-    print(f"{'case':<52} {'ns/call':>9} {'+ns':>8}")
-    for case, ns, reference in rows:
-        delta = f"{ns - reference:+8.1f}" if isinstance(reference, float) else ""
-        print(f"{case:<52} {ns:9.1f} {delta:>8}")
+    print(f"{'case':<52} {'ns/call':>9} {'+ns':>8}  (+ns: against the reference loop)")
+    for case, ns, delta in rows:
+        print(f"{case:<52} {ns:9.1f} {delta:+8.1f}")
 
 
 if __name__ == "__main__":
