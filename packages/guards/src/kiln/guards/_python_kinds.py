@@ -258,8 +258,10 @@ class DictKeysMatch(Guard):
 
     def emit(self, ctx: CodeContext, expr: str) -> list[str]:
         # a list of the traced key objects: equal keys are then usually identical, which
-        # makes the comparison an identity check per key
-        return [f"[*{expr}.keys()] == {ctx.const(list(self.keys), 'keys')}"]
+        # makes the comparison an identity check per key; iterating an exact dict is
+        # iterating its keys, without the method call
+        keys = ctx.const(list(self.keys), "keys")
+        return [f"[*({expr} if type({expr}) is dict else {expr}.keys())] == {keys}"]
 
     def explain(self, value: Any) -> str | None:
         found = tuple(value.keys())
