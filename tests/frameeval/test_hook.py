@@ -561,3 +561,39 @@ def test_thread_exiting_with_a_callback_releases_it():
     assert holder[0]() is None
     assert fe.active_threads() == 0
     assert not fe.is_installed()
+
+
+def test_callback_set_is_reusable_but_not_reentrant(recorder):
+    scope = fe.callback_set(recorder)
+    for _ in range(2):
+        with scope:
+            assert fe.get_callback() is recorder
+            with pytest.raises(RuntimeError, match="not reentrant"), scope:
+                pass
+        assert fe.get_callback() is None
+    with pytest.raises(RuntimeError, match="without __enter__"):
+        scope.__exit__(None, None, None)
+    with pytest.raises(TypeError):
+        fe.callback_set(recorder, 1)
+
+
+def test_hook_stays_installed_while_any_thread_has_a_callback(recorder):
+    ready, done = threading.Event(), threading.Event()
+
+    def hold():
+        with fe.callback_set(recorder):
+            ready.set()
+            done.wait()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    ready.wait()
+    try:
+        assert fe.is_installed() and fe.active_threads() == 1
+        with fe.callback_set(fe.RUN_ONLY):
+            assert fe.active_threads() == 2
+        assert fe.is_installed() and fe.active_threads() == 1
+    finally:
+        done.set()
+        t.join()
+    assert not fe.is_installed() and fe.active_threads() == 0
