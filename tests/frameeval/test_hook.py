@@ -267,21 +267,25 @@ def test_warm_call_sites_still_reach_the_hook(recorder):
         def __getattr__(self, name):
             return 4
 
+    class D:
+        def __getattribute__(self, name):
+            return 8
+
     lam = lambda: 5  # noqa: E731
 
     def kw(*, a):
         return a
 
-    c = C()
+    c, d = C(), D()
 
     def workload():
-        return [c.method(), c.prop, c[0], c.missing, lam(), kw(a=6), helper(6)]
+        return [c.method(), c.prop, c[0], c.missing, lam(), kw(a=6), helper(6), d.anything]
 
     for _ in range(200):
         workload()
     with fe.callback_set(recorder):
         for _ in range(10):
-            assert workload() == [1, 2, 3, 4, 5, 6, 7]
+            assert workload() == [1, 2, 3, 4, 5, 6, 7, 8]
     expected = [
         C.method.__code__,
         C.prop.fget.__code__,
@@ -290,6 +294,7 @@ def test_warm_call_sites_still_reach_the_hook(recorder):
         lam.__code__,
         kw.__code__,
         helper.__code__,
+        D.__getattribute__.__code__,
     ]
     seen = recorder.codes()
     for code in expected:
