@@ -17,6 +17,7 @@ from kiln.guards import (
     ItemSource,
     LengthMatch,
     LocalSource,
+    ModuleStructureMatch,
     NoAliasing,
     NoHasAttr,
     NotNone,
@@ -38,6 +39,19 @@ class Box:
         return f"Box({self.__dict__})"
 
 
+class Layout:
+    """Laid out like an nn.Module (what ModuleStructureMatch reads)."""
+
+    def __init__(self, training, modules, parameters):
+        self.training = training
+        self._modules = dict.fromkeys(modules)
+        self._parameters = dict.fromkeys(parameters)
+        self._buffers = {}
+
+    def __repr__(self):
+        return f"Layout({self.training}, {list(self._modules)}, {list(self._parameters)})"
+
+
 class Hostile:
     def __getattr__(self, name):
         raise RuntimeError(name)
@@ -57,8 +71,10 @@ constants = st.recursive(
     lambda inner: st.tuples(inner) | st.tuples(inner, inner),
     max_leaves=4,
 )
+names_lists = st.lists(st.sampled_from(["a", "b", "c"]), max_size=3, unique=True)
+layouts = st.builds(Layout, st.booleans(), names_lists, names_lists)
 values = st.recursive(
-    constants | st.builds(Hostile),
+    constants | st.builds(Hostile) | layouts,
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)
     | st.builds(lambda kw: Box(**kw), st.dictionaries(st.sampled_from(ATTRS), inner, max_size=2)),
@@ -69,7 +85,8 @@ frames = st.fixed_dictionaries({}, optional={n: values for n in NAMES})
 roots = st.sampled_from([LocalSource(n) for n in NAMES])
 sources = roots | st.builds(AttrSource, roots, st.sampled_from(ATTRS)) | st.builds(
     ItemSource, roots, st.sampled_from(KEYS))
-types = st.sampled_from([int, float, str, bytes, bool, type(None), tuple, list, dict, Box, Hostile])
+types = st.sampled_from([int, float, str, bytes, bool, type(None), tuple, list, dict, Box, Hostile,
+                         Layout])
 
 
 def guard_strategy(pool):
@@ -86,6 +103,7 @@ def guard_strategy(pool):
         st.builds(ObjectAliasing, sources, sources),
         st.builds(lambda s: NoAliasing(tuple(s)), st.lists(sources, min_size=2, max_size=6)),
         st.builds(IdMatch, sources, st.sampled_from(pool)),
+        st.builds(ModuleStructureMatch.from_module, sources, layouts),
     )
 
 
@@ -117,6 +135,8 @@ def traced_guards(frame):
             out.append(LengthMatch(src, len(value)))
         if type(value) is dict:
             out.append(DictKeysMatch(src, tuple(value)))
+        if type(value) is Layout:
+            out.append(ModuleStructureMatch.from_module(src, value))
         if type(value) is Box:
             for attr in ATTRS:
                 out.append((HasAttr if hasattr(value, attr) else NoHasAttr)(src, attr))
