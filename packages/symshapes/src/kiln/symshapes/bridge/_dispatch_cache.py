@@ -1,15 +1,19 @@
 """DispatchCache: replay the output metadata of an op seen before with the same input metadata.
 
-For static shapes, what an ATen op produces (output sizes, strides, storage offsets, dtypes,
-devices, which outputs alias which inputs) is a function of its inputs' metadata and its
-non-tensor arguments. Transformer-like programs repeat the same ops on the same shapes layer
+What an ATen op produces (output sizes, strides, storage offsets, dtypes, devices, which
+outputs alias which inputs) is a function of its inputs' metadata and its non-tensor
+arguments. Transformer-like programs repeat the same ops on the same shapes layer
 after layer, so the second time round the mode can skip the meta kernel (often a Python
 reference implementation) and build the outputs from a cached description.
 
 Invariants:
-- A key exists only when every argument is hashable and static: tensors contribute
-  (sizes, strides, storage offset, dtype, device) as plain ints; any SymInt, unhashable
-  value or non-tensor object without value semantics makes the call uncacheable.
+- A key exists only when every argument is hashable: tensors contribute (sizes, strides,
+  storage offset, dtype, device), each size an int or, for kiln SymInts, its sympy
+  expression; an unhashable value or an object without value semantics makes the call
+  uncacheable. Symbolic entries are only meaningful within one ShapeEnv: the mode puts its
+  ShapeEnv (None for a static mode) in every key. Replaying a symbolic entry
+  records nothing new, which is sound because the first call already recorded, in that same
+  ShapeEnv, every guard the result depends on (knowledge only grows).
 - Replaying an entry yields outputs equal in every metadata field to what running the meta
   kernel gives, including aliasing (a view shares its input's FakeStorage; an in-place
   result is the input object itself).
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kiln.symshapes.bridge._fake_tensor import FakeTensor
+from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
 
 __all__ = ["DispatchCache", "OutputSpec"]
 
@@ -50,9 +55,9 @@ class DispatchCache:
     hits: int = 0
     misses: int = 0
 
-    def key(self, func, args: tuple, kwargs: dict) -> tuple | None:
+    def key(self, func, args: tuple, kwargs: dict, shape_env: object = None) -> tuple | None:
         """The cache key of a call, or None when the call is not cacheable."""
-        parts: list = [func]
+        parts: list = [func, shape_env]
         try:
             for value in args:
                 if not _describe(value, parts):
@@ -82,21 +87,31 @@ class _Uncacheable(Exception):
 _UNCACHEABLE = object()
 
 
+def _static(value):
+    """An int as is, a kiln SymInt/SymFloat/SymBool as its simplified expression, else raise."""
+    if type(value) is int:
+        return value
+    node = getattr(value, "node", None)
+    if isinstance(node, KilnSymNode):
+        expr = node.env.simplify(node.expr)
+        return int(expr) if expr.is_Integer else expr
+    raise _Uncacheable
+
+
 def _describe(value, parts: list) -> bool:
     if isinstance(value, torch.Tensor):
-        size = tuple(value.shape)
-        stride = value.stride()
-        offset = value.storage_offset()
-        for item in (*size, *stride, offset):
-            if type(item) is not int:
-                return False
-        parts.append((size, stride, offset, value.dtype, value.device))
+        size = tuple(_static(v) for v in value.shape)
+        stride = tuple(_static(v) for v in value.stride())
+        parts.append((size, stride, _static(value.storage_offset()), value.dtype, value.device))
         return True
     if isinstance(value, (list, tuple)):
         parts.append(len(value))
         return all(_describe(v, parts) for v in value)
     if type(value) in _SCALARS:
         parts.append((type(value), value))
+        return True
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        parts.append((type(value), _static(value)))
         return True
     return False
 
@@ -111,7 +126,12 @@ def _spec(out, inputs: list[FakeTensor]):
             if out.fake_storage is fake.fake_storage:
                 relation, index = "view", i
                 break
-        size, stride, offset = tuple(out.shape), out.stride(), out.storage_offset()
+        try:
+            size = tuple(_static(v) for v in out.shape)
+            stride = tuple(_static(v) for v in out.stride())
+            offset = _static(out.storage_offset())
+        except _Uncacheable:
+            return _UNCACHEABLE
         return OutputSpec(size, stride, offset, out.dtype, out.device, relation, index)
     if isinstance(out, (list, tuple)):
         items = [_spec(o, inputs) for o in out]
@@ -127,7 +147,7 @@ def _build(spec, inputs: list[FakeTensor], mode):
     if isinstance(spec, OutputSpec):
         if spec.relation == "same":
             return inputs[spec.index]
-        meta = _meta_tensor(spec)
+        meta = _meta_tensor(spec, mode)
         storage = inputs[spec.index].fake_storage if spec.relation == "view" else None
         return FakeTensor(mode, meta, spec.device, storage)
     if isinstance(spec, tuple) and len(spec) == 2 and spec[0] == "value":
@@ -135,9 +155,11 @@ def _build(spec, inputs: list[FakeTensor], mode):
     return type(spec)(_build(s, inputs, mode) for s in spec)
 
 
-def _meta_tensor(spec: OutputSpec) -> torch.Tensor:
-    if spec.offset == 0:
-        return torch.empty_strided(spec.size, spec.stride, dtype=spec.dtype, device="meta")
-    span = 1 + sum((s - 1) * st for s, st in zip(spec.size, spec.stride, strict=True)) if all(spec.size) else 0
-    base = torch.empty(spec.offset + span, dtype=spec.dtype, device="meta")
-    return base.as_strided(spec.size, spec.stride, spec.offset)
+def _meta_tensor(spec: OutputSpec, mode) -> torch.Tensor:
+    size = [v if type(v) is int else to_torch(v, mode.view) for v in spec.size]
+    stride = [v if type(v) is int else to_torch(v, mode.view) for v in spec.stride]
+    offset = spec.offset if type(spec.offset) is int else to_torch(spec.offset, mode.view)
+    meta = torch.empty_strided(size, stride, dtype=spec.dtype, device="meta")
+    if type(offset) is not int or offset != 0:
+        meta = meta.as_strided(size, stride, offset)
+    return meta

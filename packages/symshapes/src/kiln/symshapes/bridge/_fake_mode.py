@@ -160,7 +160,7 @@ class FakeTensorMode(TorchDispatchMode):
             result = rule(self, func, args, kwargs)
             if result is not NotImplemented:
                 return result
-        key = self.cache.key(func, args, kwargs) if self.cache is not None else None
+        key = self.cache.key(func, args, kwargs, self.shape_env) if self.cache is not None else None
         if key is None:
             return self.run_meta(func, args, kwargs, info)
         inputs: list[FakeTensor] = []
@@ -172,6 +172,12 @@ class FakeTensorMode(TorchDispatchMode):
         self.cache.misses += 1
         out = self.run_meta(func, args, kwargs, info)
         self.cache.store(key, inputs, out)
+        if self.shape_env is not None:
+            # The call may have taught the ShapeEnv replacements: file it under the
+            # simplified key too, which is what the next identical call will present.
+            later = self.cache.key(func, args, kwargs, self.shape_env)
+            if later is not None and later != key:
+                self.cache.store(later, inputs, out)
         return out
 
     def run_meta(self, func, args: tuple, kwargs: dict, info: _OpInfo | None = None):
