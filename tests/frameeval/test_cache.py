@@ -2,6 +2,8 @@
 validation, skip marks, reset and the cycles the extra slot cannot collect."""
 
 import gc
+import sys
+import threading
 import weakref
 
 import pytest
@@ -482,3 +484,48 @@ def test_cache_stays_consistent_when_collections_run_finalizers_that_touch_it():
     assert {e.code for e in entries} <= {add_twice.__code__, add_thrice.__code__}
     with fe.callback_set(fe.RUN_ONLY):
         assert add(1, 2) in (3, 6, 9)
+
+
+def test_threads_hitting_while_another_thread_rewrites_the_cache():
+    """Guards switch threads often (tiny switch interval) while one thread keeps clearing,
+    refilling and resetting the cache: every call returns an allowed answer, none crashes."""
+    stop = threading.Event()
+    errors = []
+
+    def slow_guard(L):
+        return sum(range(20)) == 190
+
+    def writer():
+        try:
+            while not stop.is_set():
+                fe.add_cache_entry(add.__code__, slow_guard, add_twice.__code__)
+                fe.add_cache_entry(add.__code__, slow_guard, add_thrice.__code__)
+                fe.clear_cache(add.__code__)
+                fe.add_cache_entry(add.__code__, slow_guard, add_twice.__code__)
+                fe.reset()
+        except BaseException as error:
+            errors.append(error)
+
+    def reader():
+        try:
+            with fe.callback_set(fe.RUN_ONLY):
+                for _ in range(3000):
+                    assert add(1, 2) in (3, 6, 9)
+        except BaseException as error:
+            errors.append(error)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=reader) for _ in range(4)]
+        writing = threading.Thread(target=writer)
+        writing.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stop.set()
+        writing.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
