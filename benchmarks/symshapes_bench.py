@@ -11,7 +11,9 @@ tensors, with kiln's FakeTensorMode and with torch's own
 
 One sample = build a fresh mode (and ShapeEnv), convert the input and the weights to fakes,
 run the forward pass. Medians of ``--repeat`` samples after ``--warmup`` samples; the ratio
-is kiln / torch (lower is better; the target is <= 1.5).
+is kiln / torch (lower is better; the target is <= 1.5). kiln's DispatchCache is per mode,
+so each sample starts cold (torch's fake-tensor cache is process-wide and stays warm); the
+last column shows kiln with its cache off, every op through its meta kernel.
 
 Run: ``python benchmarks/symshapes_bench.py`` (``--quick`` for fewer samples).
 """
@@ -65,9 +67,9 @@ def forward(x: torch.Tensor, layers: list[dict[str, torch.Tensor]]) -> torch.Ten
     return x
 
 
-def kiln_run(x, layers, symbolic: bool):
+def kiln_run(x, layers, symbolic: bool, cache: bool = True):
     env = ShapeEnv() if symbolic else None
-    mode = FakeTensorMode(env)
+    mode = FakeTensorMode(env, cache=cache)
     fx = from_real(mode, x, dynamic_dims=(0, 1) if symbolic else (), name="x" if symbolic else None)
     fl = [{k: from_real(mode, v) for k, v in p.items()} for p in layers]
     with mode:
@@ -120,11 +122,13 @@ def main() -> None:
         t_shape = [s.node.hint if isinstance(s, torch.SymInt) else s for s in t_out.shape]
         assert k_shape == t_shape == list(x.shape), (k_out.shape, t_out.shape)
         assert symbolic == isinstance(k_out.shape[1], torch.SymInt) == isinstance(t_out.shape[1], torch.SymInt)
-    print(f"{'shapes':<10} {'kiln ms':>10} {'torch ms':>10} {'kiln/torch':>11}")
+    print(f"{'shapes':<10} {'kiln ms':>10} {'torch ms':>10} {'kiln/torch':>11}  {'kiln, no dispatch cache':>24}")
     for symbolic in (False, True):
         k = measure(lambda s=symbolic: kiln_run(x, layers, s), warmup, repeat)
         t = measure(lambda s=symbolic: torch_run(x, layers, s), warmup, repeat)
-        print(f"{'symbolic' if symbolic else 'static':<10} {k * 1e3:>10.2f} {t * 1e3:>10.2f} {k / t:>10.2f}x")
+        n = measure(lambda s=symbolic: kiln_run(x, layers, s, cache=False), warmup, repeat)
+        print(f"{'symbolic' if symbolic else 'static':<10} {k * 1e3:>10.2f} {t * 1e3:>10.2f} {k / t:>10.2f}x"
+              f"  {n * 1e3:>12.2f} ms = {n / t:.2f}x")
 
 
 if __name__ == "__main__":
