@@ -65,9 +65,14 @@ class _Writer:
     def fetch(self, source: Source) -> str:
         for node in source.chain():
             if node not in self.vars:
+                lent = self.ctx.provided.get(node)
+                if lent is not None and lent.isidentifier():
+                    self.lines.append(f"{_INDENT}# {_one_line(node)} is {lent}")
+                    self.vars[node] = lent
+                    continue
                 base = "" if node.base is None else self.vars[node.base]
                 name = f"v{len(self.vars)}"
-                access = self.ctx.provided.get(node) or node.access(base)
+                access = lent or node.access(base)
                 self.lines.append(f"{_INDENT}{name} = {access}  # {_one_line(node)}")
                 self.vars[node] = name
         return self.vars[source]

@@ -70,14 +70,16 @@ class ModuleStructureMatch(Guard):
                                strict=True):
             # the cheapest exact tests of a dict's key set: `not p`, or its length plus
             # membership of each name (no list is built, no order compared)
+            value = f"{d}[{part!r}]"
             if names:
                 p = ctx.temp()
                 has = " and ".join(f"{name!r} in {p}" for name in names)
-                conds.append(f"len({p} := {d}[{part!r}]) == {len(names)} and {has}")
+                conds.append(f"len({p} := {value}) == {len(names)} and {has}")
+                value = p
             else:
-                conds.append(f"not {d}[{part!r}]")
+                conds.append(f"not {value}")
             if _plain_instance_attribute(self.module_type, part):
-                ctx.provide(AttrSource(self.source, part), f"{d}[{part!r}]")
+                ctx.provide(AttrSource(self.source, part), value)
         return conds
 
     def explain(self, module: Any) -> str | None:
