@@ -34,7 +34,8 @@ def test_wheel_builds_installs_and_runs(tmp_path):
     assert f"-{tag}-{tag}-" in wheel.name
     names = zipfile.ZipFile(wheel).namelist()
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    assert [n for n in names if n.startswith("kiln/frameeval/_C.")] == [f"kiln/frameeval/_C{suffix}"]
+    assert [n for n in names if n.endswith(".so")] == [f"kiln/frameeval/_C{suffix}"]
+    assert "kiln/frameeval/_C.pyi" in names
     assert not any("/csrc/" in n for n in names)
 
     subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", target, wheel], check=True)
