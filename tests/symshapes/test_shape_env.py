@@ -172,3 +172,30 @@ def test_explicit_range_and_validation():
         env.create_symbol(20, "y", min=3, max=10)
     with pytest.raises(TypeError):
         env.create_symbol(True, "z")
+
+
+def test_facts_about_compound_terms():
+    env = ShapeEnv()
+    x = env.create_symint(12, "x")
+    half = (x - 1) // 2
+    assert bool(half >= 1)
+    assert bool(half != 0) and bool(half > 0) and bool(half + 3 >= 4)  # settled by the fact
+    assert len(env.guards) == 1
+    produced = env.produce_guards()
+    assert produced.check({"x": 3}) == [] and produced.check({"x": 2}) != []
+
+
+def test_recorded_nonlinear_guard_is_not_recorded_twice():
+    env = ShapeEnv()
+    x, y = env.create_symint(3, "x"), env.create_symint(5, "y")
+    for _ in range(3):
+        assert bool(x * y != 16)
+        assert not bool(x * y == 16)
+    assert len(env.guards) == 1
+
+
+def test_simplify_uses_ranges():
+    env = ShapeEnv()
+    x = env.create_symint(6, "x")
+    assert env.simplify(sympy.Max(1, x.expr) * 3) == 3 * x.expr
+    assert env.simplify(sympy.Mod(1, x.expr)) == 1

@@ -7,7 +7,9 @@ replacements (``s1 == s0`` unifies, ``s0 == 8`` specializes), tighter value rang
 symbols, and divisibility (``Mod(e, d) == 0``).
 
 Invariants:
-- ``learn_facts`` never returns a fact that the guard does not imply.
+- ``learn_facts`` never returns a fact that the guard does not imply. Range facts may be
+  about a compound term (``s0 // 2 >= 3`` bounds the term ``s0 // 2``); replacements
+  are only ever learned for symbols by the ShapeEnv.
 - A replacement always removes its newest symbol (highest creation index), preferring
   unbacked symbols, so the oldest symbol of a class stays the canonical one.
 """
@@ -70,23 +72,21 @@ class Facts:
     divisible: list[sympy.Expr] = field(default_factory=list)
 
 
-def _linear_single(diff: sympy.Expr) -> tuple[sympy.Symbol, Fraction, Fraction] | None:
-    """``diff == a*s + c`` with rational a != 0, c: return (s, a, c)."""
-    symbols = diff.free_symbols
-    if len(symbols) != 1:
-        return None
-    (sym,) = symbols
-    a, c = Fraction(0), Fraction(0)
+def _linear_single(diff: sympy.Expr) -> tuple[sympy.Expr, Fraction, Fraction] | None:
+    """``diff == a*t + c`` for one non-constant term ``t`` (a symbol or any other
+    expression, e.g. ``s0 // 2``) and rationals a != 0, c: return (t, a, c)."""
+    term_of, a, c = None, Fraction(0), Fraction(0)
     for term, coeff in diff.as_coefficients_dict().items():
         if not coeff.is_Rational:
             return None
+        value = Fraction(int(coeff.p), int(coeff.q))
         if term is sympy.S.One:
-            c = Fraction(int(coeff.p), int(coeff.q))
-        elif term == sym:
-            a = Fraction(int(coeff.p), int(coeff.q))
+            c = value
+        elif term_of is None:
+            term_of, a = term, value
         else:
             return None
-    return (sym, a, c) if a else None
+    return (term_of, a, c) if term_of is not None and a else None
 
 
 _FLIP = {

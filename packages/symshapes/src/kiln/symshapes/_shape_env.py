@@ -87,6 +87,7 @@ class ShapeEnv:
         self._oblivious_ranges: dict[sympy.Symbol, ValueRange] | None = None
         self._undecided_at: dict[tuple[sympy.Basic, bool], int] = {}
         self._hint_cache: dict[sympy.Basic, int | float | bool] = {}
+        self._facts: dict[sympy.Basic, bool] = {}
         self._version = 0
 
     # ----------------------------------------------------------------- symbols
@@ -233,8 +234,9 @@ class ShapeEnv:
         return self._ranges.get(sym, ValueRange.full())
 
     def simplify(self, expr: sympy.Basic) -> sympy.Basic:
-        """Apply every replacement and divisibility fact learned so far."""
-        if not self._replacements and not self._divisible:
+        """Apply every replacement and divisibility fact learned so far, and drop the
+        ``Min``/``Max``/``Mod``/``FloorDiv`` that the value ranges make trivial."""
+        if not isinstance(expr, sympy.Basic) or expr.is_Number:
             return expr
         cached = self._simplified.get(expr)
         if cached is not None:
@@ -242,6 +244,7 @@ class ShapeEnv:
         result = expr.xreplace(self._replacements) if self._replacements else expr
         if self._divisible:
             result = result.xreplace(self._divisible)
+        result = simplify_with_ranges(result, self._ranges)
         self._simplified[expr] = result
         return result
 
@@ -263,6 +266,9 @@ class ShapeEnv:
         expr = self.simplify(expr)
         if expr is sympy.true or expr is sympy.false:
             return expr is sympy.true
+        fact = self._facts.get(expr)
+        if fact is not None:
+            return fact
         key = (expr, size_oblivious)
         known = self._decided.get(key, _MISSING)
         if known is not _MISSING and (known is not None or self._undecided_at.get(key) == self._version):
@@ -327,7 +333,6 @@ class ShapeEnv:
         value = self.size_hint(simplified) if hint is None else hint
         if value is None:
             raise GuardOnDataDependentError(simplified, origin)
-        simplified = simplify_with_ranges(simplified, self._ranges)
         if is_boolean:
             guard = simplified if value else sympy.Not(simplified)
         else:
@@ -345,6 +350,7 @@ class ShapeEnv:
         if self.size_hint(simplified) is None:
             self._runtime_asserts.append(ShapeGuard(simplified, origin))
             self._learn(simplified)
+            self._remember(simplified)
             return True
         if not self.evaluate(simplified, origin=origin):
             raise ValueError(f"expect_true({simplified}) is false on the example values")
@@ -364,6 +370,13 @@ class ShapeEnv:
     def _record(self, guard: sympy.Basic, origin: str) -> None:
         self._guards.append(ShapeGuard(guard, origin))
         self._learn(guard)
+        self._remember(guard)
+
+    def _remember(self, guard: sympy.Basic) -> None:
+        """A recorded relation is a fact from now on: deciding it again records nothing."""
+        if is_boolean_expr(guard):
+            self._facts[guard] = True
+            self._facts[sympy.Not(guard)] = False
 
     def _learn(self, guard: sympy.Basic) -> None:
         facts = learn_facts(guard, self._rank, lambda s: bool(s.is_integer))
@@ -383,7 +396,10 @@ class ShapeEnv:
             self._divisible[mod] = sympy.Integer(0)
             self._invalidate()
         for sym, value in facts.replacements.items():
-            self._add_replacement(sym, value)
+            if isinstance(sym, sympy.Symbol):
+                self._add_replacement(sym, value)
+            elif value.is_Number:
+                self._set_range(sym, ValueRange.point(_py_value(value)))
 
     def _rank(self, sym: sympy.Symbol) -> tuple[int, int]:
         return (sym in self._unbacked, self._order.get(sym, -1))
@@ -428,7 +444,9 @@ class ShapeEnv:
         for sym in bound_syms:
             if sym in self._replacements:
                 out.append(sympy.Eq(sym, self._replacements[sym]))
-        range_only = dict(self._ranges)
+        # Only symbol ranges: they are emitted below, while ranges of compound terms were
+        # learned from guards that must themselves stay in the output.
+        range_only = {s: r for s, r in self._ranges.items() if isinstance(s, sympy.Symbol)}
         for sym in bound_syms:
             r = self._ranges[sym]
             floor_default = 0 if sym in self._size_like else -math.inf

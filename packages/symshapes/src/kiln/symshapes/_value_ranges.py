@@ -3,7 +3,8 @@
 A ``ValueRange`` is ``[lower, upper]`` over Python numbers (``int``, ``Fraction``, ``float``
 with ``math.inf`` for an open end). ``bound(expr, ranges)`` walks a sympy expression bottom
 up and returns a range that contains every value the expression takes when each symbol
-ranges over its own interval. Booleans are ranges within ``[0, 1]``.
+ranges over its own interval; ``ranges`` may also bound compound terms (``s0 // 2``), which
+then intersect what the walk computes for them. Booleans are ranges within ``[0, 1]``.
 
 Invariants:
 - Soundness: ``bound`` may be loose, never wrong. Anything it does not understand gets the
@@ -175,6 +176,12 @@ def bound(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueRange]) -> Value
         return ranges.get(expr, _FULL)
     if expr in (sympy.oo, -sympy.oo):
         return ValueRange.point(INF if expr is sympy.oo else -INF)
+    known = ranges.get(expr)
+    result = _bound_compound(expr, ranges)
+    return result if known is None else result.intersect(known)
+
+
+def _bound_compound(expr: sympy.Basic, ranges: Mapping[sympy.Basic, ValueRange]) -> ValueRange:
     args = expr.args
     if expr.is_Add:
         result = bound(args[0], ranges)
