@@ -60,6 +60,26 @@ def median_ns(fn: Callable[[], Any], *, number: int, samples: int) -> float:
     return statistics.median(times)
 
 
+def paired_difference_ns(
+    base: Callable[[], Any], other: Callable[[], Any], *, number: int, samples: int
+) -> float:
+    """Median over rounds of (a batch of ``other``) - (a batch of ``base``), ns per call.
+
+    Rounds alternate the two, so drifts in machine load cancel out of each difference.
+    """
+    clock = CLOCK
+
+    def batch(fn: Callable[[], Any]) -> float:
+        t0 = clock()
+        for _ in range(number):
+            fn()
+        return (clock() - t0) / number
+
+    batch(base)
+    batch(other)
+    return statistics.median(batch(other) - batch(base) for _ in range(samples))
+
+
 class Net(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -131,9 +151,8 @@ def torch_compile_figures(net: Net, x: torch.Tensor, number: int, samples: int) 
         if manager.check(frame):
             out["torch guard check"] = median_ns(lambda: manager.check(frame), number=number,
                                                  samples=samples)
-    eager = median_ns(lambda: net(x), number=max(number // 20, 50), samples=samples)
-    comp = median_ns(lambda: compiled(x), number=max(number // 20, 50), samples=samples)
-    out["torch.compile call - eager call"] = comp - eager
+    out["torch.compile call - eager call"] = paired_difference_ns(
+        lambda: net(x), lambda: compiled(x), number=max(number // 10, 100), samples=3 * samples)
     torch._dynamo.reset()
     return out
 
