@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ from kiln.symshapes.bridge._torch_internals import (
     FAKE_MODE_KEY,
     TorchDispatchMode,
     allow_unavailable_devices,
+    op_schema,
     python_dispatcher,
 )
 
@@ -65,10 +67,11 @@ class _OpInfo:
     writes: tuple[bool, ...]
     arg_names: tuple[str, ...]
     device_index: int | None
+    name: str  # the overload packet's name (``nonzero`` for ``aten.nonzero.default``)
 
 
 def _op_info(func) -> _OpInfo:
-    schema = func._schema
+    schema = op_schema(func)
     arg_sets = [(a.alias_info.before_set if a.alias_info else None) for a in schema.arguments]
     aliases, writes = [], []
     for ret in schema.returns:
@@ -84,7 +87,8 @@ def _op_info(func) -> _OpInfo:
         aliases.append(index)
         writes.append(bool(ret.alias_info and ret.alias_info.is_write))
     names = tuple(a.name for a in schema.arguments)
-    return _OpInfo(tuple(aliases), tuple(writes), names, names.index("device") if "device" in names else None)
+    device_index = names.index("device") if "device" in names else None
+    return _OpInfo(tuple(aliases), tuple(writes), names, device_index, func.overloadpacket.__name__)
 
 
 def _retarget_device(index: int, args: tuple, kwargs: dict, has_inputs: bool):
@@ -116,7 +120,7 @@ class FakeTensorMode(TorchDispatchMode):
         self.shape_env = shape_env
         self.view = ShapeEnvView(shape_env) if shape_env is not None else None
         self._infos: dict[object, _OpInfo] = {}
-        self._storages: dict[tuple, FakeStorage] = {}
+        self._storages: dict[tuple, tuple[FakeStorage, weakref.ref]] = {}
         self._exits: list[contextlib.ExitStack] = []
         self._materializing = 0
 
@@ -155,7 +159,7 @@ class FakeTensorMode(TorchDispatchMode):
         info = self._infos.get(func)
         if info is None:
             info = self._infos[func] = _op_info(func)
-        rule = data_dependent_rules.get(func._opname)
+        rule = data_dependent_rules.get(info.name)
         if rule is not None:
             result = rule(self, func, args, kwargs)
             if result is not NotImplemented:
@@ -263,10 +267,11 @@ class FakeTensorMode(TorchDispatchMode):
         """The FakeStorage standing for ``tensor``'s real storage (shared by its views)."""
         storage = tensor.untyped_storage()
         key = (tensor.device, storage.data_ptr(), storage.nbytes())
-        fake = self._storages.get(key)
-        if fake is None:
-            fake = self._storages[key] = FakeStorage(tensor.device)
-        return fake
+        entry = self._storages.get(key)
+        # The weak reference tells a live storage from a new one at a reused address.
+        if entry is None or entry[1]() is None:
+            entry = self._storages[key] = (FakeStorage(tensor.device), weakref.ref(tensor))
+        return entry[0]
 
 
 def _argument(info: _OpInfo, index: int, args, kwargs):

@@ -21,6 +21,9 @@
   fails on a CPU-only build) unless the active dispatch mode is registered under this key,
   which tells torch that a fake mode handles tensor creation. kiln's FakeTensorMode
   registers under it for that reason only.
+- ``op_schema``: ``OpOverload._schema``, an op's declared signature (argument names and
+  alias annotations: which outputs are views of or writes to which inputs). The
+  ``__torch_dispatch__`` documentation reads it the same way; there is no public spelling.
 - ``TorchDispatchMode``: from ``torch.utils._python_dispatch``, documented under
   "Extending PyTorch" as the base class of dispatch modes.
 
@@ -39,6 +42,7 @@ __all__ = [
     "allow_unavailable_devices",
     "disabled_torch_function",
     "make_wrapper_subclass",
+    "op_schema",
     "python_dispatcher",
 ]
 
@@ -69,3 +73,8 @@ def allow_unavailable_devices() -> None:
     """Let ``cuda`` tensors be requested (for fakes) when CUDA is not available."""
     if not torch.cuda.is_available():
         torch._C._ensureCUDADeviceGuardSet()
+
+
+def op_schema(func):
+    """The ``torch._C.FunctionSchema`` of an ATen ``OpOverload``."""
+    return func._schema
