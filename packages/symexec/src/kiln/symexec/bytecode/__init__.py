@@ -1,0 +1,63 @@
+"""kiln.symexec.bytecode: CPython bytecode decoding and assembly, version-neutral.
+
+Three levels: a code object; the concrete level (``ConcreteBytecode``: real opcodes, integer
+opargs, raw location and exception tables); the abstract level (``Bytecode``: ``Instr`` with
+argument meanings, ``Label`` jump targets, a handler per instruction). ``decode`` and
+``assemble`` convert between code objects and the abstract level; ``make_code`` builds a
+fresh function body; ``disassemble`` formats either for logs. All knowledge of one CPython
+version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
+"""
+
+from ._assemble import AssemblyError, assemble, assemble_concrete, const_key
+from ._bytecode import Bytecode, localsplus_names
+from ._concrete import ConcreteBytecode, ConcreteInstr
+from ._decode import DecodeError, decode, decode_concrete_bytecode
+from ._exctable import ExceptionTableEntry, decode_exception_table, encode_exception_table
+from ._instr import (
+    NO_ARG,
+    AttrArg,
+    CompareArg,
+    ExceptHandler,
+    GlobalArg,
+    Instr,
+    Label,
+    Location,
+    SuperAttrArg,
+)
+from ._linetable import decode_linetable, encode_linetable
+from ._stackdepth import StackDepthError
+from ._table import ArgKind, VersionTable
+from .versions import TABLE, UnsupportedVersion
+
+__all__ = [
+    "NO_ARG",
+    "TABLE",
+    "ArgKind",
+    "AssemblyError",
+    "AttrArg",
+    "Bytecode",
+    "CompareArg",
+    "ConcreteBytecode",
+    "ConcreteInstr",
+    "DecodeError",
+    "ExceptHandler",
+    "ExceptionTableEntry",
+    "GlobalArg",
+    "Instr",
+    "Label",
+    "Location",
+    "StackDepthError",
+    "SuperAttrArg",
+    "UnsupportedVersion",
+    "VersionTable",
+    "assemble",
+    "assemble_concrete",
+    "const_key",
+    "decode",
+    "decode_concrete_bytecode",
+    "decode_exception_table",
+    "decode_linetable",
+    "encode_exception_table",
+    "encode_linetable",
+    "localsplus_names",
+]

@@ -1,0 +1,248 @@
+"""Assembly: ``Bytecode`` (abstract level) -> concrete level -> code object.
+
+Steps: (1) give every argument its oparg, growing ``consts``/``names``/``varnames`` with
+what the instructions use that the starting tables lack; (2) pick each jump's real opcode
+from its direction (a label placed after the jump is forward, anything else backward);
+(3) lay out offsets to a fix-point: sizes only grow (an oparg needing more EXTENDED_ARG
+prefixes moves every later instruction), so the loop ends; (4) build exception-table
+entries from runs of instructions with the same handler; (5) compute the stack size.
+
+Invariants: a jump's oparg counts code units from the end of its caches; constants are
+shared by (type, value) like the compiler does (so ``0``, ``0.0``, ``False`` and ``-0.0``
+stay distinct); a decoded compiler-produced function re-assembles to the same ``co_code``,
+``co_linetable`` and ``co_exceptiontable`` (the round-trip tests measure this).
+"""
+
+from __future__ import annotations
+
+from types import CodeType
+from typing import Any
+
+from ._bytecode import Bytecode, localsplus_names
+from ._concrete import ConcreteBytecode, ConcreteInstr, extended_args_needed
+from ._exctable import ExceptionTableEntry
+from ._instr import ExceptHandler, Instr, Label
+from ._stackdepth import FlowInstr, compute_stacksize
+from ._table import ArgKind, VersionTable
+from .versions import TABLE
+
+__all__ = ["AssemblyError", "assemble", "assemble_concrete", "const_key"]
+
+
+class AssemblyError(ValueError):
+    """An instruction list that cannot be encoded for the running version."""
+
+
+def const_key(value: Any) -> Any:
+    """Identity of a constant for sharing a co_consts slot (type-aware, -0.0 and NaN safe)."""
+    kind = type(value)
+    if kind in (tuple, frozenset):
+        keys = [const_key(v) for v in value]
+        return (kind, tuple(keys) if kind is tuple else frozenset(keys))
+    if kind in (float, complex):
+        return (kind, repr(value))
+    if kind is CodeType:
+        return (kind, id(value))
+    try:
+        hash(value)
+    except TypeError:
+        return (kind, id(value))
+    return (kind, value)
+
+
+class _Pool:
+    """An append-only table with index lookup (co_consts, co_names)."""
+
+    def __init__(self, items: list[Any], key=lambda x: x) -> None:
+        self.items = list(items)
+        self.key = key
+        self.index: dict[Any, int] = {}
+        for i, item in enumerate(self.items):
+            self.index.setdefault(key(item), i)
+
+    def get(self, item: Any) -> int:
+        k = self.key(item)
+        i = self.index.get(k)
+        if i is None:
+            i = self.index[k] = len(self.items)
+            self.items.append(item)
+        return i
+
+
+def _local_names(instrs: list[Instr]) -> list[str]:
+    out: list[str] = []
+    for ins in instrs:
+        if ins.kind is ArgKind.LOCAL:
+            out.append(ins.arg)
+        elif ins.kind is ArgKind.LOCAL_PAIR:
+            out.extend(ins.arg)
+    return out
+
+
+def _oparg(ins: Instr, consts: _Pool, names: _Pool, slots: dict[str, int], table: VersionTable) -> int:
+    kind, arg = ins.kind, ins.arg
+    if kind is ArgKind.NONE:
+        return 0
+    if kind is ArgKind.INT:
+        return arg
+    if kind is ArgKind.CONST:
+        return consts.get(arg)
+    if kind is ArgKind.NAME:
+        return names.get(arg)
+    if kind is ArgKind.GLOBAL:
+        return names.get(arg.name) << 1 | int(arg.push_null)
+    if kind is ArgKind.ATTR:
+        bits = table.name_flag_bits["LOAD_ATTR"]
+        if arg.method and not bits:
+            raise AssemblyError("LOAD_ATTR has no method flag on this version (use LOAD_METHOD)")
+        return names.get(arg.name) << bits | int(arg.method)
+    if kind is ArgKind.SUPER_ATTR:
+        return names.get(arg.name) << 2 | int(arg.two_arg) << 1 | int(arg.method)
+    if kind is ArgKind.LOCAL:
+        return slots[arg]
+    if kind is ArgKind.LOCAL_PAIR:
+        first, second = slots[arg[0]], slots[arg[1]]
+        if first > 15 or second > 15:
+            raise AssemblyError(f"{ins.name} needs both local indices < 16, got {arg}")
+        return first << 4 | second
+    if kind is ArgKind.COMPARE:
+        try:
+            return table.encode_compare(arg.op, arg.to_bool)
+        except ValueError as exc:
+            raise AssemblyError(str(exc)) from None
+    if kind is ArgKind.BINARY_OP:
+        return table.binary_ops.index(arg)
+    if kind is ArgKind.BOOL:
+        return int(arg)
+    raise AssertionError(kind)
+
+
+def _jump_opcode(name: str, forward: bool, table: VersionTable) -> str:
+    family = table.jump_families.get(name)
+    if family is not None:
+        real = family[0] if forward else family[1]
+        if real is None:
+            direction = "forward" if forward else "backward"
+            raise AssemblyError(f"{name} cannot jump {direction} on CPython {table.version}")
+        return real
+    if (table.jump_directions[name] > 0) != forward:
+        raise AssemblyError(f"{name} cannot jump {'forward' if forward else 'backward'}")
+    return name
+
+
+def _layout(concrete: list[ConcreteInstr], jump_to: dict[int, int], forward: dict[int, bool]) -> None:
+    """Set offsets and jump opargs, growing EXTENDED_ARG prefixes until nothing changes."""
+    while True:
+        offset = 0
+        for ins in concrete:
+            ins.offset = offset
+            offset += ins.size
+        changed = False
+        for i, t in jump_to.items():
+            ins = concrete[i]
+            target = concrete[t].offset if t < len(concrete) else offset
+            arg = target - ins.end if forward[i] else ins.end - target
+            if arg < 0:
+                raise AssemblyError(f"jump at instruction {i} has a negative offset")
+            ins.arg = arg
+            need = extended_args_needed(arg)
+            if need > ins.extended:
+                ins.extended = need
+                changed = True
+        if not changed:
+            return
+
+
+def _exception_entries(concrete: list[ConcreteInstr], handlers: list[ExceptHandler | None],
+                       label_index: dict[Label, int]) -> list[ExceptionTableEntry]:
+    entries: list[ExceptionTableEntry] = []
+    run_start = 0
+    current: ExceptHandler | None = None
+    end = concrete[-1].end if concrete else 0
+    for ins, handler in [*zip(concrete, handlers, strict=True), (None, None)]:
+        if handler != current:
+            stop = ins.offset if ins is not None else end
+            if current is not None:
+                target = concrete[label_index[current.target]].offset
+                entries.append(ExceptionTableEntry(run_start, stop, target, current.depth, current.lasti))
+            current = handler
+            run_start = stop
+    return entries
+
+
+def assemble_concrete(bc: Bytecode, table: VersionTable = TABLE) -> ConcreteBytecode:
+    """Lower ``bc`` to the concrete level (opargs, offsets, raw tables, stack size)."""
+    instrs: list[Instr] = []
+    label_index: dict[Label, int] = {}
+    for item in bc.instrs:
+        if isinstance(item, Label):
+            if item in label_index:
+                raise AssemblyError(f"{item!r} is placed twice")
+            label_index[item] = len(instrs)
+        else:
+            instrs.append(item)
+    varnames = list(bc.varnames)
+    known = set(localsplus_names(varnames, bc.cellvars, bc.freevars))
+    for name in _local_names(instrs):
+        if name not in known:
+            varnames.append(name)
+            known.add(name)
+    slots: dict[str, int] = {}
+    for i, name in enumerate(localsplus_names(varnames, bc.cellvars, bc.freevars)):
+        slots.setdefault(name, i)
+    consts = _Pool(bc.consts, const_key)
+    names = _Pool(bc.names)
+    concrete: list[ConcreteInstr] = []
+    jump_to: dict[int, int] = {}
+    forward: dict[int, bool] = {}
+    for i, ins in enumerate(instrs):
+        name = ins.name
+        if ins.kind is ArgKind.JUMP:
+            if ins.arg not in label_index:
+                raise AssemblyError(f"instruction {i} ({name}) jumps to a label not in the list")
+            jump_to[i] = label_index[ins.arg]
+            forward[i] = jump_to[i] > i
+            name = _jump_opcode(name, forward[i], table)
+            arg = 0
+        else:
+            arg = _oparg(ins, consts, names, slots, table)
+        opcode = table.opmap[name]
+        concrete.append(ConcreteInstr(name, opcode, arg, 0, extended_args_needed(arg), table.caches(name)))
+    _layout(concrete, jump_to, forward)
+    handlers = [ins.handler for ins in instrs]
+    for h in handlers:
+        if h is not None and h.target not in label_index:
+            raise AssemblyError("an exception handler targets a label not in the list")
+    flow = [
+        FlowInstr(
+            c.name, c.opcode, c.arg, jump_to.get(i),
+            label_index[h.target] if h is not None else None,
+            h.depth + int(h.lasti) + 1 if h is not None else 0,
+        )
+        for i, (c, h) in enumerate(zip(concrete, handlers, strict=True))
+    ]
+    return ConcreteBytecode(
+        instrs=concrete,
+        locations=[ins.location for ins in instrs],
+        exception_table=_exception_entries(concrete, handlers, label_index),
+        consts=consts.items,
+        names=names.items,
+        varnames=varnames,
+        cellvars=list(bc.cellvars),
+        freevars=list(bc.freevars),
+        stacksize=compute_stacksize(flow, table),
+        name=bc.name,
+        qualname=bc.qualname if bc.qualname is not None else bc.name,
+        filename=bc.filename,
+        first_lineno=bc.first_lineno,
+        flags=bc.flags,
+        argcount=bc.argcount,
+        posonlyargcount=bc.posonlyargcount,
+        kwonlyargcount=bc.kwonlyargcount,
+        table=table,
+    )
+
+
+def assemble(bc: Bytecode, table: VersionTable = TABLE) -> CodeType:
+    """Assemble ``bc`` into a code object."""
+    return assemble_concrete(bc, table).to_code()

@@ -1,0 +1,82 @@
+"""``Bytecode``: an abstract instruction list plus everything else a code object holds.
+
+The instruction list mixes ``Instr`` and ``Label``. ``consts``, ``names`` and ``varnames``
+are starting tables: the assembler keeps their order (so a decoded function re-assembles
+to the same indices, docstring and unused constants included) and appends whatever the
+instructions use that is not there yet.
+
+Invariants:
+- Local, cell and free variables share one index space ("localsplus") laid out as
+  ``varnames``, then the ``cellvars`` that are not also in ``varnames`` (a captured argument
+  keeps its argument slot), then ``freevars`` — the layout ``code.replace`` builds.
+- ``argcount + kwonlyargcount`` (+1 for each of CO_VARARGS/CO_VARKEYWORDS) first entries of
+  ``varnames`` are the parameters.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from types import CodeType
+from typing import Any
+
+from ._instr import Instr, Label
+
+__all__ = ["Bytecode", "localsplus_names"]
+
+DEFAULT_FLAGS = inspect.CO_OPTIMIZED | inspect.CO_NEWLOCALS
+
+
+def localsplus_names(varnames, cellvars, freevars) -> list[str]:
+    """Names of the localsplus slots in index order (see the module docstring)."""
+    names = list(varnames)
+    names += [c for c in cellvars if c not in varnames]
+    names += list(freevars)
+    return names
+
+
+@dataclass(slots=True)
+class Bytecode:
+    """A function body at the abstract level, convertible to and from code objects."""
+
+    instrs: list[Instr | Label] = field(default_factory=list)
+    name: str = "<kiln>"
+    qualname: str | None = None
+    filename: str = "<kiln>"
+    first_lineno: int = 1
+    flags: int = DEFAULT_FLAGS
+    argcount: int = 0
+    posonlyargcount: int = 0
+    kwonlyargcount: int = 0
+    varnames: list[str] = field(default_factory=list)
+    cellvars: list[str] = field(default_factory=list)
+    freevars: list[str] = field(default_factory=list)
+    consts: list[Any] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_code(cls, code: CodeType) -> Bytecode:
+        """Decode a code object (see ``decode``)."""
+        from ._decode import decode
+
+        return decode(code)
+
+    def to_code(self) -> CodeType:
+        """Assemble into a code object (see ``assemble``)."""
+        from ._assemble import assemble
+
+        return assemble(self)
+
+    def localsplus(self) -> list[str]:
+        """Names of the localsplus slots in index order."""
+        return localsplus_names(self.varnames, self.cellvars, self.freevars)
+
+    def instructions(self) -> list[Instr]:
+        """The instructions without the labels."""
+        return [i for i in self.instrs if isinstance(i, Instr)]
+
+    def __iter__(self):
+        return iter(self.instrs)
+
+    def __len__(self) -> int:
+        return len(self.instrs)

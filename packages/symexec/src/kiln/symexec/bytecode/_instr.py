@@ -1,0 +1,199 @@
+"""Abstract instructions: an opcode name plus the *meaning* of its argument.
+
+An ``Instr`` never holds an oparg: a jump holds the ``Label`` it goes to, LOAD_CONST holds the
+constant, LOAD_FAST the variable's name, LOAD_GLOBAL a ``GlobalArg`` with its push_null flag,
+COMPARE_OP a ``CompareArg``, BINARY_OP the operator's symbol. The assembler turns meanings
+into opargs. ``Label`` objects stand in the instruction list where a jump or an exception
+handler lands; they compare by identity.
+
+Invariants:
+- ``Instr.name`` is a real opcode of the running version or a version-neutral jump name
+  (``POP_JUMP_IF_*``, ``JUMP``, ``JUMP_NO_INTERRUPT``); 3.11's directional conditional jump
+  names are normalized to the neutral ones on construction.
+- ``Instr.arg`` matches the name's ``ArgKind``; instructions without argument hold ``NO_ARG``.
+- ``Instr.handler`` is the exception handler covering the instruction (None: not covered);
+  consecutive instructions with the same handler target form one exception-table entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._table import ArgKind, VersionTable
+from .versions import TABLE
+
+__all__ = [
+    "NO_ARG",
+    "AttrArg",
+    "CompareArg",
+    "ExceptHandler",
+    "GlobalArg",
+    "Instr",
+    "Label",
+    "Location",
+    "SuperAttrArg",
+]
+
+
+class _NoArg:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_ARG"
+
+
+NO_ARG: Any = _NoArg()
+
+
+class Label:
+    """A position in an instruction list; jump and handler targets. Identity-compared."""
+
+    __slots__ = ("hint",)
+
+    def __init__(self, hint: str = "") -> None:
+        self.hint = hint  # free text for readers (disassembly names labels L1, L2, ...)
+
+    def __repr__(self) -> str:
+        return f"<Label {self.hint or hex(id(self))}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Source span of an instruction (PEP 626 / PEP 657); columns are 0-based UTF-8 offsets."""
+
+    lineno: int
+    end_lineno: int | None = None
+    col_offset: int | None = None
+    end_col_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExceptHandler:
+    """Where an exception raised by a covered instruction goes.
+
+    ``depth`` is the value-stack depth the handler unwinds to; ``lasti`` says whether the
+    offset of the raising instruction is pushed before the exception.
+    """
+
+    target: Label
+    depth: int
+    lasti: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalArg:
+    """LOAD_GLOBAL's argument: the name and whether a NULL is pushed (for a call)."""
+
+    name: str
+    push_null: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AttrArg:
+    """LOAD_ATTR's argument: the name and (3.12+) whether it loads a method + self/NULL pair."""
+
+    name: str
+    method: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SuperAttrArg:
+    """LOAD_SUPER_ATTR's argument (3.12+): name, method load, ``super(cls, obj)`` form."""
+
+    name: str
+    method: bool = False
+    two_arg: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CompareArg:
+    """COMPARE_OP's argument: the operator and (3.13+) whether the result is coerced to bool."""
+
+    op: str
+    to_bool: bool = False
+
+
+def _check_arg(name: str, kind: ArgKind, arg: Any, table: VersionTable) -> Any:
+    """Validate ``arg`` for ``kind``; return it normalized (str shorthands to arg objects)."""
+    if kind is ArgKind.NONE:
+        if arg is not NO_ARG:
+            raise TypeError(f"{name} takes no argument, got {arg!r}")
+        return arg
+    if arg is NO_ARG:
+        raise TypeError(f"{name} needs an argument ({kind.value})")
+    if kind is ArgKind.GLOBAL and isinstance(arg, str):
+        arg = GlobalArg(arg)
+    elif kind is ArgKind.ATTR and isinstance(arg, str):
+        arg = AttrArg(arg)
+    elif kind is ArgKind.SUPER_ATTR and isinstance(arg, str):
+        arg = SuperAttrArg(arg)
+    elif kind is ArgKind.COMPARE and isinstance(arg, str):
+        arg = CompareArg(arg)
+    expected: dict[ArgKind, type | tuple[type, ...]] = {
+        ArgKind.INT: int,
+        ArgKind.NAME: str,
+        ArgKind.GLOBAL: GlobalArg,
+        ArgKind.ATTR: AttrArg,
+        ArgKind.SUPER_ATTR: SuperAttrArg,
+        ArgKind.LOCAL: str,
+        ArgKind.LOCAL_PAIR: tuple,
+        ArgKind.JUMP: Label,
+        ArgKind.COMPARE: CompareArg,
+        ArgKind.BINARY_OP: str,
+        ArgKind.BOOL: (bool, int),
+    }
+    want = expected.get(kind)
+    if want is not None and not isinstance(arg, want):
+        raise TypeError(f"{name} needs a {kind.value} argument, got {arg!r}")
+    if kind is ArgKind.INT and (isinstance(arg, bool) or arg < 0):
+        raise ValueError(f"{name} needs a non-negative int, got {arg!r}")
+    if kind is ArgKind.BINARY_OP and arg not in table.binary_ops:
+        raise ValueError(f"unknown binary operator {arg!r} for {name}")
+    if kind is ArgKind.COMPARE and arg.op not in table.compare_ops:
+        raise ValueError(f"unknown comparison {arg.op!r} for {name}")
+    if kind is ArgKind.LOCAL_PAIR and not (len(arg) == 2 and all(isinstance(a, str) for a in arg)):
+        raise TypeError(f"{name} needs a pair of local names, got {arg!r}")
+    if kind is ArgKind.BOOL:
+        arg = bool(arg)
+    return arg
+
+
+@dataclass(slots=True)
+class Instr:
+    """One abstract instruction: ``Instr("LOAD_GLOBAL", GlobalArg("len", push_null=True))``."""
+
+    name: str
+    arg: Any = NO_ARG
+    location: Location | None = field(default=None, kw_only=True)
+    handler: ExceptHandler | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        self.name = TABLE.neutral_names.get(self.name, self.name)
+        if not TABLE.knows(self.name):
+            raise ValueError(
+                f"{self.name} is not an instruction of CPython {'.'.join(map(str, TABLE.version))}"
+            )
+        self.arg = _check_arg(self.name, TABLE.arg_kind(self.name), self.arg, TABLE)
+
+    @property
+    def kind(self) -> ArgKind:
+        """What the argument means (see ``ArgKind``)."""
+        return TABLE.arg_kind(self.name)
+
+    @property
+    def lineno(self) -> int | None:
+        """The instruction's source line, or None when it has no location."""
+        return self.location.lineno if self.location is not None else None
+
+    def is_jump(self) -> bool:
+        """True if the argument is a jump target ``Label``."""
+        return self.kind is ArgKind.JUMP
+
+    def has_fallthrough(self) -> bool:
+        """False for returns, raises and unconditional jumps."""
+        return self.name not in TABLE.no_fallthrough and self.name not in ("JUMP", "JUMP_NO_INTERRUPT")
+
+    def __repr__(self) -> str:
+        arg = "" if self.arg is NO_ARG else f", {self.arg!r}"
+        return f"Instr({self.name!r}{arg})"

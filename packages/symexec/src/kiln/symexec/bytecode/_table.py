@@ -1,0 +1,123 @@
+"""The schema of a per-version opcode table.
+
+Everything the bytecode layer knows about one CPython version's bytecode is one
+``VersionTable`` value, built by ``py311``/``py312``/``py313`` and selected once by
+``versions``. The decoder, assembler, stack-depth analysis and disassembler read facts only
+from the table they are given; none of them asks which Python is running.
+
+Invariants:
+- ``opmap`` holds real opcodes only (values < 256); pseudo-instructions of the compiler are
+  not in it. ``jump_families`` holds the version-neutral jump names that the assembler
+  resolves to a real opcode by the jump's direction.
+- Every name in ``arg_kinds`` is in ``opmap`` or ``jump_families``; a name that takes an
+  argument and is missing from ``arg_kinds`` has an ``ArgKind.INT`` argument.
+- ``jump_directions`` maps every real jump opcode name to +1 (target after the instruction)
+  or -1 (target before it); offsets count from the end of the instruction and its caches.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+__all__ = ["ArgKind", "VersionTable", "kinds_for", "real_opmap", "stack_effect_with"]
+
+
+class ArgKind(enum.Enum):
+    """What the argument of an instruction means at the abstract level."""
+
+    NONE = "none"  # no argument (the oparg is 0)
+    INT = "int"  # a plain integer (counts, flags)
+    CONST = "const"  # a constant object (index into co_consts)
+    NAME = "name"  # a str (index into co_names)
+    GLOBAL = "global"  # GlobalArg: name + push_null low bit
+    ATTR = "attr"  # AttrArg: name + method low bit (3.12+)
+    SUPER_ATTR = "super_attr"  # SuperAttrArg: name + method and two_arg low bits
+    LOCAL = "local"  # a str naming a fast local, cell or free variable (localsplus index)
+    LOCAL_PAIR = "local_pair"  # (str, str): two localsplus indices in 4-bit halves (3.13)
+    JUMP = "jump"  # a Label
+    COMPARE = "compare"  # CompareArg
+    BINARY_OP = "binary_op"  # the operator's symbol, e.g. "+" or "+="
+    BOOL = "bool"  # IS_OP / CONTAINS_OP invert flag
+
+
+@dataclass(frozen=True, slots=True)
+class VersionTable:
+    """Facts about one CPython version's bytecode (see the module docstring)."""
+
+    version: tuple[int, int]
+    opmap: Mapping[str, int]
+    opname: tuple[str, ...]
+    arg_opcodes: frozenset[int]
+    cache_entries: Mapping[str, int]
+    arg_kinds: Mapping[str, ArgKind]
+    jump_directions: Mapping[str, int]
+    # version-neutral jump name -> (forward opcode name, backward opcode name); None where the
+    # version cannot encode that direction
+    jump_families: Mapping[str, tuple[str | None, str | None]]
+    # real opcode name -> the version-neutral name decoding gives it
+    neutral_names: Mapping[str, str]
+    no_fallthrough: frozenset[str]
+    compare_ops: tuple[str, ...]
+    binary_ops: tuple[str, ...]
+    encode_compare: Callable[[str, bool], int]
+    decode_compare: Callable[[int], tuple[str, bool]]
+    # number of flag bits below the name index for GLOBAL / ATTR / SUPER_ATTR arguments
+    name_flag_bits: Mapping[str, int]
+    stack_effect: Callable[..., int]
+    # True if the compiler writes one location-table run per group of adjacent instructions
+    # with equal locations (3.12+); False if it writes one per instruction (3.11)
+    linetable_merges_runs: bool
+    extended_arg: int
+    cache: int
+
+    def has_arg(self, opcode: int) -> bool:
+        """True if the real opcode ``opcode`` takes an oparg."""
+        return opcode in self.arg_opcodes
+
+    def arg_kind(self, name: str) -> ArgKind:
+        """The meaning of ``name``'s argument (real or version-neutral opcode name)."""
+        kind = self.arg_kinds.get(name)
+        if kind is not None:
+            return kind
+        if name in self.jump_families:
+            return ArgKind.JUMP
+        return ArgKind.INT if self.has_arg(self.opmap[name]) else ArgKind.NONE
+
+    def knows(self, name: str) -> bool:
+        """True if ``name`` is a real opcode or a version-neutral jump of this version."""
+        return name in self.opmap or name in self.jump_families
+
+    def caches(self, name: str) -> int:
+        """Number of inline CACHE code units after the real opcode ``name``."""
+        return self.cache_entries.get(name, 0)
+
+
+def real_opmap(opmap: Mapping[str, int]) -> dict[str, int]:
+    """The real opcodes (< 256) of an ``opcode.opmap``, leaving the pseudo-instructions out."""
+    return {name: op for name, op in opmap.items() if op < 256}
+
+
+def kinds_for(opmap: Mapping[str, int], groups: Mapping[ArgKind, tuple[str, ...]]) -> dict[str, ArgKind]:
+    """Flatten ``{kind: names}`` into ``{name: kind}``, keeping the names this version has."""
+    return {name: kind for kind, names in groups.items() for name in names if name in opmap}
+
+
+def stack_effect_with(overrides: Mapping[str, int], opname: tuple[str, ...]) -> Callable[..., int]:
+    """``dis.stack_effect`` of the running interpreter with fixed effects for some opcodes.
+
+    RETURN_GENERATOR is the case: ``dis`` gives 0 on 3.11/3.12, but when the generator is
+    resumed the sent value is on the stack (the POP_TOP after it pops it).
+    """
+    import dis
+
+    by_opcode = {opname.index(name): effect for name, effect in overrides.items()}
+
+    def stack_effect(opcode: int, oparg: int | None = None, *, jump: bool | None = None) -> int:
+        effect = by_opcode.get(opcode)
+        if effect is not None:
+            return effect
+        return dis.stack_effect(opcode, oparg, jump=jump)
+
+    return stack_effect
