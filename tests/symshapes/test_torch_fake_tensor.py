@@ -197,3 +197,33 @@ def test_symbolic_decisions_become_guards():
     assert produced.check(ok) == []
     assert produced.check({**ok, DimSource("x", 1): 3, DimSource("y", 1): 4}) != []  # 7 > 8 flips
     assert produced.check({**ok, DimSource("y", 0): 7}) != []  # cat needs equal dim 0
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_nn_modules_forward_and_backward(training):
+    torch.manual_seed(0)
+    modules = {
+        "encoder": (torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), torch.randn(3, 10, 32), (0, 1)),
+        "conv": (
+            torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2)),
+            torch.randn(2, 3, 16, 12),
+            (0, 2, 3),
+        ),
+        "lstm": (torch.nn.LSTM(16, 24, batch_first=True), torch.randn(4, 7, 16), (0, 1)),
+    }
+    for name, (module, real, dyn) in modules.items():
+        module.train(training)
+        expected = module(real)
+        expected = expected[0] if isinstance(expected, tuple) else expected
+        env = ShapeEnv()
+        mode = FakeTensorMode(env)
+        fake = from_real(mode, real, dynamic_dims=dyn, name=name)
+        params = list(module.parameters())
+        with mode:
+            out = module(fake)
+            out = out[0] if isinstance(out, tuple) else out
+            grads = torch.autograd.grad(out.sum(), params)
+        assert _hints(env, out.shape) == list(expected.shape), name
+        assert _hints(env, out.stride()) == list(expected.stride()), name
+        assert any(isinstance(s, torch.SymInt) for s in out.shape), name
+        assert [tuple(g.shape) for g in grads] == [tuple(p.shape) for p in params], name
