@@ -141,6 +141,25 @@ def test_grad_tensor_nested_under_matched_tensor_stays_out_of_batch():
     assert_all_agree(guards, {"x": y}, False)
 
 
+def test_guards_under_a_batched_tensor_wait_for_the_batch():
+    from kiln.guards import AttrSource
+
+    x = torch.randn(2, requires_grad=True)
+    x.grad = torch.randn(2)
+    y = torch.randn(3)
+    guards = [TensorMatch.from_tensor(X, x),
+              TensorMatch.from_tensor(AttrSource(X, "grad"), x.grad),
+              EqualsMatch(TensorSizeSource(X, 0), 2),
+              TensorMatch.from_tensor(LocalSource("y"), y)]
+    native_check, _ = checkers(*guards)
+    src = native_check.source
+    batch_at = src.index(".check(")
+    assert "v0, " in src[batch_at:batch_at + 20]  # x and y in one native call
+    assert batch_at < src.index(".grad") and batch_at < src.index(".size(0)")
+    assert_all_agree(guards, {"x": x, "y": y}, True)
+    assert_all_agree(guards, {"x": torch.randn(2), "y": y}, False)
+
+
 def test_tensor_property_sources():
     t = torch.randn(6, 4)[1:, ::2]
     guards = [TensorMatch.from_tensor(X, t, dynamic_sizes=[0, 1], dynamic_strides=[0, 1]),

@@ -90,11 +90,28 @@ def _one_line(text: object, limit: int = 160) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
+def _reads_under(guard: Guard, roots: set[Source]) -> bool:
+    """Whether ``guard`` reads one of ``roots`` or something reached through one."""
+    return any(node in roots for s in guard.sources for node in s.chain())
+
+
 def generate(order: Sequence[Guard], ctx: CodeContext) -> str:
-    """The checker's source for guards in ``order``; constants go into ``ctx``."""
+    """The checker's source for guards in ``order``; constants go into ``ctx``.
+
+    A batch is emitted where its last member stands; a guard before that point which reads
+    a batched source (or below one) waits until the batch has run, so that a value is
+    never looked into before the guard establishing its type.
+    """
     w = _Writer(ctx)
     batches = _batches(order)
     batched = {g for members in batches.values() for g in members}
+    pending = {s for members in batches.values() for g in members for s in g.sources}
+    waiting: list[Guard] = []
+
+    def emit_one(guard: Guard) -> None:
+        exprs = tuple(w.fetch(s) for s in guard.sources)
+        w.conditions(guard.describe(), guard.emit(ctx, *exprs))
+
     for i, guard in enumerate(order):
         if i in batches:
             members = batches[i]
@@ -102,14 +119,24 @@ def generate(order: Sequence[Guard], ctx: CodeContext) -> str:
             conds = type(members[0]).emit_batch(ctx, members, exprs)
             if conds is not None:
                 w.conditions(f"{len(members)} x {type(members[0]).__name__} (batched)", conds)
-                continue
-            for g, e in zip(members, exprs, strict=True):
-                w.conditions(g.describe(), g.emit(ctx, *e))
+            else:
+                for g, e in zip(members, exprs, strict=True):
+                    w.conditions(g.describe(), g.emit(ctx, *e))
+            pending -= {s for g in members for s in g.sources}
+            still = [g for g in waiting if _reads_under(g, pending)]
+            for g in waiting:
+                if g not in still:
+                    emit_one(g)
+            waiting = still
             continue
         if guard in batched:
             continue
-        exprs = tuple(w.fetch(s) for s in guard.sources)
-        w.conditions(guard.describe(), guard.emit(ctx, *exprs))
+        if _reads_under(guard, pending):
+            waiting.append(guard)
+            continue
+        emit_one(guard)
+    for g in waiting:
+        emit_one(g)
     head = ["def check(L, G=_G):", "    try:"]
     tail = [f"{_INDENT}return True", "    except Exception:", f"{_INDENT}return False", ""]
     return "\n".join(head + w.lines + tail)
