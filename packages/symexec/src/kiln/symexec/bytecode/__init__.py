@@ -9,9 +9,11 @@ version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 """
 
 from ._assemble import AssemblyError, assemble, assemble_concrete, const_key
+from ._build import call_instrs, make_code, prologue, with_null
 from ._bytecode import Bytecode, localsplus_names
 from ._concrete import ConcreteBytecode, ConcreteInstr
-from ._decode import DecodeError, decode, decode_concrete_bytecode
+from ._decode import DecodeError, decode, decode_concrete_bytecode, jump_target_offset
+from ._disasm import disassemble, format_arg
 from ._exctable import ExceptionTableEntry, decode_exception_table, encode_exception_table
 from ._instr import (
     NO_ARG,
@@ -25,12 +27,13 @@ from ._instr import (
     SuperAttrArg,
 )
 from ._linetable import decode_linetable, encode_linetable
-from ._stackdepth import StackDepthError
+from ._stackdepth import FlowInstr, StackDepthError, basic_block_starts, compute_stacksize
 from ._table import ArgKind, VersionTable
-from .versions import TABLE, UnsupportedVersion
+from .versions import SUPPORTED_VERSIONS, TABLE, UnsupportedVersion
 
 __all__ = [
     "NO_ARG",
+    "SUPPORTED_VERSIONS",
     "TABLE",
     "ArgKind",
     "AssemblyError",
@@ -42,6 +45,7 @@ __all__ = [
     "DecodeError",
     "ExceptHandler",
     "ExceptionTableEntry",
+    "FlowInstr",
     "GlobalArg",
     "Instr",
     "Label",
@@ -52,12 +56,21 @@ __all__ = [
     "VersionTable",
     "assemble",
     "assemble_concrete",
+    "basic_block_starts",
+    "call_instrs",
+    "compute_stacksize",
     "const_key",
     "decode",
     "decode_concrete_bytecode",
     "decode_exception_table",
     "decode_linetable",
+    "disassemble",
     "encode_exception_table",
     "encode_linetable",
+    "format_arg",
+    "jump_target_offset",
     "localsplus_names",
+    "make_code",
+    "prologue",
+    "with_null",
 ]

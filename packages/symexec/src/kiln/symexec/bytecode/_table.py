@@ -69,6 +69,9 @@ class VersionTable:
     # True if the compiler writes one location-table run per group of adjacent instructions
     # with equal locations (3.12+); False if it writes one per instruction (3.11)
     linetable_merges_runs: bool
+    # CALL's stack layout: True for [callable, NULL/self, args...] (3.13), False for
+    # [NULL/method, callable/self, args...] (3.11, 3.12)
+    null_after_callable: bool
     extended_arg: int
     cache: int
 

@@ -78,6 +78,7 @@ def _build() -> VersionTable:
         name_flag_bits={"LOAD_GLOBAL": 1, "LOAD_ATTR": 0},
         stack_effect=stack_effect_with({"RETURN_GENERATOR": 1}, tuple(opcode.opname[:256])),
         linetable_merges_runs=False,
+        null_after_callable=False,
         extended_arg=opcode.EXTENDED_ARG,
         cache=opmap["CACHE"],
     )

@@ -84,6 +84,7 @@ def _build() -> VersionTable:
         name_flag_bits={"LOAD_GLOBAL": 1, "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2},
         stack_effect=dis.stack_effect,
         linetable_merges_runs=True,
+        null_after_callable=True,
         extended_arg=opcode.EXTENDED_ARG,
         cache=opmap["CACHE"],
     )
