@@ -38,3 +38,14 @@ def test_floordiv_simplifies():
 @given(st.floats(-1e6, 1e6, allow_nan=False))
 def test_trunc(x):
     assert TruncToInt(sympy.Float(x)) == math.trunc(x)
+
+
+t = sympy.Symbol("t", integer=True)
+
+
+@given(st.integers(-40, 40), st.integers(-12, 12).filter(bool), st.integers(-5, 5), st.integers(-30, 30))
+def test_floordiv_by_symbol_is_exact(x, y, k, c):
+    expr = FloorDiv(k * s * t + s * s + c, s)  # splits off k*t + s, keeps c // s
+    value = expr.xreplace({s: sympy.Integer(y), t: sympy.Integer(x)})
+    assert value == (k * y * x + y * y + c) // y
+    assert FloorDiv(s * t, s) == t

@@ -40,3 +40,21 @@ def test_roundtrip_through_fake_tracing():
     assert not check({"x": torch.randn(7, 5), "y": y, "w": w})  # inner dims must agree
     assert not check({"x": torch.randn(2, 6), "y": torch.randn(3, 6), "w": w})  # 5 > 10 flips the branch
     assert not check({"x": x, "y": torch.randn(1, 6), "w": w})  # size 1 was assumed away
+
+
+def test_caller_sources_go_straight_to_kiln_guards():
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    x = torch.randn(6, 8)
+    fx = from_real(mode, x, dynamic_dims=(0, 1), size_source=lambda d: TensorSizeSource(LocalSource("x"), d))
+    with mode:
+        fx.view(-1, 4)  # needs 6 * 8 % 4 == 0
+        if fx.shape[0] < fx.shape[1]:
+            fx = fx.t()
+    produced = env.produce_guards()
+    assert all(isinstance(src, TensorSizeSource) for src in produced.sources.values())
+    check = GuardSet([ShapeRelation(g, {s: produced.sources[s] for s in g.free_symbols}) for g in produced.guards]).compile({})
+    # torch's reshape picks its algorithm from the element count: 48 elements keep the path.
+    assert check({"x": x}) and check({"x": torch.randn(4, 12)})
+    assert not check({"x": torch.randn(8, 6)})  # 8 < 6 flips the branch
+    assert not check({"x": torch.randn(3, 5)})  # 15 is not a multiple of 4

@@ -68,9 +68,8 @@ class FloorDiv(sympy.Function):
 
 
 def _divide_exact_terms(a, b):
-    """``(k*b*X + R) // b == k*X + R // b`` for a symbolic integer ``b`` dividing some terms."""
-    if not b.is_integer:
-        return None
+    """``(q*b + R) // b == q + R // b`` whenever ``q`` is integer-valued (since
+    ``floor(x + q) == floor(x) + q``), for a symbolic ``b`` dividing some terms exactly."""
     exact, rest = [], []
     for term in sympy.Add.make_args(a):
         quotient = term / b

@@ -28,6 +28,7 @@ import sympy
 
 from kiln.symshapes._config import ShapeEnvConfig
 from kiln.symshapes._errors import GuardOnDataDependentError
+from kiln.symshapes._functions import FloorDiv
 from kiln.symshapes._guards import ProducedGuards, ShapeGuard, learn_facts
 from kiln.symshapes._sym_ops import is_boolean_expr
 from kiln.symshapes._value_ranges import (
@@ -393,7 +394,9 @@ class ShapeEnv:
             elif r.upper == value:
                 self._set_range(sym, ValueRange(r.lower, value - 1))
         for mod in facts.divisible:
+            # Mod(e, d) == 0 also makes e // d exact: FloorDiv(e, d) == e / d.
             self._divisible[mod] = sympy.Integer(0)
+            self._divisible[FloorDiv(*mod.args)] = mod.args[0] / mod.args[1]
             self._invalidate()
         for sym, value in facts.replacements.items():
             if isinstance(sym, sympy.Symbol):

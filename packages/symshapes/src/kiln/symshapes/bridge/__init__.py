@@ -8,7 +8,7 @@ symbolic sizes/strides, aliasing) through ATen ops without data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -39,7 +39,14 @@ __all__ = [
 ]
 
 
-def from_real(mode: FakeTensorMode, tensor: torch.Tensor, *, dynamic_dims: Iterable[int] = (), name: str | None = None) -> FakeTensor:
+def from_real(
+    mode: FakeTensorMode,
+    tensor: torch.Tensor,
+    *,
+    dynamic_dims: Iterable[int] = (),
+    name: str | None = None,
+    size_source: Callable[[int], object] | None = None,
+) -> FakeTensor:
     """A FakeTensor of ``mode`` with ``tensor``'s metadata; ``dynamic_dims`` become symbols
-    bound to ``DimSource(name, dim)`` in ``mode.shape_env``."""
-    return mode.from_real(tensor, dynamic_dims=dynamic_dims, name=name)
+    in ``mode.shape_env`` bound to ``DimSource(name, dim)`` (or ``size_source(dim)``)."""
+    return mode.from_real(tensor, dynamic_dims=dynamic_dims, name=name, size_source=size_source)

@@ -15,7 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -27,12 +27,21 @@ from kiln.symshapes.bridge._sym_node import to_torch
 __all__ = ["fake_from_real", "to_real"]
 
 
-def fake_from_real(mode: FakeTensorMode, tensor: torch.Tensor, *, dynamic_dims: Iterable[int] = (), name: str | None = None) -> FakeTensor:
+def fake_from_real(
+    mode: FakeTensorMode,
+    tensor: torch.Tensor,
+    *,
+    dynamic_dims: Iterable[int] = (),
+    name: str | None = None,
+    size_source: Callable[[int], object] | None = None,
+) -> FakeTensor:
     """A FakeTensor of ``mode`` with ``tensor``'s metadata.
 
     ``dynamic_dims``: dimensions whose size becomes a symbol (needs ``mode.shape_env``);
     ``name``: the input's name, used as ``DimSource(name, dim)`` for each symbol, and, when
-    given, static dimensions are recorded too so that ``produce_guards`` checks them.
+    given, static dimensions are recorded too so that ``produce_guards`` checks them;
+    ``size_source``: instead of ``DimSource``, the caller's source object for dimension
+    ``dim`` (for example a kiln.guards ``TensorSizeSource``); implies recording as ``name``.
     """
     if isinstance(tensor, FakeTensor):
         return tensor
@@ -43,11 +52,16 @@ def fake_from_real(mode: FakeTensorMode, tensor: torch.Tensor, *, dynamic_dims: 
     with mode.materializing():
         sizes: list = list(tensor.shape)
         strides: list = list(tensor.stride())
-        if env is not None and (dynamic or name is not None):
+        record = name is not None or size_source is not None
+        if size_source is None:
+            label = name or "<anonymous>"
+
+            def size_source(d: int) -> object:
+                return DimSource(label, d)
+
+        if env is not None and (dynamic or record):
             exprs = [
-                env.create_symbol(size, DimSource(name or "<anonymous>", d), dynamic=d in dynamic)
-                if (d in dynamic or name is not None)
-                else size
+                env.create_symbol(size, size_source(d), dynamic=d in dynamic) if (d in dynamic or record) else size
                 for d, size in enumerate(tensor.shape)
             ]
             stride_exprs = _symbolic_strides(tensor, exprs)

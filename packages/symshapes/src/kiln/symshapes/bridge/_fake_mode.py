@@ -257,11 +257,11 @@ class FakeTensorMode(TorchDispatchMode):
         return out
 
     # ------------------------------------------------------------ conversion
-    def from_real(self, tensor: torch.Tensor, *, dynamic_dims=(), name: str | None = None) -> FakeTensor:
+    def from_real(self, tensor: torch.Tensor, *, dynamic_dims=(), name: str | None = None, size_source=None) -> FakeTensor:
         """A FakeTensor with ``tensor``'s metadata; see ``kiln.symshapes.bridge.from_real``."""
         from kiln.symshapes.bridge._convert import fake_from_real
 
-        return fake_from_real(self, tensor, dynamic_dims=dynamic_dims, name=name)
+        return fake_from_real(self, tensor, dynamic_dims=dynamic_dims, name=name, size_source=size_source)
 
     def storage_for(self, tensor: torch.Tensor) -> FakeStorage:
         """The FakeStorage standing for ``tensor``'s real storage (shared by its views)."""
