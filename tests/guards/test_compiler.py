@@ -138,3 +138,27 @@ def test_mutating_sized_objects_between_calls():
     data.append(3)
     assert not check({"x": data})
     assert check.explain({"x": data}) == "L['x'] length: expected 2, got 3"
+
+
+def test_checker_on_non_dict_locals():
+    check = GuardSet([EqualsMatch(LocalSource("n"), 3)]).compile()
+    for bad in (None, [], 3, "n", object()):
+        assert check(bad) is False
+        assert check.explain(bad).startswith("L['n']: could not fetch")
+
+
+def test_generated_code_cannot_be_injected():
+    from kiln.guards import ClosureCellSource, TensorSizeSource
+
+    evil = "0]; import os #"
+    for build in (lambda: ClosureCellSource(LocalSource("f"), evil),
+                  lambda: TensorSizeSource(LocalSource("x"), evil),
+                  lambda: LengthMatch(LocalSource("x"), evil),
+                  lambda: HasAttr(LocalSource("x"), 3)):
+        with pytest.raises(TypeError):
+            build()
+    # odd names are rendered as escaped literals, comments stay one printable line
+    odd = AttrSource(LocalSource("a\nb\x00"), "c\nimport os")
+    check = GuardSet([EqualsMatch(odd, 1)]).compile()
+    assert "import os" not in [line.strip() for line in check.source.splitlines()]
+    assert check({"a\nb\x00": type("T", (), {"c\nimport os": 1})()})

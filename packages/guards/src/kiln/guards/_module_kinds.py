@@ -51,6 +51,14 @@ class ModuleStructureMatch(Guard):
     cost = 6
     establishes_type = True
 
+    def __post_init__(self) -> None:
+        # names and the flag are rendered into generated code: plain str / bool only
+        if type(self.training) is not bool:
+            raise TypeError("training must be a bool")
+        for names in (self.modules, self.parameters, self.buffers):
+            if type(names) is not tuple or any(type(n) is not str for n in names):
+                raise TypeError("module, parameter and buffer names must be tuples of str")
+
     @classmethod
     def from_module(cls, source: Source, module: Any) -> ModuleStructureMatch:
         """The guard that ``module`` (an nn.Module) satisfies now."""

@@ -229,6 +229,10 @@ class LengthMatch(Guard):
     length: int
     cost = 2
 
+    def __post_init__(self) -> None:
+        if type(self.length) is not int:
+            raise TypeError(f"length must be an int, got {type(self.length).__name__}")
+
     def describe(self) -> str:
         return f"len({self.source}) == {self.length}"
 
@@ -278,6 +282,10 @@ class HasAttr(Guard):
     name: str
     cost = 3
 
+    def __post_init__(self) -> None:
+        if type(self.name) is not str:
+            raise TypeError(f"attribute name must be a str, got {type(self.name).__name__}")
+
     def describe(self) -> str:
         return f"hasattr({self.source}, {self.name!r})"
 
@@ -297,6 +305,10 @@ class NoHasAttr(Guard):
     source: Source
     name: str
     cost = 3
+
+    def __post_init__(self) -> None:
+        if type(self.name) is not str:
+            raise TypeError(f"attribute name must be a str, got {type(self.name).__name__}")
 
     def describe(self) -> str:
         return f"not hasattr({self.source}, {self.name!r})"

@@ -13,7 +13,8 @@ type-of and tensor-property steps. Every source can
 Invariants: sources are frozen, slotted and hashable, and two sources are equal exactly when
 they render to the same expression, so a source is its own deduplication key. Item keys are
 literals whose ``repr`` evaluates back to an equal value (None, bool, int, str, bytes, and
-tuples of those), which keeps the rendered text valid generated code.
+tuples of those), and indices and dims are ints, which keeps the rendered text valid
+generated code that can never be made to do anything but the access it names.
 """
 
 from __future__ import annotations
@@ -83,6 +84,12 @@ def _is_literal(key: object) -> bool:
 def _check_name(name: object, what: str) -> None:
     if type(name) is not str:
         raise TypeError(f"{what} must be a str, got {type(name).__name__}")
+
+
+def _check_int(value: object, what: str) -> None:
+    # rendered into generated code as is, so only a real int is accepted
+    if type(value) is not int:
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -168,6 +175,9 @@ class ClosureCellSource(Source):
     base: Source
     index: int
 
+    def __post_init__(self) -> None:
+        _check_int(self.index, "closure index")
+
     def access(self, base_expr: str) -> str:
         return f"{base_expr}.__closure__[{self.index}].cell_contents"
 
@@ -182,6 +192,10 @@ class DefaultsSource(Source):
 
     base: Source
     key: int | str
+
+    def __post_init__(self) -> None:
+        if type(self.key) is not str:
+            _check_int(self.key, "defaults key")
 
     def access(self, base_expr: str) -> str:
         if type(self.key) is int:
@@ -215,6 +229,9 @@ class TensorSizeSource(Source):
     base: Source
     dim: int
 
+    def __post_init__(self) -> None:
+        _check_int(self.dim, "dim")
+
     def access(self, base_expr: str) -> str:
         return f"{base_expr}.size({self.dim})"
 
@@ -228,6 +245,9 @@ class TensorStrideSource(Source):
 
     base: Source
     dim: int
+
+    def __post_init__(self) -> None:
+        _check_int(self.dim, "dim")
 
     def access(self, base_expr: str) -> str:
         return f"{base_expr}.stride({self.dim})"

@@ -46,6 +46,12 @@ class TensorMatch(Guard):
         object.__setattr__(self, "strides", tuple(self.strides))
         if len(self.sizes) != len(self.strides):
             raise ValueError("sizes and strides must have one entry per dimension")
+        # rendered into generated code: only ints, None and bools get there
+        for v in self.sizes + self.strides:
+            if v is not None and type(v) is not int:
+                raise TypeError(f"sizes and strides are ints or None, got {type(v).__name__}")
+        if type(self.requires_grad) is not bool or type(self.dispatch_keys) is not int:
+            raise TypeError("requires_grad must be a bool and dispatch_keys an int")
 
     @classmethod
     def from_tensor(
