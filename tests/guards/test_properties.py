@@ -150,3 +150,24 @@ def test_traced_guards_hold_on_the_traced_frame(frame):
     gs = GuardSet(traced_guards(frame))
     check = gs.compile()
     assert check(frame), check.explain(frame)
+
+
+def sample_function(a, b=1, *, c=2):
+    return a + b + c
+
+
+@settings(max_examples=100, deadline=None)
+@given(frame=frames, defaults=st.sampled_from([None, (1,), (2,), ("x",)]))
+def test_function_match_agrees_on_random_functions(frame, defaults):
+    from kiln.guards import FunctionMatch
+
+    def fn(a, b=1):
+        return frame, a, b
+
+    fn.__defaults__ = defaults
+    guard = FunctionMatch.from_function(LocalSource("a"), fn)
+    check = GuardSet([guard]).compile()
+    for value in [fn, sample_function, *frame.values()]:
+        trial = {"a": value}
+        assert check(trial) is (evaluate(guard, trial) is None)
+    assert check({"a": fn})
