@@ -81,3 +81,28 @@ def test_dedup_ignores_binding_order():
 def test_constant_relations():
     assert GuardSet([ShapeRelation(sympy.true, {})]).compile()({})
     assert not GuardSet([ShapeRelation(sympy.false, {})]).compile()({})
+
+
+def test_functions_of_kiln_symshapes_by_name():
+    class FloorDiv(sympy.Function):  # what kiln.symshapes defines, matched by name
+        nargs = (2,)
+
+        @classmethod
+        def eval(cls, a, b):
+            if a.is_Integer and b.is_Integer:
+                return sympy.Integer(int(a) // int(b))
+            return None
+
+    class TruncToInt(sympy.Function):
+        nargs = (1,)
+
+        @classmethod
+        def eval(cls, x):
+            if x.is_Number:
+                return sympy.Integer(int(x))
+            return None
+
+    frames = [{"a": a, "b": b} for a in range(-5, 6) for b in (-3, -1, 1, 2, 4)]
+    check_relation(sympy.Eq(FloorDiv(s0, s1) * s1 + sympy.Mod(s0, s1), s0), {s0: A, s1: B}, frames)
+    check_relation(sympy.Ge(FloorDiv(s0, s1), 1), {s0: A, s1: B}, frames)
+    check_relation(sympy.Eq(TruncToInt(s0 / 2), FloorDiv(s0, 2)), {s0: A, s1: B}, frames)

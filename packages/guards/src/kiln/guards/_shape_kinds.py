@@ -8,8 +8,9 @@ arithmetic (integers stay integers, rationals become ``fractions.Fraction`` cons
 evaluates the same expression with sympy, an independent path that tests compare against.
 
 Supported nodes: integers, rationals, symbols, ``+``, ``*``, ``**`` with a non-negative
-integer exponent, ``Mod``, ``floor``, ``ceiling``, ``Min``, ``Max``, ``Abs``, functions
-named ``FloorDiv`` (``a // b``), the six relations, ``And``, ``Or``, ``Not``, ``true`` and
+integer exponent, ``Mod``, ``floor``, ``ceiling``, ``Min``, ``Max``, ``Abs``, and the
+functions kiln.symshapes defines, matched by name: ``FloorDiv`` (``a // b``) and
+``TruncToInt`` (``math.trunc``); the six relations, ``And``, ``Or``, ``Not``, ``true`` and
 ``false``. Anything else is rejected when the guard is built. sympy is imported lazily.
 """
 
@@ -66,7 +67,8 @@ def to_python(expr: Any, names: Mapping[Any, str], const: Callable[[Any, str], s
         if kind in ("Mod", "FloorDiv"):
             op = "%" if kind == "Mod" else "//"
             return f"({args[0]} {op} {args[1]})"
-        calls = {"floor": math.floor, "ceiling": math.ceil, "Min": min, "Max": max, "Abs": abs}
+        calls = {"floor": math.floor, "ceiling": math.ceil, "Min": min, "Max": max, "Abs": abs,
+                 "TruncToInt": math.trunc}
         if kind in calls:
             return f"{const(calls[kind], kind.lower())}({', '.join(args)})"
         raise TypeError(f"unsupported node {kind} in shape relation: {e}")
