@@ -14,7 +14,8 @@ file; medians over timed batches after warm-up):
   hook itself (building ``L``, calling the guard and the replacement from C);
 * callback miss: the Python callback is consulted and answers None;
 * setting and restoring a callback (``with callback_set(cb):``), which installs and removes
-  the evaluation function when no other thread has a callback.
+  the evaluation function when no other thread has a callback, and the same with
+  ``keep_installed(True)``, which leaves it installed.
 
 For the hook cases ``+ns`` is against the same loop with no hook: the cost kiln adds.
 Batches of a case and of its reference alternate and are differenced pairwise, which keeps
@@ -163,6 +164,15 @@ def callback(cb) -> Iterator[None]:
         fe.reset()
 
 
+@contextmanager
+def kept_installed() -> Iterator[None]:
+    fe.keep_installed(True)
+    try:
+        yield
+    finally:
+        fe.keep_installed(False)
+
+
 trivial = lambda L: True  # noqa: E731
 
 #: (case, loop timed inside the setup, reference loop timed without it, setup)
@@ -199,6 +209,7 @@ CASES = [
     ("replacement f called directly", loop_f_replacement, loop_f, nullcontext),
     ("callback miss (Python callback -> None)", loop_f, loop_f, lambda: callback(answer_none)),
     ("with callback_set(cb): pass (install+uninstall)", loop_callback_set, loop_empty, nullcontext),
+    ("with callback_set(cb): pass, keep_installed", loop_callback_set, loop_empty, kept_installed),
 ]
 
 

@@ -602,3 +602,18 @@ def test_hook_stays_installed_while_any_thread_has_a_callback(recorder):
         done.set()
         t.join()
     assert not fe.is_installed() and fe.active_threads() == 0
+
+
+def test_keep_installed_avoids_reinstalling_per_call(recorder):
+    assert fe.keep_installed(True) is False
+    try:
+        assert fe.is_installed() and fe.active_threads() == 0
+        for _ in range(3):
+            with fe.callback_set(recorder):
+                assert add(1, 2) == 3
+            assert fe.is_installed()
+            assert add(1, 2) == 3  # no callback on this thread: not intercepted
+        assert recorder.codes() == [add.__code__] * 3
+    finally:
+        assert fe.keep_installed(False) is True
+    assert not fe.is_installed()

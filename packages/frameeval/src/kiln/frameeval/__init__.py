@@ -21,7 +21,8 @@ Errors: an exception raised by a guard or by the callback propagates to the call
 frame, which does not run; the cache is left as it was. A replacement must have the same
 argument layout as the original (counts, names, ``*``/``**``, free variables); a mismatch
 raises ValueError. The callback and run-only mode are per thread; the evaluation function is
-installed while at least one thread has a callback and the previous one is restored after.
+installed while at least one thread has a callback and the previous one is restored after,
+unless :func:`keep_installed` asks to keep it (for callers that set a callback per call).
 
 Cache entries and skip marks live in the code object's extra slot, which the garbage
 collector does not traverse: an entry whose guard or replacement reaches back to its code
@@ -40,6 +41,7 @@ from kiln.frameeval._C import (
     get_callback,
     is_installed,
     is_skipped,
+    keep_installed,
     mark_skip,
     reset,
     set_callback,
@@ -60,6 +62,7 @@ __all__ = [
     "get_callback",
     "is_installed",
     "is_skipped",
+    "keep_installed",
     "mark_skip",
     "reset",
     "set_callback",

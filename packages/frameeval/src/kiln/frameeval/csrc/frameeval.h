@@ -62,6 +62,8 @@ PyObject *kiln_set_callback(PyObject *callback);
 /* The calling thread's callback (new reference, None when unset). */
 PyObject *kiln_get_callback(void);
 int kiln_hook_installed(void);
+/* Keep the evaluation function installed even with no callback set; returns the old flag. */
+int kiln_keep_installed(int keep);
 /* Number of threads whose callback is set. */
 Py_ssize_t kiln_active_threads(void);
 

@@ -3,7 +3,8 @@
  * Invariants:
  * - The evaluation function is installed when the first thread sets a callback and the
  *   previous one is restored when the last thread clears its callback (or exits): never
- *   per frame, never per call.
+ *   per frame. With keep_installed it is installed at once and stays until turned off,
+ *   for callers that set and clear callbacks around every call.
  * - A thread's callback is owned by a ThreadOwner object stored in that thread's state dict,
  *   so it is released when the thread exits; the thread-local slot only borrows it.
  * - While a thread runs its callback, a guard, or any other Python code on behalf of the
@@ -31,6 +32,7 @@ static _Thread_local ThreadSlot slot;
 static _PyFrameEvalFunction previous_eval = NULL;
 static PyInterpreterState *hooked_interp = NULL; /* the interpreter that imported us */
 static Py_ssize_t active_threads = 0;
+static int keep_installed = 0; /* leave the hook in place when the last callback goes */
 static PyObject *owner_key = NULL;
 
 /* ------------------------------------------------------------------ evaluation */
@@ -238,9 +240,23 @@ callback_changed(PyObject *old, PyObject *new)
     if (old == NULL && new != NULL && ++active_threads == 1) {
         install();
     }
-    else if (old != NULL && new == NULL && --active_threads == 0) {
+    else if (old != NULL && new == NULL && --active_threads == 0 && !keep_installed) {
         uninstall();
     }
+}
+
+int
+kiln_keep_installed(int keep)
+{
+    int previous = keep_installed;
+    keep_installed = keep;
+    if (keep && active_threads == 0) {
+        install();
+    }
+    else if (!keep && active_threads == 0) {
+        uninstall();
+    }
+    return previous;
 }
 
 static void

@@ -137,6 +137,13 @@ m_is_installed(PyObject *module, PyObject *unused)
 }
 
 static PyObject *
+m_keep_installed(PyObject *module, PyObject *flag)
+{
+    int keep = PyObject_IsTrue(flag);
+    return keep < 0 ? NULL : PyBool_FromLong(kiln_keep_installed(keep));
+}
+
+static PyObject *
 m_active_threads(PyObject *module, PyObject *unused)
 {
     return PyLong_FromSsize_t(kiln_active_threads());
@@ -244,6 +251,9 @@ static PyMethodDef methods[] = {
      "reset() -> number of code objects cleared: drop every cache entry and skip mark."},
     {"is_installed", m_is_installed, METH_NOARGS,
      "is_installed() -> whether kiln's evaluation function is the interpreter's."},
+    {"keep_installed", m_keep_installed, METH_O,
+     "keep_installed(flag) -> previous flag\n\nWhen true the evaluation function is installed "
+     "now and stays installed with no callback set (no install/uninstall per call)."},
     {"active_threads", m_active_threads, METH_NOARGS,
      "active_threads() -> number of threads whose callback is set."},
     {NULL, NULL, 0, NULL},
