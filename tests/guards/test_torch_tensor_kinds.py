@@ -186,3 +186,18 @@ def test_hostile_values_never_raise(hostile_values):
     for value in hostile_values:
         assert native_check({"x": value}) is False
         assert python_check({"x": value}) is False
+
+
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode,
+                                     lambda: torch.autocast("cpu")])
+def test_native_and_python_agree_under_thread_local_state(context):
+    guard = TensorMatch.from_tensor(X, torch.randn(2, 2))
+    native_check, python_check = checkers(guard)
+    frame = {"x": torch.randn(2, 2)}
+    with context():
+        inside = native_check(frame)
+        assert python_check(frame) is inside
+        assert (evaluate(guard, frame) is None) is inside
+        captured = TensorMatch.from_tensor(X, frame["x"])
+        assert checkers(captured)[0](frame) and checkers(captured)[1](frame)
+    assert native_check(frame) and python_check(frame)
