@@ -14,8 +14,8 @@ from torch.fx.experimental.symbolic_shapes import (
     statically_known_true,
 )
 
-from kiln.symshapes import ShapeEnv
-from kiln.symshapes.bridge import KilnSymNode, ShapeEnvView, to_torch
+from kiln.symshapes import ShapeEnv, SymBool, SymInt
+from kiln.symshapes.bridge import KilnSymNode, ShapeEnvView, from_torch, to_torch
 
 OPS = [operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.truediv, torch.sym_max, torch.sym_min]
 CMPS = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge]
@@ -86,3 +86,14 @@ def test_meta_kernels_accept_kiln_symints():
     m = t @ u
     assert _value(env, m.shape[0]) == 5 and _value(env, m.shape[1]) == 3
     assert t.is_contiguous()
+
+
+def test_conversion_to_kiln_symbolic_values():
+    env, (x, y) = _setup(5, 3)
+    k = from_torch(x * y + 1)
+    assert isinstance(k, SymInt) and k.hint == 16 and env.size_hint(k.expr) == 16
+    b = from_torch(x > y)
+    assert isinstance(b, SymBool) and b.hint is True
+    assert from_torch(7) == 7
+    back = to_torch(k.expr, x.node.shape_env)
+    assert isinstance(back, torch.SymInt) and _value(env, back) == 16

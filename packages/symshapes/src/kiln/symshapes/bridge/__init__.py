@@ -22,7 +22,7 @@ from kiln.symshapes.bridge._fake_mode import (
 )
 from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
-from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
+from kiln.symshapes.bridge._sym_node import KilnSymNode, from_torch, to_torch
 
 __all__ = [
     "DispatchCache",
@@ -34,6 +34,7 @@ __all__ = [
     "UnsupportedOpError",
     "data_dependent_rules",
     "from_real",
+    "from_torch",
     "to_real",
     "to_torch",
 ]

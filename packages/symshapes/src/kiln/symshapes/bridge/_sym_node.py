@@ -25,7 +25,7 @@ from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes._sym_ops import sym_op_rules, to_sympy
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 
-__all__ = ["KilnSymNode", "to_torch", "wrap_expr"]
+__all__ = ["KilnSymNode", "from_torch", "to_torch", "wrap_expr"]
 
 _PYTYPES = {"int": int, "float": float, "bool": bool}
 
@@ -378,3 +378,17 @@ def to_torch(expr: sympy.Basic, view: ShapeEnvView, pytype: type = int):
         return int(expr)
     node = wrap_expr(expr, view, pytype)
     return {int: torch.SymInt, float: torch.SymFloat, bool: torch.SymBool}[pytype](node)
+
+
+def from_torch(value):
+    """A torch SymInt/SymFloat/SymBool over a KilnSymNode as kiln's own SymInt/SymFloat/
+    SymBool (plain numbers pass through)."""
+    from kiln.symshapes._symbolic import wrap
+
+    node = getattr(value, "node", None)
+    if not isinstance(node, KilnSymNode):
+        if isinstance(value, (bool, int, float)):
+            return value
+        raise TypeError(f"{type(value).__name__} is not a kiln-backed symbolic value")
+    kind = {int: "int", float: "float", bool: "bool"}[node.pytype]
+    return wrap(node.expr, node.hint, kind, node.env)
