@@ -1,0 +1,216 @@
+"""VariableBuilder: real values from the frame become trackers, with the guards they need.
+
+``wrap(value, source)`` picks the tracker for a real value reached through ``source`` and
+installs, in the same step, the guards that make the trace valid for it: a tensor gets a
+tensor-match guard and becomes a graph input; a constant gets an equality guard; a list a
+type and length guard (its items are wrapped with item sources); a function its code,
+defaults and closure; a module its structure. Values reached without a source (attributes
+of trusted library modules, values made at trace time) get no guards.
+
+Invariant: one tracker per source (cached), so aliasing and container mutations are seen
+consistently, and each guard is installed once.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+from typing import TYPE_CHECKING, Any
+
+from kiln.guards import (
+    AttrSource,
+    DictKeysMatch,
+    EqualsMatch,
+    FunctionMatch,
+    IdMatch,
+    IsNone,
+    ItemSource,
+    LengthMatch,
+    ModuleStructureMatch,
+    Source,
+    TensorMatch,
+    TypeMatch,
+)
+
+from ._unsupported import Unsupported
+from .variables._base import VariableTracker
+from .variables._builtins import BuiltinVariable, is_builtin_function
+from .variables._constant import ConstantVariable, is_constant_value
+from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .variables._functions import UserFunctionVariable, UserMethodVariable
+from .variables._modules import NNModuleVariable
+from .variables._objects import (
+    PythonModuleVariable,
+    UserDefinedClassVariable,
+    UserDefinedObjectVariable,
+)
+from .variables._torch import TorchFunctionVariable, is_torch_function
+
+if TYPE_CHECKING:
+    from ._output_graph import OutputGraph
+    from ._translator import Translator
+
+__all__ = ["VariableBuilder"]
+
+
+def _equals_guardable(value: Any) -> bool:
+    if value is None or type(value) in (bool, int, float, str, bytes):
+        return True
+    if type(value) is tuple:
+        return all(_equals_guardable(v) for v in value)
+    if isinstance(value, enum.Enum):
+        return True
+    tp = type(value)
+    return tp.__module__ == "torch" and tp.__name__ in ("dtype", "device")
+
+
+def _literal_key(key: Any) -> bool:
+    if key is None or type(key) in (bool, int, str, bytes):
+        return True
+    return type(key) is tuple and all(_literal_key(k) for k in key)
+
+
+class VariableBuilder:
+    """Wraps frame values for one trace; see the module docstring."""
+
+    def __init__(self, output: OutputGraph) -> None:
+        self.output = output
+
+    def _guard(self, guard: Any) -> None:
+        self.output.guards.add(guard)
+
+    def wrap(self, value: Any, source: Source | None) -> VariableTracker:
+        """The tracker for ``value``, reached through ``source`` (None: no guards)."""
+        if isinstance(value, VariableTracker):
+            return value
+        if source is not None:
+            cached = self.output.trackers.get(source)
+            if cached is not None:
+                return cached
+        tracker = self._wrap(value, source)
+        if source is not None:
+            self.output.trackers[source] = tracker
+        return tracker
+
+    def _wrap(self, value: Any, source: Source | None) -> VariableTracker:
+        import torch
+
+        g = source is not None
+        if isinstance(value, torch.Tensor):
+            if not g:
+                raise Unsupported("a tensor reached without a source (a library global)")
+            self._guard(TensorMatch.from_tensor(source, value))
+            return self.output.add_tensor_input(source, value)
+        if isinstance(value, torch.nn.Module):
+            if g:
+                self._guard(ModuleStructureMatch.from_module(source, value))
+            return NNModuleVariable(value, source)
+        if is_constant_value(value) and not isinstance(value, tuple):
+            if g:
+                if value is None:
+                    self._guard(IsNone(source))
+                elif _equals_guardable(value):
+                    self._guard(EqualsMatch(source, value))
+                else:
+                    self._guard(IdMatch(source, value))  # torch.layout, memory_format, ...
+            return ConstantVariable(value, source)
+        if isinstance(value, types.ModuleType):
+            if g:
+                self._guard(IdMatch(source, value))
+            return PythonModuleVariable(value, source)
+        if is_builtin_function(value):
+            if g:
+                self._guard(IdMatch(source, value))
+            return BuiltinVariable(value, source)
+        if is_torch_function(value):
+            if g:
+                self._guard(IdMatch(source, value))
+            return TorchFunctionVariable(value)
+        if isinstance(value, types.FunctionType):
+            if g:
+                self._guard(FunctionMatch.from_function(source, value))
+            return UserFunctionVariable(value, source)
+        if isinstance(value, types.MethodType):
+            self_source = AttrSource(source, "__self__") if g else None
+            func_source = AttrSource(source, "__func__") if g else None
+            owner = self.wrap(value.__self__, self_source)
+            func = value.__func__
+            if not isinstance(func, types.FunctionType):
+                raise Unsupported(f"bound method {value!r} is not a Python function")
+            if g:
+                self._guard(FunctionMatch.from_function(func_source, func))
+            return UserMethodVariable(func, owner)
+        if isinstance(value, type):
+            if g:
+                self._guard(IdMatch(source, value))
+            return UserDefinedClassVariable(value, source)
+        return self._wrap_container_or_object(value, source)
+
+    def _wrap_container_or_object(self, value: Any, source: Source | None) -> VariableTracker:
+        g = source is not None
+        tp = type(value)
+        if tp is list or isinstance(value, tuple):
+            if g:
+                self._guard(TypeMatch(source, tp))
+                self._guard(LengthMatch(source, len(value)))
+            items = [self.wrap(v, ItemSource(source, i) if g else None) for i, v in enumerate(value)]
+            if tp is list:
+                return ListVariable(items, source)
+            return TupleVariable(items, source, tuple_type=tp)
+        if tp is dict:
+            if not all(_literal_key(k) for k in value):
+                raise Unsupported(f"dict {source} has keys kiln cannot guard on")
+            if g:
+                self._guard(TypeMatch(source, dict))
+                self._guard(DictKeysMatch(source, tuple(value)))
+            return DictVariable({k: self.wrap(v, ItemSource(source, k) if g else None)
+                                 for k, v in value.items()}, source)
+        if tp is range:
+            if g:
+                self._guard(TypeMatch(source, range))
+                for attr in ("start", "stop", "step"):
+                    self._guard(EqualsMatch(AttrSource(source, attr), getattr(value, attr)))
+            return RangeVariable(value)
+        if not g:
+            raise Unsupported(f"a {tp.__name__} object reached without a source")
+        self._guard(TypeMatch(source, tp))
+        return UserDefinedObjectVariable(value, source)
+
+    # -- attributes --------------------------------------------------------------------------
+
+    def read_attribute(self, tx: Translator, owner: VariableTracker, obj: Any,
+                       name: str) -> VariableTracker:
+        """``obj.name`` following Python's lookup order, for the tracker ``owner`` of ``obj``."""
+        source = AttrSource(owner.source, name) if owner.source is not None else None
+        cls_attr = _lookup_class(type(obj), name)
+        if cls_attr is not _MISSING and _is_data_descriptor(cls_attr):
+            if isinstance(cls_attr, property) and isinstance(cls_attr.fget, types.FunctionType):
+                return tx.inline_function(cls_attr.fget, [owner], {})
+            return self.wrap(getattr(obj, name), source)
+        inst = getattr(obj, "__dict__", {})
+        if name in inst:
+            return self.wrap(inst[name], source)
+        if cls_attr is not _MISSING:
+            if isinstance(cls_attr, types.FunctionType):
+                return UserMethodVariable(cls_attr, owner)
+            if isinstance(cls_attr, staticmethod):
+                return self.wrap(cls_attr.__func__, None)
+            if isinstance(cls_attr, classmethod):
+                return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(type(obj)))
+            return self.wrap(cls_attr, source)
+        raise Unsupported(f"{owner.describe()} has no attribute {name!r}")
+
+
+_MISSING = object()
+
+
+def _lookup_class(cls: type, name: str) -> Any:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def _is_data_descriptor(attr: Any) -> bool:
+    tp = type(attr)
+    return hasattr(tp, "__set__") or hasattr(tp, "__delete__")

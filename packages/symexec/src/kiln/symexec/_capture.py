@@ -1,0 +1,179 @@
+"""capture: trace one frame into a graph, its guards, and a recipe for its replacement code.
+
+``capture(code, L, f_globals)`` runs the Translator over ``code`` with the frame's arguments
+``L`` (as kiln.frameeval passes them) and returns a ``Capture``: the torch-level
+GraphModule with its example inputs, the guards, and ``replacement(compiled)`` which builds
+the code object that loads the graph inputs from the frame, calls ``compiled`` (whatever the
+backend made of the graph), replays side effects on real objects (list and dict mutations)
+and rebuilds the Python return value.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kiln.fxgraph import GraphModule, Node, eliminate_dead_code
+from kiln.guards import GuardSet, LocalSource, Source
+
+from . import _opcodes  # noqa: F401  (registers the opcode rules)
+from ._codegen import ReplacementSource, build_replacement, render_source
+from ._output_graph import OutputGraph
+from ._translator import CellVariable, Translator, lazy_local
+from ._unsupported import Unsupported
+from .variables._base import VariableTracker
+from .variables._constant import ConstantVariable
+from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .variables._tensor import TensorVariable
+
+__all__ = ["Capture", "capture"]
+
+
+@dataclass(slots=True)
+class Capture:
+    """The result of tracing one frame; see the module docstring."""
+
+    code: types.CodeType
+    graph_module: GraphModule
+    example_inputs: list[Any]
+    input_sources: list[Source]
+    guards: GuardSet
+    op_count: int
+    body: ReplacementSource
+    graph_name: str
+
+    def replacement(self, compiled: Any) -> types.CodeType:
+        """The replacement code object calling ``compiled`` for the graph."""
+        body = ReplacementSource(list(self.body.lines), dict(self.body.objects))
+        body.objects[self.graph_name] = compiled
+        return build_replacement(self.code, body)
+
+    @property
+    def source_text(self) -> str:
+        """The replacement's body as text (for logs)."""
+        return "\n".join(self.body.lines)
+
+
+def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any]) -> Capture:
+    """Trace ``code`` called with the arguments ``L``; raises Unsupported when it cannot."""
+    output = OutputGraph(f_globals)
+    saved_grad = torch.is_grad_enabled()
+    try:
+        symbolic_locals: dict[str, VariableTracker] = {}
+        n_params = code.co_argcount + code.co_kwonlyargcount
+        n_params += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+        for name in code.co_varnames[:n_params]:
+            if name in L:
+                symbolic_locals[name] = lazy_local(L[name], LocalSource(name))
+        cells = {name: CellVariable(lazy_local(L[name], LocalSource(name)) if name in L else None)
+                 for name in code.co_freevars}
+        tx = Translator(code, f_globals, output, symbolic_locals, cells)
+        result = tx.run()
+        output.finish_inputs()
+        return _finish(code, output, result)
+    finally:
+        torch.set_grad_enabled(saved_grad)
+
+
+def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) -> Capture:
+    graph = output.graph
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount + 2]) | set(code.co_freevars)
+    body = ReplacementSource()
+    outputs: list[Node] = []
+    writer = _Writer(body, outputs, params)
+    # Side effects first: mutated containers from the frame get their final contents.
+    effects = []
+    for tracker in output.trackers.values():
+        if isinstance(tracker, (ListVariable, DictVariable)) and tracker.mutated and tracker.source is not None:
+            effects.append(tracker)
+    effect_lines = [writer.replay(t) for t in effects]
+    returned = writer.expr(result)
+    graph.output(tuple(outputs))
+    eliminate_dead_code(graph)
+    keep_sources, keep_examples = [], []
+    for node in list(graph.find_nodes("placeholder")):
+        if node.users:
+            keep_sources.append(node.meta["source"])
+            keep_examples.append(output.example_inputs[output.input_sources.index(node.meta["source"])])
+        else:
+            graph.erase_node(node)
+    graph.lint()
+    op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+    graph_name = "__kiln_graph"
+    inputs = ", ".join(render_source(s, params) for s in keep_sources)
+    if outputs:
+        body.lines.append(f"__kiln_out = {graph_name}({inputs})")
+    elif op_count:
+        body.lines.append(f"{graph_name}({inputs})")
+    body.lines += effect_lines
+    body.lines.append(f"return {returned}")
+    gm = GraphModule({}, graph, class_name="GraphModule")
+    return Capture(code, gm, keep_examples, keep_sources, output.guards, op_count, body, graph_name)
+
+
+def _literal(value: Any) -> bool:
+    t = type(value)
+    if value is None or t in (bool, int, str, bytes):
+        return True
+    if t is float:
+        return math.isfinite(value)
+    if t is tuple:
+        return all(_literal(v) for v in value)
+    return False
+
+
+class _Writer:
+    """Expressions that rebuild trackers in the replacement body."""
+
+    def __init__(self, body: ReplacementSource, outputs: list[Node], params: set[str]) -> None:
+        self.body = body
+        self.outputs = outputs
+        self.params = params
+
+    def tensor(self, v: TensorVariable) -> str:
+        if v.node not in self.outputs:
+            self.outputs.append(v.node)
+        return f"__kiln_out[{self.outputs.index(v.node)}]"
+
+    def expr(self, v: VariableTracker) -> str:
+        if isinstance(v, TensorVariable):
+            if v.node.op == "placeholder" and v.source is not None:
+                return render_source(v.source, self.params)  # the caller's own tensor
+            return self.tensor(v)
+        if isinstance(v, (ListVariable, DictVariable)) and v.source is not None:
+            return render_source(v.source, self.params)  # identity matters: the real object
+        if isinstance(v, (ConstantVariable, RangeVariable)):
+            value = v.as_constant()
+            return repr(value) if _literal(value) and not keyword.iskeyword(repr(value)) else self.body.ref(value)
+        if isinstance(v, TupleVariable):
+            items = [self.expr(i) for i in v.items]
+            if v.tuple_type is tuple:
+                return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+            ctor = self.body.ref(v.tuple_type, "type")
+            if hasattr(v.tuple_type, "_fields"):
+                return f"{ctor}({', '.join(items)})"
+            return f"{ctor}(({', '.join(items)}{',' if len(items) == 1 else ''}))"
+        if isinstance(v, ListVariable):
+            return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
+        if isinstance(v, DictVariable):
+            return "{" + ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items()) + "}"
+        if v.source is not None:
+            return render_source(v.source, self.params)
+        if v.is_constant():
+            return self.body.ref(v.as_constant())
+        raise Unsupported(f"returning {v.describe()} from a compiled region")
+
+    def key(self, k: Any) -> str:
+        return repr(k) if _literal(k) else self.body.ref(k)
+
+    def replay(self, v: ListVariable | DictVariable) -> str:
+        target = render_source(v.source, self.params)
+        if isinstance(v, ListVariable):
+            return f"{target}[:] = [{', '.join(self.expr(i) for i in v.items)}]"
+        items = ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items())
+        return f"{target}.clear(); {target}.update({{{items}}})"

@@ -1,0 +1,135 @@
+"""Replacement code: the function body that runs instead of a captured frame.
+
+It is generated as Python source, readable in logs::
+
+    def forward(self, x):
+        __kiln_out = __kiln_graph(x, self.fc.weight, self.fc.bias)
+        return (__kiln_out[0], 3)
+
+then compiled, and its ``LOAD_GLOBAL __kiln_*`` instructions are rewritten into
+``LOAD_CONST`` of the objects they stand for (the compiled graph, constants that have no
+literal), so nothing is added to the user's module globals. The generated function has the
+original's exact argument layout and free variables (frameeval requires it): parameters are
+listed in the original order and every free variable is referenced once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import keyword
+import linecache
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from kiln.guards import GlobalSource, LocalSource, Source
+
+from .bytecode import GlobalArg, Instr, decode
+
+__all__ = ["ReplacementSource", "build_replacement", "render_source"]
+
+
+def render_source(source: Source, params: set[str]) -> str:
+    """The expression reaching ``source`` from inside the replacement function."""
+    chain = source.chain()
+    root = chain[0]
+    if isinstance(root, LocalSource):
+        expr = root.name
+    elif isinstance(root, GlobalSource):
+        expr = root.name if root.name not in params else f"globals()[{root.name!r}]"
+    else:
+        raise ValueError(f"cannot render a source rooted at {root!r}")
+    for step in chain[1:]:
+        expr = step.access(expr)
+    return expr
+
+
+@dataclass(slots=True)
+class ReplacementSource:
+    """Source text of a replacement body being assembled, plus the objects it refers to."""
+
+    lines: list[str] = field(default_factory=list)
+    objects: dict[str, Any] = field(default_factory=dict)
+
+    def ref(self, obj: Any, hint: str = "k") -> str:
+        """A name that will load ``obj`` (rewritten to LOAD_CONST)."""
+        for name, known in self.objects.items():
+            if known is obj:
+                return name
+        name = f"__kiln_{hint}{len(self.objects)}"
+        self.objects[name] = obj
+        return name
+
+
+def _signature(code: types.CodeType) -> list[str]:
+    names = code.co_varnames
+    nargs, nposonly, nkw = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    params = list(names[:nargs])
+    if nposonly:
+        params.insert(nposonly, "/")
+    i = nargs + nkw
+    if code.co_flags & inspect.CO_VARARGS:
+        params.append("*" + names[i])
+        i += 1
+    elif nkw:
+        params.append("*")
+    params += names[nargs:nargs + nkw]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        params.append("**" + names[i])
+    return params
+
+
+def build_replacement(code: types.CodeType, body: ReplacementSource) -> types.CodeType:
+    """Compile ``body`` into a code object with ``code``'s argument layout and free variables."""
+    name = code.co_name if code.co_name.isidentifier() and not keyword.iskeyword(code.co_name) else "replacement"
+    inner = [f"def {name}({', '.join(_signature(code))}):"]
+    if code.co_freevars:
+        inner.append("    if False:")
+        inner.append(f"        {', '.join(code.co_freevars)},")
+    inner += [f"    {line}" for line in body.lines]
+    text = "\n".join(inner) + "\n"
+    if code.co_freevars:
+        outer = [f"def __kiln_make({', '.join(code.co_freevars)}):"]
+        outer += [f"    {line}" for line in text.splitlines()]
+        outer.append(f"    return {name}")
+        full = "\n".join(outer) + "\n"
+    else:
+        full = text
+    digest = hashlib.sha1(full.encode()).hexdigest()[:10]
+    filename = f"<kiln replacement of {code.co_qualname} {digest}>"
+    linecache.cache[filename] = (len(full), None, full.splitlines(True), filename)
+    module = compile(full, filename, "exec")
+    fn_code = _find_code(module, name)
+    fn_code = _bind_objects(fn_code, body.objects)
+    return fn_code.replace(co_qualname=code.co_qualname)
+
+
+def _find_code(module: types.CodeType, name: str) -> types.CodeType:
+    for const in module.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            found = _find_code(const, name)
+            if found is not None:
+                return found
+    return None  # type: ignore[return-value]
+
+
+def _bind_objects(code: types.CodeType, objects: dict[str, Any]) -> types.CodeType:
+    """Rewrite ``LOAD_GLOBAL __kiln_*`` into ``[PUSH_NULL] LOAD_CONST obj``."""
+    if not objects:
+        return code
+    bc = decode(code)
+    out: list[Any] = []
+    for item in bc.instrs:
+        if isinstance(item, Instr) and item.name == "LOAD_GLOBAL" and item.arg.name in objects:
+            arg: GlobalArg = item.arg
+            if arg.push_null:
+                out.append(Instr("PUSH_NULL", location=item.location, handler=item.handler))
+            out.append(Instr("LOAD_CONST", objects[arg.name], location=item.location,
+                             handler=item.handler))
+        else:
+            out.append(item)
+    bc.instrs = out
+    return bc.to_code()

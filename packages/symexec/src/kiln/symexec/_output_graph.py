@@ -1,0 +1,187 @@
+"""OutputGraph: what one trace produces — the graph, its inputs, and the guards.
+
+The translator asks the OutputGraph to lift frame values into graph inputs (one placeholder
+per source, with the real value kept as the example input) and to record torch operations
+as nodes. Each operation also runs on fake tensors, so every tensor node carries its fake
+value (``node.meta["val"]``) and the trace knows shapes and dtypes without computing
+anything. Guards accumulate in ``guards``; the builder adds them as it reads the frame.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kiln.fxgraph import Graph, Node
+from kiln.guards import GuardSet, NoAliasing, ObjectAliasing, Source, TorchGlobalState
+from kiln.symshapes import ShapeEnv
+from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, UnsupportedOpError
+
+from ._unsupported import Unsupported
+from .variables._base import VariableTracker
+from .variables._constant import ConstantVariable
+from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .variables._tensor import TensorVariable
+
+__all__ = ["OutputGraph"]
+
+_ROOT = re.compile(r"^([LG])\['([A-Za-z_][A-Za-z0-9_]*)'\]")
+
+
+def _input_name(source: Source) -> str:
+    text = str(source)
+    m = _ROOT.match(text)
+    if m is not None:
+        prefix = "" if m.group(1) == "L" else "G_"
+        text = prefix + m.group(2) + text[m.end():]
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "input"
+    return "_" + name if name[0].isdigit() else name
+
+
+class OutputGraph:
+    """The graph under construction; see the module docstring."""
+
+    def __init__(self, f_globals: dict[str, Any]) -> None:
+        self.graph = Graph()
+        self.shape_env = ShapeEnv()
+        self.fake_mode = FakeTensorMode(self.shape_env)
+        self.guards = GuardSet([TorchGlobalState.capture()])
+        self.f_globals = f_globals
+        self.input_sources: list[Source] = []
+        self.example_inputs: list[Any] = []
+        self.tensor_inputs: dict[int, TensorVariable] = {}   # id(real tensor) -> tracker
+        self.trackers: dict[Source, VariableTracker] = {}    # the builder's cache
+        self._first_op: Node | None = None
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def add_tensor_input(self, source: Source, real: Any) -> TensorVariable:
+        """The placeholder for the real tensor at ``source`` (one per distinct tensor)."""
+        known = self.tensor_inputs.get(id(real))
+        if known is not None:
+            # the same tensor reached two ways (tied weights): one input, and a guard that
+            # both ways still lead to one object
+            if known.source is not None and known.source != source:
+                self.guards.add(ObjectAliasing(known.source, source))
+            return TensorVariable(known.node, known.fake, source, known.pytype)
+        name = _input_name(source)
+        base, i = name, 0
+        while any(n.name == name for n in self.graph.find_nodes("placeholder")):
+            i += 1
+            name = f"{base}_{i}"
+        anchor = self._first_op
+        if anchor is None:
+            node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(anchor):
+                node = self.graph.placeholder(name)
+        fake = self.fake_mode.from_real(real, name=name)
+        node.meta["val"] = fake
+        node.meta["source"] = source
+        self.input_sources.append(source)
+        self.example_inputs.append(real)
+        tracker = TensorVariable(node, fake, source, type(real))
+        self.tensor_inputs[id(real)] = tracker
+        return tracker
+
+    def finish_inputs(self) -> None:
+        """Guard that distinct tensor inputs stay distinct objects (called once, at the end)."""
+        sources = [t.source for t in self.tensor_inputs.values() if t.source is not None]
+        if len(sources) > 1:
+            self.guards.add(NoAliasing(tuple(sources)))
+
+    # -- operations --------------------------------------------------------------------------
+
+    def call_function(self, fn: Any, args: list[VariableTracker],
+                      kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """``fn(*args, **kwargs)`` as a node; the result is tracked from its fake value."""
+        return self._record("call_function", fn, args, kwargs)
+
+    def call_method(self, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """``args[0].name(*args[1:], **kwargs)`` as a node."""
+        return self._record("call_method", name, args, kwargs)
+
+    def _record(self, op: str, target: Any, args: list[VariableTracker],
+                kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        what = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+        node_args = tuple(_as_graph_arg(a, what) for a in args)
+        node_kwargs = {k: _as_graph_arg(v, what) for k, v in kwargs.items()}
+        fake_args = tuple(_as_fake(a) for a in args)
+        fake_kwargs = {k: _as_fake(v) for k, v in kwargs.items()}
+        try:
+            with self.fake_mode:
+                if op == "call_function":
+                    out = target(*fake_args, **fake_kwargs)
+                else:
+                    out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+        except UnsupportedOpError as e:
+            raise Unsupported(str(e)) from e
+        except Unsupported:
+            raise
+        except Exception as e:
+            raise Unsupported(f"{what} failed on the traced values: {type(e).__name__}: {e}") from e
+        node = self.graph.create_node(op, target, node_args, node_kwargs)
+        if self._first_op is None:
+            self._first_op = node
+        return self._wrap_result(node, out, what)
+
+    def _wrap_result(self, node: Node, out: Any, what: str) -> VariableTracker:
+        import operator
+
+        if isinstance(out, FakeTensor):
+            node.meta["val"] = out
+            return TensorVariable(node, out)
+        if isinstance(out, (tuple, list)) and any(isinstance(o, FakeTensor) for o in out):
+            node.meta["val"] = out
+            items = []
+            for i, o in enumerate(out):
+                item = self.graph.create_node("call_function", operator.getitem, (node, i))
+                items.append(self._wrap_result(item, o, what))
+            if isinstance(out, list):
+                return ListVariable(items)
+            return TupleVariable(items, tuple_type=type(out))
+        if out is None or isinstance(out, (bool, int, float)) or type(out).__module__ == "torch":
+            if not node.users and node.op != "placeholder":
+                from kiln.fxgraph import is_impure
+
+                if not is_impure(node):
+                    self.graph.erase_node(node)
+                    if self._first_op is node:
+                        self._first_op = None
+            return ConstantVariable(out)
+        raise Unsupported(f"{what} returned a {type(out).__name__}, which kiln cannot track yet")
+
+
+def _rebuild_tuple(tuple_type: type, items: list[Any]) -> tuple:
+    # namedtuples keep their type (torch.return_types, user records); torch.Size and other
+    # tuple subclasses become plain tuples, which every torch op accepts in their place.
+    return tuple_type(*items) if hasattr(tuple_type, "_fields") else tuple(items)
+
+
+def _as_graph_arg(v: VariableTracker, what: str) -> Any:
+    if isinstance(v, TensorVariable):
+        return v.node
+    if isinstance(v, (ConstantVariable, RangeVariable)):
+        return v.as_constant()
+    if isinstance(v, TupleVariable):
+        return _rebuild_tuple(v.tuple_type, [_as_graph_arg(i, what) for i in v.items])
+    if isinstance(v, ListVariable):
+        return [_as_graph_arg(i, what) for i in v.items]
+    if isinstance(v, DictVariable):
+        return {k: _as_graph_arg(i, what) for k, i in v.items.items()}
+    raise Unsupported(f"passing {v.describe()} to {what} is not supported")
+
+
+def _as_fake(v: VariableTracker) -> Any:
+    if isinstance(v, TensorVariable):
+        return v.fake
+    if isinstance(v, (ConstantVariable, RangeVariable)):
+        return v.as_constant()
+    if isinstance(v, TupleVariable):
+        return _rebuild_tuple(v.tuple_type, [_as_fake(i) for i in v.items])
+    if isinstance(v, ListVariable):
+        return [_as_fake(i) for i in v.items]
+    if isinstance(v, DictVariable):
+        return {k: _as_fake(i) for k, i in v.items.items()}
+    raise Unsupported(f"{v.describe()} cannot be passed to a torch operation")

@@ -1,0 +1,335 @@
+"""Translator: the symbolic interpreter of one function's bytecode.
+
+A Translator walks a decoded function (``kiln.symexec.bytecode``) one instruction at a time
+with trackers instead of values: a value stack, the locals, and cells for closure variables.
+Each opcode has a rule in ``opcode_rules`` (see ``_opcodes``). Calls to Python functions are
+inlined by a child Translator sharing the same OutputGraph, so one graph holds the whole
+call tree. Tracing stops at the function's return; anything the rules cannot model raises
+``Unsupported``, which the Translator annotates with the instruction and the user's line.
+
+Invariants: tracing never runs the user's tensor code and never mutates real objects; global
+torch state changed while tracing (grad mode) is restored when tracing ends, on every path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+from ._builder import VariableBuilder
+from ._output_graph import OutputGraph
+from ._unsupported import SourceLocation, Unsupported
+from .bytecode import Bytecode, Instr, Label, decode
+from .variables._base import VariableTracker
+from .variables._constant import ConstantVariable
+from .variables._containers import DictVariable, TupleVariable
+from .variables._functions import NestedFunctionVariable
+
+__all__ = ["MAX_INLINE_DEPTH", "NULL", "CellVariable", "LazyVariable", "Translator", "lazy_local", "opcode_rules"]
+
+MAX_INLINE_DEPTH = 64
+
+Rule = Callable[["Translator", Instr], None]
+opcode_rules: dict[str, Rule] = {}
+
+
+class _Null(VariableTracker):
+    """The NULL CPython pushes below a callable (``PUSH_NULL``, LOAD_GLOBAL's flag)."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return "NULL"
+
+
+NULL = _Null()
+
+
+class CellVariable(VariableTracker):
+    """A closure cell while tracing: holds the tracker of its contents (None: empty)."""
+
+    __slots__ = ("contents",)
+
+    def __init__(self, contents: VariableTracker | None = None) -> None:
+        super().__init__(None)
+        self.contents = contents
+
+    def describe(self) -> str:
+        return "a closure cell"
+
+
+class LazyVariable(VariableTracker):
+    """A frame argument not looked at yet: wrapped (and guarded) on first use only."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any, source: Any) -> None:
+        super().__init__(source)
+        self.value = value
+
+    def realize(self, tx: Translator) -> VariableTracker:
+        return tx.builder.wrap(self.value, self.source)
+
+
+def lazy_local(value: Any, source: Any) -> LazyVariable:
+    """A frame value to wrap when the code first reads it."""
+    return LazyVariable(value, source)
+
+
+class _Return(Exception):
+    """Raised by RETURN_* to end the walk with a value."""
+
+    def __init__(self, value: VariableTracker) -> None:
+        self.value = value
+
+
+def _decoded(code: types.CodeType, cache: dict[types.CodeType, tuple[list[Instr], dict[int, int]]]):
+    found = cache.get(code)
+    if found is None:
+        bc: Bytecode = decode(code)
+        instrs: list[Instr] = []
+        labels: dict[int, int] = {}
+        for item in bc.instrs:
+            if isinstance(item, Label):
+                labels[id(item)] = len(instrs)
+            else:
+                instrs.append(item)
+        found = cache[code] = (instrs, labels)
+    return found
+
+
+class Translator:
+    """Symbolic execution of one code object; see the module docstring."""
+
+    def __init__(
+        self,
+        code: types.CodeType,
+        f_globals: dict[str, Any],
+        output: OutputGraph,
+        symbolic_locals: dict[str, VariableTracker],
+        cells: dict[str, CellVariable],
+        *,
+        parent: Translator | None = None,
+        decode_cache: dict | None = None,
+    ) -> None:
+        self.code = code
+        self.f_globals = f_globals
+        self.output = output
+        self.builder = VariableBuilder(output) if parent is None else parent.builder
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.decode_cache = decode_cache if decode_cache is not None else {}
+        self.instructions, self._labels = _decoded(code, self.decode_cache)
+        self.locals = symbolic_locals
+        self.cells = cells
+        self.stack: list[VariableTracker] = []
+        self.ip = 0
+        self.kw_names: tuple[str, ...] = ()
+        self.current: Instr | None = None
+
+    # -- the walk ----------------------------------------------------------------------------
+
+    def run(self) -> VariableTracker:
+        """Trace to the function's return; the tracker of the returned value."""
+        instructions = self.instructions
+        try:
+            while True:
+                if self.ip >= len(instructions):
+                    raise Unsupported("reached the end of the code without a return")
+                instr = instructions[self.ip]
+                self.current = instr
+                self.ip += 1
+                rule = opcode_rules.get(instr.name)
+                if rule is None:
+                    raise Unsupported(f"instruction {instr.name} is not supported")
+                rule(self, instr)
+        except _Return as done:
+            return done.value
+        except Unsupported as e:
+            raise e.locate(self.current, self.location()) from None
+
+    def location(self) -> SourceLocation:
+        """Where the current instruction is in the user's source."""
+        instr = self.current
+        return SourceLocation(self.code.co_filename, instr.lineno if instr else None,
+                              self.code.co_qualname)
+
+    def jump(self, label: Label) -> None:
+        """Continue at ``label``."""
+        self.ip = self._labels[id(label)]
+
+    def instruction_at(self, label: Label) -> Instr | None:
+        """The instruction a label marks (None past the end)."""
+        i = self._labels[id(label)]
+        return self.instructions[i] if i < len(self.instructions) else None
+
+    def push(self, v: VariableTracker) -> None:
+        self.stack.append(v)
+
+    def pop(self) -> VariableTracker:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def do_return(self, value: VariableTracker) -> None:
+        raise _Return(value)
+
+    # -- names -------------------------------------------------------------------------------
+
+    def load_global(self, name: str) -> VariableTracker:
+        """The global ``name`` as the code sees it (its module's globals, then builtins)."""
+        from kiln.guards import GlobalSource
+
+        if name in self.f_globals:
+            if self.f_globals is self.root().f_globals:
+                return self.builder.wrap(self.f_globals[name], GlobalSource(name))
+            return self._foreign_global(name)
+        builtins_ = self.f_globals.get("__builtins__", __builtins__)
+        table = builtins_ if isinstance(builtins_, dict) else vars(builtins_)
+        if name in table:
+            return self.builder.wrap(table[name], None)
+        raise Unsupported(f"name {name!r} is not defined")
+
+    def _foreign_global(self, name: str) -> VariableTracker:
+        # A global of another module (an inlined function defined elsewhere). Globals of
+        # trusted libraries (torch.nn's ``F``) are fixed; others would need a guard that
+        # reaches the module from the frame, which kiln cannot express yet.
+        import sys
+
+        from .variables._objects import is_trusted_module
+
+        module = sys.modules.get(self.f_globals.get("__name__", ""))
+        if module is None or vars(module) is not self.f_globals or not is_trusted_module(module):
+            where = self.f_globals.get("__name__", "?")
+            raise Unsupported(f"reading global {name!r} of module {where} from an inlined function")
+        return self.builder.wrap(self.f_globals[name], None)
+
+    def root(self) -> Translator:
+        tx = self
+        while tx.parent is not None:
+            tx = tx.parent
+        return tx
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def call(self, fn: VariableTracker, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """``fn(*args, **kwargs)`` on trackers."""
+        return fn.call(self, args, kwargs)
+
+    def inline_function(self, fn: types.FunctionType, args: list[VariableTracker],
+                        kwargs: dict[str, VariableTracker], fn_source: Any = None) -> VariableTracker:
+        """Trace a call of the Python function ``fn`` into the current graph."""
+        from kiln.guards import ClosureCellSource, DefaultsSource
+
+        code = fn.__code__
+        _check_inlinable(code, fn.__qualname__)
+        defaults = [self.builder.wrap(v, DefaultsSource(fn_source, i) if fn_source is not None else None)
+                    for i, v in enumerate(fn.__defaults__ or ())]
+        kwdefaults = {k: self.builder.wrap(v, DefaultsSource(fn_source, k) if fn_source is not None else None)
+                      for k, v in (fn.__kwdefaults__ or {}).items()}
+        cells: dict[str, CellVariable] = {}
+        for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or (), strict=True)):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                cells[name] = CellVariable(None)
+                continue
+            source = ClosureCellSource(fn_source, i) if fn_source is not None else None
+            cells[name] = CellVariable(self.builder.wrap(value, source))
+        bound = bind_arguments(code, fn.__qualname__, args, kwargs, defaults, kwdefaults)
+        return self._inline(code, fn.__globals__, bound, cells)
+
+    def inline_nested(self, fn: NestedFunctionVariable, args: list[VariableTracker],
+                      kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """Trace a call of a function created while tracing."""
+        code = fn.code
+        _check_inlinable(code, fn.qualname)
+        cells = dict(zip(code.co_freevars, fn.closure, strict=True))
+        bound = bind_arguments(code, fn.qualname, args, kwargs, list(fn.defaults), fn.kwdefaults)
+        return self._inline(code, fn.fn_globals, bound, cells)
+
+    def _inline(self, code: types.CodeType, f_globals: dict[str, Any],
+                bound: dict[str, VariableTracker], cells: dict[str, CellVariable]) -> VariableTracker:
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported(f"calls nested deeper than {MAX_INLINE_DEPTH} levels")
+        child = Translator(code, f_globals, self.output, bound, cells, parent=self,
+                           decode_cache=self.decode_cache)
+        return child.run()
+
+    def construct(self, cls: type, args: list[VariableTracker],
+                  kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """``cls(*args, **kwargs)`` for a class read from the frame or a module."""
+        import torch
+
+        if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            bound = [*args, *[kwargs[f] for f in cls._fields[len(args):] if f in kwargs]]
+            return TupleVariable(bound, tuple_type=cls)
+        if cls in (torch.Size,) and len(args) == 1:
+            return TupleVariable(args[0].iterate(self), tuple_type=torch.Size)
+        raise Unsupported(f"creating a {cls.__qualname__} object inside a compiled region")
+
+
+def _check_inlinable(code: types.CodeType, qualname: str) -> None:
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise Unsupported(f"calling the generator or coroutine function {qualname}")
+
+
+def bind_arguments(code: types.CodeType, qualname: str, args: list[VariableTracker],
+                   kwargs: dict[str, VariableTracker], defaults: list[VariableTracker],
+                   kwdefaults: dict[str, VariableTracker]) -> dict[str, VariableTracker]:
+    """Python's argument binding for ``code``, on trackers; errors are Unsupported."""
+    nargs, nkw = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    positional = list(names[:nargs])
+    kwonly = list(names[nargs:nargs + nkw])
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    bound: dict[str, VariableTracker] = {}
+    if len(args) > nargs and not has_varargs:
+        raise Unsupported(f"{qualname}() takes {nargs} positional arguments but {len(args)} were given")
+    for name, value in zip(positional, args, strict=False):
+        bound[name] = value
+    extra_kw: dict[str, VariableTracker] = {}
+    posonly = set(positional[:code.co_posonlyargcount])
+    for key, value in kwargs.items():
+        if key in bound and key not in posonly:
+            raise Unsupported(f"{qualname}() got multiple values for argument {key!r}")
+        if (key in positional and key not in posonly) or key in kwonly:
+            bound[key] = value
+        elif has_varkw:
+            extra_kw[key] = value
+        else:
+            raise Unsupported(f"{qualname}() got an unexpected keyword argument {key!r}")
+    first_default = nargs - len(defaults)
+    for i, name in enumerate(positional):
+        if name not in bound:
+            if i >= first_default:
+                bound[name] = defaults[i - first_default]
+            else:
+                raise Unsupported(f"{qualname}() missing required argument {name!r}")
+    for name in kwonly:
+        if name not in bound:
+            if name in kwdefaults:
+                bound[name] = kwdefaults[name]
+            else:
+                raise Unsupported(f"{qualname}() missing keyword-only argument {name!r}")
+    index = nargs + nkw
+    if has_varargs:
+        bound[names[index]] = TupleVariable(list(args[nargs:]))
+        index += 1
+    if has_varkw:
+        bound[names[index]] = DictVariable(extra_kw)
+    return bound
+
+
+def constant(value: Any) -> VariableTracker:
+    """A ConstantVariable, for rules."""
+    return ConstantVariable(value)

@@ -1,0 +1,63 @@
+"""Unsupported: the structured signal that tracing cannot go on.
+
+Raised anywhere in the symbolic interpreter (a handler, a variable tracker, a torch call on
+fake tensors) with a reason a user can act on. The interpreter fills in *where*: the
+instruction and the user's source line. The caller decides what it means: with
+``fullgraph=True`` it is an error shown to the user; otherwise the frame falls back to eager
+today, and becomes a graph break once graph breaks exist.
+"""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SourceLocation", "Unsupported"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLocation:
+    """A line of the user's source: file, line number, function name and the line's text."""
+
+    filename: str
+    lineno: int | None
+    function: str
+
+    @property
+    def text(self) -> str:
+        if self.lineno is None:
+            return ""
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.lineno} in {self.function}"
+        return f"{where}\n    {self.text}" if self.text else where
+
+
+class Unsupported(Exception):
+    """Tracing cannot continue here; ``reason`` says why, ``location`` where (if known)."""
+
+    def __init__(self, reason: str, *, instruction: Any = None,
+                 location: SourceLocation | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.instruction = instruction
+        self.location = location
+        self.stack: list[SourceLocation] = []  # inlined callers, innermost last
+
+    def locate(self, instruction: Any, location: SourceLocation) -> Unsupported:
+        """Record where the error happened unless a deeper frame already did."""
+        if self.location is None:
+            self.instruction = instruction
+            self.location = location
+        else:
+            self.stack.insert(0, location)
+        return self
+
+    def __str__(self) -> str:
+        if self.location is None:
+            return self.reason
+        lines = [self.reason, f"  at {self.location}"]
+        lines += [f"  called from {loc}" for loc in reversed(self.stack)]
+        return "\n".join(lines)

@@ -1,0 +1,489 @@
+"""BuiltinVariable: Python builtins and ``operator``/``math`` functions, one rule each.
+
+``builtin_rules`` maps a function to the rule that models it on trackers. A rule folds
+constants at trace time, turns tensor operands into graph nodes, and works on containers
+item by item. Binary operators (``x + y`` reaches here as ``operator.add``) dispatch on the
+operand kinds: any tensor makes a node; all constants fold; containers concatenate or repeat.
+A function without a rule folds when every argument is a constant and is Unsupported
+otherwise.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .._unsupported import Unsupported
+from ._base import VariableTracker
+from ._constant import ConstantVariable, is_constant_value
+from ._containers import (
+    DictVariable,
+    ListVariable,
+    RangeVariable,
+    TupleVariable,
+    constant_args,
+)
+from ._tensor import TensorVariable
+from ._wrap import wrap_trace_value
+
+if TYPE_CHECKING:
+    from .._translator import Translator
+
+__all__ = ["BuiltinVariable", "builtin_rules", "is_builtin_function", "values_equal"]
+
+Rule = Callable[["Translator", list[VariableTracker], dict[str, VariableTracker]], VariableTracker]
+builtin_rules: dict[Any, Rule] = {}
+
+_BINARY = (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+           operator.mod, operator.pow, operator.matmul, operator.and_, operator.or_,
+           operator.xor, operator.lshift, operator.rshift, operator.eq, operator.ne,
+           operator.lt, operator.le, operator.gt, operator.ge)
+_INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
+            operator.imul: operator.mul, operator.itruediv: operator.truediv,
+            operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
+            operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+            operator.iand: operator.and_, operator.ior: operator.or_,
+            operator.ixor: operator.xor, operator.ilshift: operator.lshift,
+            operator.irshift: operator.rshift}
+_UNARY = (operator.neg, operator.pos, operator.invert, abs)
+
+
+def rule(*fns: Any) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the rule of each of ``fns``."""
+
+    def register(r: Rule) -> Rule:
+        for fn in fns:
+            builtin_rules[fn] = r
+        return r
+
+    return register
+
+
+def _all_constant(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> bool:
+    return all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values())
+
+
+def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    try:
+        result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    except Exception as e:
+        # The same error will happen in eager; let the caller fall back and raise it there.
+        raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
+    return wrap_trace_value(result)
+
+
+def values_equal(tx: Translator, a: VariableTracker, b: VariableTracker) -> bool:
+    """``a == b`` decided at trace time (identity for non-constants)."""
+    if a.is_constant() and b.is_constant():
+        return bool(a.as_constant() == b.as_constant())
+    return a is b
+
+
+class BuiltinVariable(VariableTracker):
+    """A builtin or ``operator``/``math`` function; calls go through ``builtin_rules``."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any, source: Any = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.fn
+
+    def describe(self) -> str:
+        return f"builtin {getattr(self.fn, '__name__', self.fn)}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        r = builtin_rules.get(self.fn)
+        if r is not None:
+            return r(tx, args, kwargs)
+        if _all_constant(args, kwargs):
+            return _fold(self.fn, args, kwargs)
+        raise Unsupported(f"{self.describe()} with {', '.join(a.describe() for a in args)}")
+
+
+# -- operators ---------------------------------------------------------------------------------
+
+def _binary(fn: Any) -> Rule:
+    def apply(tx: Translator, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        a, b = args
+        if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+            return tx.output.call_function(fn, [a, b], {})
+        if a.is_constant() and b.is_constant():
+            return _fold(fn, args, kwargs)
+        return _container_binary(tx, fn, a, b)
+
+    return apply
+
+
+def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+    seq = (TupleVariable, ListVariable)
+    if fn is operator.add and isinstance(a, seq) and type(a) is type(b):
+        return type(a)(a.items + b.items)
+    if fn is operator.mul and isinstance(a, seq) and b.is_constant():
+        return type(a)(a.items * b.as_constant())
+    if fn is operator.mul and isinstance(b, seq) and a.is_constant():
+        return type(b)(b.items * a.as_constant())
+    if fn in (operator.eq, operator.ne) and isinstance(a, seq) and isinstance(b, seq):
+        same = len(a.items) == len(b.items) and all(
+            _compare(tx, x, y) for x, y in zip(a.items, b.items, strict=True))
+        return ConstantVariable(same if fn is operator.eq else not same)
+    if fn in (operator.eq, operator.ne) and not (a.is_constant() and b.is_constant()):
+        # two objects of different kinds (or non-constants): Python falls back to identity
+        same = a is b
+        return ConstantVariable(same if fn is operator.eq else not same)
+    raise Unsupported(f"{fn.__name__} of {a.describe()} and {b.describe()}")
+
+
+def _compare(tx: Translator, a: VariableTracker, b: VariableTracker) -> bool:
+    result = builtin_rules[operator.eq](tx, [a, b], {})
+    return result.truth(tx)
+
+
+for _fn in _BINARY:
+    builtin_rules[_fn] = _binary(_fn)
+
+
+def _inplace(fn: Any, plain: Any) -> Rule:
+    def apply(tx: Translator, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        a, b = args
+        if isinstance(a, TensorVariable):
+            return tx.output.call_function(fn, [a, b], {})  # mutates the tensor, like eager
+        if isinstance(a, ListVariable) and fn is operator.iadd:
+            a.call_method(tx, "extend", [b], {})
+            return a
+        return builtin_rules[plain](tx, args, kwargs)
+
+    return apply
+
+
+for _fn, _plain in _INPLACE.items():
+    builtin_rules[_fn] = _inplace(_fn, _plain)
+
+
+def _unary(fn: Any) -> Rule:
+    def apply(tx: Translator, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        (a,) = args
+        if isinstance(a, TensorVariable):
+            return tx.output.call_function(fn, [a], {})
+        return _fold(fn, args, kwargs)
+
+    return apply
+
+
+for _fn in _UNARY:
+    builtin_rules[_fn] = _unary(_fn)
+
+
+@rule(operator.not_)
+def _not(tx, args, kwargs):
+    return ConstantVariable(not args[0].truth(tx))
+
+
+@rule(operator.truth, bool)
+def _truth(tx, args, kwargs):
+    if not args:
+        return ConstantVariable(False)
+    return ConstantVariable(args[0].truth(tx))
+
+
+@rule(operator.is_, operator.is_not)
+def _is(tx, args, kwargs):
+    a, b = args
+    if a.is_constant() and b.is_constant() and is_constant_value(a.as_constant()):
+        same = a.as_constant() is b.as_constant()
+    else:
+        same = a is b
+    return ConstantVariable(same)
+
+
+def _is_not(tx, args, kwargs):
+    return ConstantVariable(not _is(tx, args, kwargs).as_constant())
+
+
+builtin_rules[operator.is_not] = _is_not
+
+
+@rule(operator.getitem)
+def _getitem(tx, args, kwargs):
+    obj, key = args
+    if isinstance(obj, TensorVariable):
+        return tx.output.call_function(operator.getitem, [obj, key], {})
+    if obj.is_constant() and key.is_constant():
+        return _fold(operator.getitem, args, kwargs)
+    return obj.call_method(tx, "__getitem__", [key], {})
+
+
+@rule(operator.setitem)
+def _setitem(tx, args, kwargs):
+    obj, key, value = args
+    if isinstance(obj, TensorVariable):
+        tx.output.call_function(operator.setitem, [obj, key, value], {})
+        return ConstantVariable(None)
+    return obj.call_method(tx, "__setitem__", [key, value], {})
+
+
+@rule(operator.delitem)
+def _delitem(tx, args, kwargs):
+    obj, key = args
+    return obj.call_method(tx, "__delitem__", [key], {})
+
+
+@rule(operator.contains)
+def _contains(tx, args, kwargs):
+    container, item = args
+    if isinstance(container, DictVariable):
+        return container.call_method(tx, "__contains__", [item], {})
+    if container.is_constant() and item.is_constant():
+        return _fold(operator.contains, args, kwargs)
+    return ConstantVariable(any(values_equal(tx, v, item) for v in container.iterate(tx)))
+
+
+# -- builtins ----------------------------------------------------------------------------------
+
+@rule(len)
+def _len(tx, args, kwargs):
+    (obj,) = args
+    if isinstance(obj, TensorVariable):
+        n = obj.fake.shape[0] if obj.fake.dim() else None
+        if n is None:
+            raise Unsupported("len() of a 0-d tensor")
+        return ConstantVariable(n)
+    if isinstance(obj, DictVariable):
+        return ConstantVariable(len(obj.items))
+    if obj.is_constant():
+        return _fold(len, args, kwargs)
+    return ConstantVariable(len(obj.iterate(tx)))
+
+
+@rule(isinstance)
+def _isinstance(tx, args, kwargs):
+    obj, classes = args
+    cls = classes.as_constant()
+    return ConstantVariable(_issubclass_of(obj.python_type(), cls))
+
+
+def _issubclass_of(tp: type, cls: Any) -> bool:
+    if isinstance(cls, tuple):
+        return any(_issubclass_of(tp, c) for c in cls)
+    return issubclass(tp, cls)
+
+
+@rule(issubclass)
+def _issubclass(tx, args, kwargs):
+    return ConstantVariable(_issubclass_of(args[0].as_constant(), args[1].as_constant()))
+
+
+@rule(type)
+def _type(tx, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments (creating a class)")
+    from ._objects import UserDefinedClassVariable
+
+    tp = args[0].python_type()
+    return ConstantVariable(tp) if is_constant_value(tp) else UserDefinedClassVariable(tp)
+
+
+@rule(range)
+def _range(tx, args, kwargs):
+    return RangeVariable(range(*constant_args("range()", args)))
+
+
+def _make_sequence(kind: type) -> Rule:
+    def apply(tx, args, kwargs):
+        items = args[0].iterate(tx) if args else []
+        return TupleVariable(items) if kind is tuple else ListVariable(items)
+
+    return apply
+
+
+builtin_rules[tuple] = _make_sequence(tuple)
+builtin_rules[list] = _make_sequence(list)
+
+
+@rule(dict)
+def _dict(tx, args, kwargs):
+    items: dict[Any, VariableTracker] = {}
+    if args:
+        src = args[0]
+        if isinstance(src, DictVariable):
+            items.update(src.items)
+        else:
+            for pair in src.iterate(tx):
+                k, v = pair.iterate(tx)
+                items[constant_args("a dict key", [k])[0]] = v
+    items.update(kwargs)
+    return DictVariable(items)
+
+
+@rule(zip)
+def _zip(tx, args, kwargs):
+    strict = kwargs.get("strict", ConstantVariable(False)).as_constant()
+    columns = [a.iterate(tx) for a in args]
+    if strict and len({len(c) for c in columns}) > 1:
+        raise Unsupported("zip(strict=True) of sequences of different lengths")
+    return TupleVariable([TupleVariable(list(row)) for row in zip(*columns, strict=False)])
+
+
+@rule(enumerate)
+def _enumerate(tx, args, kwargs):
+    start = kwargs["start"].as_constant() if "start" in kwargs else (
+        args[1].as_constant() if len(args) > 1 else 0)
+    return TupleVariable([TupleVariable([ConstantVariable(i + start), v])
+                          for i, v in enumerate(args[0].iterate(tx))])
+
+
+@rule(reversed)
+def _reversed(tx, args, kwargs):
+    return TupleVariable(list(reversed(args[0].iterate(tx))))
+
+
+@rule(map)
+def _map(tx, args, kwargs):
+    fn, *seqs = args
+    columns = [s.iterate(tx) for s in seqs]
+    return TupleVariable([fn.call(tx, list(row), {}) for row in zip(*columns, strict=False)])
+
+
+@rule(filter)
+def _filter(tx, args, kwargs):
+    fn, seq = args
+    items = seq.iterate(tx)
+    if fn.is_constant() and fn.as_constant() is None:
+        return TupleVariable([v for v in items if v.truth(tx)])
+    return TupleVariable([v for v in items if fn.call(tx, [v], {}).truth(tx)])
+
+
+@rule(any)
+def _any(tx, args, kwargs):
+    return ConstantVariable(any(v.truth(tx) for v in args[0].iterate(tx)))
+
+
+@rule(all)
+def _all(tx, args, kwargs):
+    return ConstantVariable(all(v.truth(tx) for v in args[0].iterate(tx)))
+
+
+def _reduce_minmax(fn: Any) -> Rule:
+    def apply(tx, args, kwargs):
+        if kwargs:
+            if _all_constant(args, kwargs):
+                return _fold(fn, args, kwargs)
+            raise Unsupported(f"{fn.__name__}() with keyword arguments on traced values")
+        items = args[0].iterate(tx) if len(args) == 1 else list(args)
+        if not items:
+            raise Unsupported(f"{fn.__name__}() of an empty sequence")
+        if all(i.is_constant() for i in items):
+            return ConstantVariable(fn(i.as_constant() for i in items))
+        if any(isinstance(i, TensorVariable) for i in items):
+            import torch
+
+            pick = torch.maximum if fn is max else torch.minimum
+            acc = items[0]
+            for item in items[1:]:
+                if isinstance(acc, TensorVariable) and isinstance(item, TensorVariable):
+                    acc = tx.output.call_function(pick, [acc, item], {})
+                else:
+                    raise Unsupported(f"{fn.__name__}() of a tensor and a non-tensor")
+            return acc
+        raise Unsupported(f"{fn.__name__}() of {', '.join(i.describe() for i in items)}")
+
+    return apply
+
+
+builtin_rules[max] = _reduce_minmax(max)
+builtin_rules[min] = _reduce_minmax(min)
+
+
+@rule(sum)
+def _sum(tx, args, kwargs):
+    items = args[0].iterate(tx)
+    acc = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    add = builtin_rules[operator.add]
+    for item in items:
+        acc = add(tx, [acc, item], {})
+    return acc
+
+
+@rule(sorted)
+def _sorted(tx, args, kwargs):
+    items = args[0].iterate(tx)
+    if not all(i.is_constant() for i in items) or not _all_constant([], kwargs):
+        raise Unsupported("sorted() of values unknown at trace time")
+    ordered = sorted(items, key=lambda v: v.as_constant(), reverse=bool(
+        kwargs.get("reverse", ConstantVariable(False)).as_constant()))
+    if "key" in kwargs and kwargs["key"].as_constant() is not None:
+        raise Unsupported("sorted(key=...) on traced values")
+    return ListVariable(ordered)
+
+
+@rule(getattr)
+def _getattr(tx, args, kwargs):
+    obj, name, *default = args
+    attr = constant_args("getattr()", [name])[0]
+    if not default:
+        return obj.get_attr(tx, attr)
+    try:
+        return obj.get_attr(tx, attr)
+    except Unsupported as e:
+        if "has no attribute" in e.reason:
+            return default[0]
+        raise
+
+
+@rule(hasattr)
+def _hasattr(tx, args, kwargs):
+    obj, name = args
+    attr = constant_args("hasattr()", [name])[0]
+    try:
+        obj.get_attr(tx, attr)
+    except Unsupported as e:
+        if "has no attribute" in e.reason:
+            return ConstantVariable(False)
+        raise
+    return ConstantVariable(True)
+
+
+def _converter(fn: type) -> Rule:
+    def apply(tx, args, kwargs):
+        if _all_constant(args, kwargs):
+            return _fold(fn, args, kwargs)
+        what = args[0].describe() if args else "nothing"
+        raise Unsupported(f"{fn.__name__}() of {what} needs its value at trace time")
+
+    return apply
+
+
+for _fn in (int, float, str, complex):
+    builtin_rules[_fn] = _converter(_fn)
+
+
+@rule(iter)
+def _iter(tx, args, kwargs):
+    return TupleVariable(args[0].iterate(tx))
+
+
+@rule(print)
+def _print(tx, args, kwargs):
+    raise Unsupported("print() inside a compiled region (a side effect kiln does not replay yet)")
+
+
+def is_builtin_function(value: Any) -> bool:
+    """Whether ``value`` is modelled by BuiltinVariable: a rule exists, or it is a function
+    of ``builtins``, ``operator`` or ``math`` (folded on constants)."""
+    try:
+        if value in builtin_rules:
+            return True
+    except TypeError:
+        return False
+    module = getattr(value, "__module__", None)
+    return module in ("builtins", "_operator", "math") and callable(value) and not isinstance(value, type)

@@ -1,0 +1,109 @@
+"""ConstantVariable: an immutable Python value known at trace time.
+
+Numbers, strings, bytes, None, Ellipsis, torch dtypes/devices/layouts/memory formats, slices
+and tuples of these. Operations on constants run for real at trace time (they have no
+effects), so ``2 * hidden + 1`` or ``"relu".upper()`` cost nothing at run time; the guards
+that made the value a constant were installed when it was read from the frame.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._unsupported import Unsupported
+from ._base import VariableTracker
+
+if TYPE_CHECKING:
+    from kiln.guards import Source
+
+    from .._translator import Translator
+
+__all__ = ["ConstantVariable", "is_constant_value"]
+
+_SCALARS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type(NotImplemented))
+
+
+def _torch_constant_types() -> tuple[type, ...]:
+    import torch
+
+    return (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size)
+
+
+def is_constant_value(value: Any) -> bool:
+    """Whether ``value`` is immutable all the way down (safe to evaluate on at trace time)."""
+    t = type(value)
+    if t in _SCALARS:
+        return True
+    if t is tuple or t is frozenset:
+        return all(is_constant_value(v) for v in value)
+    if t is slice:
+        return all(is_constant_value(v) for v in (value.start, value.stop, value.step))
+    return isinstance(value, _torch_constant_types())
+
+
+class ConstantVariable(VariableTracker):
+    """A Python constant; see the module docstring."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.value
+
+    def describe(self) -> str:
+        text = repr(self.value)
+        if len(text) > 40:
+            text = text[:37] + "..."
+        return f"constant {text}" + (f" ({self.source})" if self.source is not None else "")
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}") from e
+        if is_constant_value(attr):
+            return ConstantVariable(attr)
+        if callable(attr):
+            return ConstantMethodVariable(self.value, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()} is not a constant")
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        if isinstance(self.value, (tuple, str, bytes, frozenset)):
+            return [ConstantVariable(v) for v in self.value]
+        return super().iterate(tx)
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.value)
+
+
+class ConstantMethodVariable(VariableTracker):
+    """A method of a constant (``"a,b".split``): called at trace time on constant arguments."""
+
+    __slots__ = ("name", "obj")
+
+    def __init__(self, obj: Any, name: str) -> None:
+        super().__init__(None)
+        self.obj = obj
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {type(self.obj).__name__}.{self.name}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"{self.describe()} called with values unknown at trace time")
+        result = getattr(self.obj, self.name)(*[a.as_constant() for a in args],
+                                              **{k: v.as_constant() for k, v in kwargs.items()})
+        from ._wrap import wrap_trace_value
+
+        return wrap_trace_value(result)

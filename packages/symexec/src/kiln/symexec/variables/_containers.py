@@ -1,0 +1,287 @@
+"""Containers: tuples, lists, dicts and ranges whose items are trackers.
+
+Containers are modelled item by item, so ``x, y = pair`` or ``for layer in layers`` unrolls at
+trace time. Lists and dicts are mutable: a mutation changes the tracker (never the real
+object) and marks it ``mutated``; after the graph runs, the generated code replays the final
+contents onto the real object when the container came from the frame (it has a source).
+Invariant: one tracker per real container (the builder caches them by source), so aliases
+see each other's mutations.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._unsupported import Unsupported
+from ._base import VariableTracker
+from ._constant import ConstantVariable
+
+if TYPE_CHECKING:
+    from kiln.guards import Source
+
+    from .._translator import Translator
+
+__all__ = ["DictVariable", "ListVariable", "RangeVariable", "TupleVariable", "constant_args"]
+
+
+def constant_args(what: str, args: list[VariableTracker]) -> list[Any]:
+    """The constant values of ``args``, or Unsupported naming ``what``."""
+    for a in args:
+        if not a.is_constant():
+            raise Unsupported(f"{what} needs values known at trace time, got {a.describe()}")
+    return [a.as_constant() for a in args]
+
+
+def _index(tx: Translator, container: VariableTracker, key: VariableTracker) -> Any:
+    if not key.is_constant():
+        raise Unsupported(f"indexing {container.describe()} with {key.describe()}")
+    return key.as_constant()
+
+
+class _Sequence(VariableTracker):
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None) -> None:
+        super().__init__(source)
+        self.items = list(items)
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return list(self.items)
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.items)
+
+    def is_constant(self) -> bool:
+        return False
+
+    def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
+        k = _index(tx, self, key)
+        if isinstance(k, slice):
+            return type(self)(self.items[k])
+        try:
+            return self.items[k]
+        except (IndexError, TypeError) as e:
+            raise Unsupported(f"{self.describe()}[{k!r}]: {e}") from e
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__len__" and not args:
+            return ConstantVariable(len(self.items))
+        if name in ("index", "count") and not kwargs:
+            from ._builtins import values_equal
+
+            target = args[0]
+            hits = [i for i, v in enumerate(self.items) if values_equal(tx, v, target)]
+            if name == "count":
+                return ConstantVariable(len(hits))
+            if not hits:
+                raise Unsupported(f"{self.describe()}.index: value not found")
+            return ConstantVariable(hits[0])
+        raise Unsupported(f"method {name!r} of {self.describe()} is not supported")
+
+
+class TupleVariable(_Sequence):
+    """A tuple (also ``torch.Size`` and namedtuples, through ``tuple_type``)."""
+
+    __slots__ = ("tuple_type",)
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None,
+                 tuple_type: type = tuple) -> None:
+        super().__init__(items, source)
+        self.tuple_type = tuple_type
+
+    def python_type(self) -> type:
+        return self.tuple_type
+
+    def is_constant(self) -> bool:
+        return self.tuple_type is tuple and all(i.is_constant() for i in self.items)
+
+    def as_constant(self) -> Any:
+        if not self.is_constant():
+            return super().as_constant()
+        return tuple(i.as_constant() for i in self.items)
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        fields = getattr(self.tuple_type, "_fields", None)
+        if fields is not None and name in fields:
+            return self.items[fields.index(name)]
+        return super().get_attr(tx, name)
+
+    def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
+        k = _index(tx, self, key)
+        if isinstance(k, slice):
+            return TupleVariable(self.items[k])
+        return super().getitem(tx, key)
+
+
+class ListVariable(_Sequence):
+    """A list; mutations are tracked (see the module docstring)."""
+
+    __slots__ = ("mutated",)
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None) -> None:
+        super().__init__(items, source)
+        self.mutated = False
+
+    def python_type(self) -> type:
+        return list
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        items = self.items
+        none = ConstantVariable(None)
+        if kwargs and name != "sort":
+            raise Unsupported(f"list.{name} with keyword arguments")
+        if name == "append" and len(args) == 1:
+            items.append(args[0])
+        elif name == "extend" and len(args) == 1:
+            items.extend(args[0].iterate(tx))
+        elif name == "insert" and len(args) == 2:
+            items.insert(_index(tx, self, args[0]), args[1])
+        elif name == "pop" and len(args) <= 1:
+            i = _index(tx, self, args[0]) if args else -1
+            if not items:
+                raise Unsupported(f"pop from empty {self.describe()}")
+            result = items.pop(i)
+            self.mutated = True
+            return result
+        elif name == "clear" and not args:
+            items.clear()
+        elif name == "reverse" and not args:
+            items.reverse()
+        elif name == "__setitem__" and len(args) == 2:
+            k = _index(tx, self, args[0])
+            if isinstance(k, slice):
+                items[k] = args[1].iterate(tx)
+            else:
+                items[k] = args[1]
+        elif name == "__delitem__" and len(args) == 1:
+            del items[_index(tx, self, args[0])]
+        elif name == "remove" and len(args) == 1:
+            from ._builtins import values_equal
+
+            for i, v in enumerate(items):
+                if values_equal(tx, v, args[0]):
+                    del items[i]
+                    break
+            else:
+                raise Unsupported(f"{self.describe()}.remove: value not found")
+        elif name == "copy" and not args:
+            return ListVariable(list(items))
+        else:
+            return super().call_method(tx, name, args, kwargs)
+        self.mutated = True
+        return none
+
+
+class DictVariable(VariableTracker):
+    """A dict with keys known at trace time; mutations are tracked like lists'."""
+
+    __slots__ = ("items", "mutated")
+
+    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None) -> None:
+        super().__init__(source)
+        self.items = dict(items)
+        self.mutated = False
+
+    def python_type(self) -> type:
+        return dict
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return [ConstantVariable(k) for k in self.items]
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.items)
+
+    def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
+        k = _index(tx, self, key)
+        if k not in self.items:
+            raise Unsupported(f"key {k!r} is not in {self.describe()}")
+        return self.items[k]
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        items = self.items
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(_index(tx, self, args[0]) in items)
+        if name == "__len__" and not args:
+            return ConstantVariable(len(items))
+        if name == "keys" and not args:
+            return TupleVariable([ConstantVariable(k) for k in items])
+        if name == "values" and not args:
+            return TupleVariable(list(items.values()))
+        if name == "items" and not args:
+            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in items.items()])
+        if name == "get" and 1 <= len(args) <= 2:
+            k = _index(tx, self, args[0])
+            return items.get(k, args[1] if len(args) == 2 else ConstantVariable(None))
+        if name == "copy" and not args:
+            return DictVariable(dict(items))
+        return self._mutate(tx, name, args, kwargs)
+
+    def _mutate(self, tx: Translator, name: str, args: list[VariableTracker],
+                kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        items = self.items
+        result: VariableTracker = ConstantVariable(None)
+        if name == "__setitem__" and len(args) == 2:
+            items[_index(tx, self, args[0])] = args[1]
+        elif name == "__delitem__" and len(args) == 1:
+            k = _index(tx, self, args[0])
+            if k not in items:
+                raise Unsupported(f"del of missing key {k!r} in {self.describe()}")
+            del items[k]
+        elif name == "update" and len(args) <= 1:
+            if args:
+                other = args[0]
+                if not isinstance(other, DictVariable):
+                    raise Unsupported(f"dict.update with {other.describe()}")
+                items.update(other.items)
+            items.update(kwargs)
+        elif name == "pop" and 1 <= len(args) <= 2:
+            k = _index(tx, self, args[0])
+            if k in items:
+                result = items.pop(k)
+            elif len(args) == 2:
+                return args[1]
+            else:
+                raise Unsupported(f"pop of missing key {k!r} in {self.describe()}")
+        elif name == "setdefault" and 1 <= len(args) <= 2:
+            k = _index(tx, self, args[0])
+            if k in items:
+                return items[k]
+            items[k] = result = args[1] if len(args) == 2 else ConstantVariable(None)
+        elif name == "clear" and not args:
+            items.clear()
+        else:
+            raise Unsupported(f"method {name!r} of {self.describe()} is not supported")
+        self.mutated = True
+        return result
+
+
+class RangeVariable(VariableTracker):
+    """``range(...)`` with constant bounds."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: range) -> None:
+        super().__init__(None)
+        self.value = value
+
+    def python_type(self) -> type:
+        return range
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.value
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return [ConstantVariable(i) for i in self.value]
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.value)

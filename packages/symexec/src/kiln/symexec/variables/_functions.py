@@ -1,0 +1,105 @@
+"""User functions and methods: called by inlining their bytecode into the current trace.
+
+``UserFunctionVariable`` is a real Python function read from the frame (guarded by code,
+defaults and closure through its source); ``NestedFunctionVariable`` is a function created
+while tracing (``def`` or ``lambda`` inside the traced code), whose defaults and closure
+cells are trackers. Calling either runs the symbolic interpreter on the function's code with
+the arguments bound, so its tensor work lands in the same graph.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from ._base import VariableTracker
+
+if TYPE_CHECKING:
+    from kiln.guards import Source
+
+    from .._translator import Translator
+
+__all__ = ["NestedFunctionVariable", "UserFunctionVariable", "UserMethodVariable"]
+
+
+class UserFunctionVariable(VariableTracker):
+    """A Python function from the frame or a module; see the module docstring."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: types.FunctionType, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.fn
+
+    def describe(self) -> str:
+        return f"function {self.fn.__qualname__}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return tx.inline_function(self.fn, args, kwargs, fn_source=self.source)
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        from ._constant import ConstantVariable
+
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.fn, name))
+        return super().get_attr(tx, name)
+
+
+class UserMethodVariable(VariableTracker):
+    """``obj.method`` for a Python method: the function and the tracker of ``obj``."""
+
+    __slots__ = ("fn", "obj")
+
+    def __init__(self, fn: types.FunctionType, obj: VariableTracker,
+                 source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+        self.obj = obj
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def describe(self) -> str:
+        return f"method {self.fn.__qualname__}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return tx.inline_function(self.fn, [self.obj, *args], kwargs)
+
+
+class NestedFunctionVariable(VariableTracker):
+    """A function made while tracing: its code, name, defaults and closure as trackers."""
+
+    __slots__ = ("closure", "code", "defaults", "fn_globals", "kwdefaults", "qualname")
+
+    def __init__(self, code: types.CodeType, qualname: str, fn_globals: dict[str, Any],
+                 defaults: tuple[VariableTracker, ...] = (),
+                 kwdefaults: dict[str, VariableTracker] | None = None,
+                 closure: tuple[Any, ...] = ()) -> None:
+        super().__init__(None)
+        self.code = code
+        self.qualname = qualname
+        self.fn_globals = fn_globals
+        self.defaults = defaults
+        self.kwdefaults = kwdefaults or {}
+        self.closure = closure  # one cell tracker per free variable
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"function {self.qualname} (defined while tracing)"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return tx.inline_nested(self, args, kwargs)

@@ -1,0 +1,135 @@
+"""NNModuleVariable: a torch.nn.Module read from the frame.
+
+A module is traced through, never called as a black box: parameters and buffers become graph
+inputs reached through their source (``L['self'].layers[0].weight``), so one graph serves
+every instance with the same structure; submodules are module trackers; other attributes
+are wrapped (and guarded) like any object's. Calling a module inlines ``forward`` (the
+module's hooks, when it has any, are not modelled yet and make the call Unsupported).
+``Sequential``, ``ModuleList`` and ``ModuleDict`` iterate and index at trace time.
+The structure guard (type, ``training``, names of submodules, parameters and buffers) is
+installed when the module is first read.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from .._unsupported import Unsupported
+from ._base import VariableTracker
+from ._constant import ConstantVariable
+
+if TYPE_CHECKING:
+    from kiln.guards import Source
+
+    from .._translator import Translator
+
+__all__ = ["NNModuleVariable"]
+
+
+def _has_hooks(module: Any) -> bool:
+    from torch.nn.modules import module as module_impl
+
+    own = (module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
+           getattr(module, "_backward_pre_hooks", {}))
+    shared = (module_impl._global_forward_hooks, module_impl._global_forward_pre_hooks,
+              module_impl._global_backward_hooks,
+              getattr(module_impl, "_global_backward_pre_hooks", {}))
+    return any(own) or any(shared)
+
+
+class NNModuleVariable(VariableTracker):
+    """A module tracker; see the module docstring."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: Any, source: Source | None) -> None:
+        super().__init__(source)
+        self.module = module
+
+    def python_type(self) -> type:
+        return type(self.module)
+
+    def describe(self) -> str:
+        what = type(self.module).__name__
+        return f"module {self.source} ({what})" if self.source is not None else f"a {what} module"
+
+    def _child_source(self, name: str) -> Source | None:
+        from kiln.guards import AttrSource
+
+        return AttrSource(self.source, name) if self.source is not None else None
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        m = self.module
+        for table in (m.__dict__.get("_parameters", {}), m.__dict__.get("_buffers", {}),
+                      m.__dict__.get("_modules", {})):
+            if name in table:
+                value = table[name]
+                if value is None:
+                    return ConstantVariable(None)
+                return tx.builder.wrap(value, self._child_source(name))
+        return tx.builder.read_attribute(tx, self, m, name)
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if _has_hooks(self.module):
+            raise Unsupported(f"calling {self.describe()}, which has hooks (not supported yet)")
+        forward = type(self.module).forward
+        if not isinstance(forward, types.FunctionType):
+            raise Unsupported(f"{self.describe()} has a forward kiln cannot inline")
+        return tx.inline_function(forward, [self, *args], kwargs)
+
+    # -- containers --------------------------------------------------------------------------
+
+    def _children(self) -> list[tuple[str, Any]]:
+        return [(k, v) for k, v in self.module._modules.items() if v is not None]
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        import torch
+
+        if isinstance(self.module, torch.nn.ModuleDict):
+            return [ConstantVariable(k) for k, _ in self._children()]
+        if isinstance(self.module, (torch.nn.Sequential, torch.nn.ModuleList)):
+            return [tx.builder.wrap(v, self._child_source(k)) for k, v in self._children()]
+        if isinstance(self.module, torch.nn.ParameterList):
+            return [self.get_attr(tx, k) for k in self.module._parameters]
+        return super().iterate(tx)
+
+    def truth(self, tx: Translator) -> bool:
+        return True
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        import torch
+
+        m = self.module
+        container = isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict))
+        if name == "__len__" and container:
+            return ConstantVariable(len(self._children()))
+        if name == "__getitem__" and container and len(args) == 1:
+            key = args[0].as_constant()
+            if isinstance(m, torch.nn.ModuleDict):
+                if key not in m._modules:
+                    raise Unsupported(f"{self.describe()} has no key {key!r}")
+                return self.get_attr(tx, key)
+            if isinstance(key, slice):
+                raise Unsupported(f"slicing {self.describe()}")
+            names = [k for k, _ in self._children()]
+            try:
+                return self.get_attr(tx, names[key])
+            except IndexError:
+                raise Unsupported(f"index {key} out of range for {self.describe()}") from None
+        if name in ("keys", "values", "items") and isinstance(m, torch.nn.ModuleDict) and not args:
+            from ._containers import TupleVariable
+
+            keys = [k for k, _ in self._children()]
+            if name == "keys":
+                return TupleVariable([ConstantVariable(k) for k in keys])
+            values = [self.get_attr(tx, k) for k in keys]
+            if name == "values":
+                return TupleVariable(values)
+            return TupleVariable([TupleVariable([ConstantVariable(k), v])
+                                  for k, v in zip(keys, values, strict=True)])
+        if name == "__contains__" and isinstance(m, torch.nn.ModuleDict):
+            return ConstantVariable(args[0].as_constant() in m._modules)
+        return super().call_method(tx, name, args, kwargs)

@@ -1,0 +1,144 @@
+"""Python modules, classes and other user objects read from the frame.
+
+Attribute reads on these go back to the real object and wrap what they find with a source
+one step longer (``AttrSource``), so every value the trace relies on is guarded. Modules of
+trusted libraries (torch, math, operator, ...) are the exception: their attributes are
+treated as fixed, which keeps guards on ``torch.relu`` and friends off the hot path.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from .._unsupported import Unsupported
+from ._base import VariableTracker
+
+if TYPE_CHECKING:
+    from kiln.guards import Source
+
+    from .._translator import Translator
+
+__all__ = [
+    "PythonModuleVariable",
+    "UserDefinedClassVariable",
+    "UserDefinedObjectVariable",
+    "is_trusted_module",
+]
+
+_TRUSTED_ROOTS = frozenset({"torch", "math", "operator", "builtins", "functools", "itertools",
+                            "collections", "typing", "numbers", "enum", "dataclasses"})
+
+
+def is_trusted_module(module: types.ModuleType) -> bool:
+    """Whether ``module``'s attributes are treated as fixed (no guards on them)."""
+    return module.__name__.split(".")[0] in _TRUSTED_ROOTS
+
+
+def _missing(what: str, name: str) -> Unsupported:
+    return Unsupported(f"{what} has no attribute {name!r}")
+
+
+class PythonModuleVariable(VariableTracker):
+    """A Python module (``torch``, ``F``, a user module)."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: types.ModuleType, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.module = module
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.module
+
+    def describe(self) -> str:
+        return f"module {self.module.__name__}"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        try:
+            value = getattr(self.module, name)
+        except AttributeError:
+            raise _missing(self.describe(), name) from None
+        from kiln.guards import AttrSource
+
+        trusted = is_trusted_module(self.module) or self.source is None
+        source = None if trusted else AttrSource(self.source, name)
+        return tx.builder.wrap(value, source)
+
+
+class UserDefinedClassVariable(VariableTracker):
+    """A class (``MyConfig``, ``torch.Tensor``)."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return type(self.cls)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"class {self.cls.__qualname__}"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        try:
+            value = getattr(self.cls, name)
+        except AttributeError:
+            raise _missing(self.describe(), name) from None
+        from kiln.guards import AttrSource
+
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return tx.builder.wrap(value, source)
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return tx.construct(self.cls, args, kwargs)
+
+
+class UserDefinedObjectVariable(VariableTracker):
+    """An instance of a user class; attribute reads are guarded through its source."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.obj = obj
+
+    def python_type(self) -> type:
+        return type(self.obj)
+
+    def describe(self) -> str:
+        what = f"{type(self.obj).__qualname__} object"
+        return f"{what} {self.source}" if self.source is not None else f"a {what}"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        return tx.builder.read_attribute(tx, self, self.obj, name)
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        call = type(self.obj).__dict__.get("__call__") or _class_call(type(self.obj))
+        if isinstance(call, types.FunctionType):
+            from ._functions import UserMethodVariable
+
+            return UserMethodVariable(call, self).call(tx, args, kwargs)
+        return super().call(tx, args, kwargs)
+
+
+def _class_call(cls: type) -> Any:
+    for klass in cls.__mro__[1:]:
+        if "__call__" in klass.__dict__:
+            return klass.__dict__["__call__"]
+    return None

@@ -1,0 +1,131 @@
+"""TensorVariable: a tensor in the graph, with its fake value for metadata.
+
+A tensor tracker pairs the graph node that computes the tensor with a fake tensor (from
+kiln.symshapes) holding its dtype, device, sizes, strides and requires_grad. Metadata
+queries (``x.shape``, ``x.dim()``, ``x.dtype``) are answered from the fake at trace time —
+the tensor-match guards on the inputs make those answers stable. Everything else
+(``x.view(...)``, ``x + y``) becomes a graph node whose fake result is computed by running
+the op on fake tensors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._unsupported import Unsupported
+from ._base import VariableTracker
+from ._constant import ConstantVariable
+from ._containers import TupleVariable
+
+if TYPE_CHECKING:
+    from kiln.fxgraph import Node
+    from kiln.guards import Source
+
+    from .._translator import Translator
+
+__all__ = ["TensorVariable"]
+
+# Attributes answered from the fake tensor at trace time.
+_METADATA_ATTRS = frozenset({
+    "dtype", "device", "layout", "requires_grad", "is_cuda", "is_cpu", "is_meta",
+    "is_sparse", "is_quantized", "is_leaf", "ndim", "is_nested",
+})
+# Methods answered from the fake tensor at trace time when their arguments are constants.
+_METADATA_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+    "is_floating_point", "is_complex", "element_size", "get_device", "storage_offset",
+})
+# Methods that would need the tensor's data at trace time.
+_DATA_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"})
+
+
+class TensorVariable(VariableTracker):
+    """A graph tensor; see the module docstring."""
+
+    __slots__ = ("fake", "node", "pytype")
+
+    def __init__(self, node: Node, fake: Any, source: Source | None = None,
+                 pytype: type | None = None) -> None:
+        super().__init__(source)
+        self.node = node
+        self.fake = fake
+        import torch
+
+        self.pytype = pytype or torch.Tensor
+
+    def python_type(self) -> type:
+        return self.pytype
+
+    def describe(self) -> str:
+        where = str(self.source) if self.source is not None else f"%{self.node.name}"
+        return f"tensor {where}"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        fake = self.fake
+        if name in _METADATA_ATTRS:
+            return ConstantVariable(getattr(fake, name))
+        if name == "shape":
+            return _size_variable(fake.shape)
+        if name in ("T", "mT", "H", "mH", "real", "imag", "data"):
+            # tensor-valued properties: a ``getattr`` node (rendered ``x.T``)
+            return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
+        if name == "grad":
+            raise Unsupported(f"reading .grad of {self.describe()} inside a compiled region")
+        return TensorMethodVariable(self, name)
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name in _DATA_METHODS:
+            raise Unsupported(
+                f"{self.describe()}.{name}() needs the tensor's data at trace time "
+                "(a data-dependent operation)"
+            )
+        if name in _METADATA_METHODS and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            value = getattr(self.fake, name)(*[a.as_constant() for a in args],
+                                             **{k: v.as_constant() for k, v in kwargs.items()})
+            return _size_variable(value) if isinstance(value, tuple) else ConstantVariable(value)
+        return tx.output.call_method(name, [self, *args], kwargs)
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        if self.fake.dim() == 0:
+            raise Unsupported(f"iterating over a 0-d {self.describe()}")
+        n = self.fake.shape[0]
+        if not isinstance(n, int):
+            raise Unsupported(f"iterating over {self.describe()} whose first size is symbolic")
+        import operator
+
+        return [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {})
+                for i in range(n)]
+
+    def truth(self, tx: Translator) -> bool:
+        raise Unsupported(
+            f"the truth value of {self.describe()} depends on its data "
+            "(a data-dependent branch)"
+        )
+
+
+class TensorMethodVariable(VariableTracker):
+    """``x.view`` before it is called (a bound tensor method)."""
+
+    __slots__ = ("name", "tensor")
+
+    def __init__(self, tensor: TensorVariable, name: str) -> None:
+        super().__init__(None)
+        self.tensor = tensor
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {self.name} of {self.tensor.describe()}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return self.tensor.call_method(tx, self.name, args, kwargs)
+
+
+def _size_variable(size: Any) -> VariableTracker:
+    import torch
+
+    if all(isinstance(s, int) for s in size):
+        return ConstantVariable(torch.Size(size) if isinstance(size, torch.Size) else tuple(size))
+    return TupleVariable([ConstantVariable(s) for s in size],
+                         tuple_type=torch.Size if isinstance(size, torch.Size) else tuple)

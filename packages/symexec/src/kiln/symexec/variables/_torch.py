@@ -1,0 +1,132 @@
+"""Torch functions and torch's global-state context managers.
+
+``TorchFunctionVariable`` wraps anything callable from torch (``torch.relu``,
+``torch.nn.functional.gelu``, ``torch.Tensor.add``): a call becomes one graph node, run on fake
+tensors for its result's metadata. A few functions answer questions about global state or
+metadata instead and are evaluated at trace time (the global-state guard covers them).
+``GradModeVariable`` models ``torch.no_grad()``, ``torch.enable_grad()`` and
+``torch.set_grad_enabled(b)`` in a ``with`` block: entering and exiting put
+``torch._C._set_grad_enabled`` nodes into the graph and switch the mode the fake tensors
+see, so ``requires_grad`` of results is right.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._unsupported import Unsupported
+from ._base import VariableTracker
+from ._constant import ConstantVariable, is_constant_value
+
+if TYPE_CHECKING:
+    from .._translator import Translator
+
+__all__ = ["GradModeVariable", "TorchFunctionVariable", "is_torch_function"]
+
+
+def _trace_time_functions() -> frozenset[Any]:
+    import torch
+
+    return frozenset({
+        torch.is_grad_enabled, torch.is_inference_mode_enabled, torch.get_default_dtype,
+        torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
+        torch.is_autocast_enabled, torch.are_deterministic_algorithms_enabled,
+        torch.device, torch.Size, torch.finfo, torch.iinfo, torch.promote_types,
+        torch.result_type, torch.can_cast,
+    })
+
+
+def is_torch_function(value: Any) -> bool:
+    """Whether ``value`` is a function (or method descriptor) defined by torch."""
+    if isinstance(value, type) or not callable(value):
+        return False
+    module = getattr(value, "__module__", None) or ""
+    if module.startswith("torch"):
+        return True
+    qualname = getattr(value, "__qualname__", "") or ""
+    # methods of torch.Tensor are method descriptors whose __module__ is None
+    return module == "" and qualname.startswith(("TensorBase.", "Tensor.", "_TensorBase."))
+
+
+class TorchFunctionVariable(VariableTracker):
+    """A torch callable; see the module docstring."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__(None)
+        self.fn = fn
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"torch function {getattr(self.fn, '__qualname__', self.fn)}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        import torch
+
+        fn = self.fn
+        if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
+            return GradModeVariable(fn is torch.enable_grad)
+        if fn is torch.set_grad_enabled:
+            (mode,) = args
+            return GradModeVariable(bool(mode.as_constant()), immediate=True, tx=tx)
+        if fn in _trace_time_functions():
+            return self._at_trace_time(tx, args, kwargs)
+        return tx.output.call_function(fn, args, kwargs)
+
+    def _at_trace_time(self, tx: Translator, args: list[VariableTracker],
+                       kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from ._containers import constant_args
+        from ._tensor import TensorVariable
+
+        def value(v: VariableTracker) -> Any:
+            return v.fake if isinstance(v, TensorVariable) else constant_args(self.describe(), [v])[0]
+
+        result = self.fn(*[value(a) for a in args], **{k: value(v) for k, v in kwargs.items()})
+        if not is_constant_value(result):
+            raise Unsupported(f"{self.describe()} returned {type(result).__name__}")
+        return ConstantVariable(result)
+
+
+class GradModeVariable(VariableTracker):
+    """A grad-mode switch used as a context manager (see the module docstring)."""
+
+    __slots__ = ("enabled", "previous")
+
+    def __init__(self, enabled: bool, *, immediate: bool = False, tx: Translator | None = None) -> None:
+        super().__init__(None)
+        self.enabled = enabled
+        self.previous: bool | None = None
+        if immediate:
+            # torch.set_grad_enabled(b) switches at once, also outside a ``with``.
+            assert tx is not None
+            self.previous = self._switch(tx, enabled)
+
+    def describe(self) -> str:
+        return f"grad mode {'enabled' if self.enabled else 'disabled'}"
+
+    def enter(self, tx: Translator) -> VariableTracker:
+        if self.previous is None:
+            self.previous = self._switch(tx, self.enabled)
+        return ConstantVariable(None)
+
+    def exit(self, tx: Translator) -> None:
+        assert self.previous is not None
+        self._switch(tx, self.previous)
+
+    @staticmethod
+    def _switch(tx: Translator, enabled: bool) -> bool:
+        import torch
+
+        previous = torch.is_grad_enabled()
+        tx.output.set_grad_enabled(enabled)
+        return previous
