@@ -29,6 +29,7 @@ from ._instr import (
 from ._linetable import decode_linetable, encode_linetable
 from ._stackdepth import FlowInstr, StackDepthError, basic_block_starts, compute_stacksize
 from ._table import ArgKind, VersionTable
+from ._walk import map_code, walk_code
 from .versions import SUPPORTED_VERSIONS, TABLE, UnsupportedVersion
 
 __all__ = [
@@ -71,6 +72,8 @@ __all__ = [
     "jump_target_offset",
     "localsplus_names",
     "make_code",
+    "map_code",
     "prologue",
+    "walk_code",
     "with_null",
 ]
