@@ -5,17 +5,20 @@ locals as a dict (names to values). The frame's globals are bound at compile tim
 default of a second parameter, ``check(L, G=<globals given to compile>)``, the way torch
 binds ``f_globals`` when it builds guards; a caller whose code object may run under
 several globals dicts passes ``G`` explicitly. The result is a bool, and the checker never
-raises on any ``L``: the whole body sits in one ``try`` (free until something raises) and
-any exception — a missing key or attribute, a hostile ``__eq__`` — means "fails".
+raises an ``Exception`` on any ``L``: the whole body sits in one ``try`` (free until
+something raises) and any exception — a missing key or attribute, a hostile ``__eq__`` —
+means "fails" (``KeyboardInterrupt`` and other BaseExceptions still propagate).
 
 Shape of the generated code: each source is fetched once, into a local, right before the
 first guard that needs it; its prefixes are shared, so ``L['self']._modules`` is read once
 however many guards sit below it. A guard that has already read a source's value on the
-way (``CodeContext.provide``) lends it, so the fetch reuses that cheaper expression. Each guard contributes ``if not (...): return False``
-lines in the order ``order_guards`` chose. Guards of one ``batch_key`` (tensor matches) are
-checked by one ``emit_batch`` call placed where the last of them stands; a guard whose
-source lies under another member's source stays out of the batch, so a tensor is never
-looked into before its own match.
+way (``CodeContext.provide``) lends it, so the fetch reuses that cheaper expression. Each
+guard contributes ``if not (...): return False`` lines in the order ``order_guards`` chose;
+a condition already emitted is not repeated. Guards of one ``batch_key`` (tensor matches)
+are checked by one ``emit_batch`` call placed where the last of them stands; a member whose
+source lies under another member's source stays out of the batch, and guards reading below
+a batched source wait until the batch has run, so a tensor is never looked into before its
+own match.
 
 The function carries ``source`` (the generated text), ``guards`` (the check order) and
 ``explain(L, G=...)`` (the first failure as text, or None).
