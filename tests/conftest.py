@@ -4,11 +4,19 @@ On the Python versions where the environment deliberately has no torch (KILN_TOR
 set by hatch.toml for 3.12 and 3.13), only the torch-free packages' tests are collected.
 Inside a torch-free package, tests that need torch live in files named ``test_torch_*.py``
 and are left out too. Anywhere else a missing torch is an error, not a reason to skip.
+
+A package that needs torch may hold a torch-free subpackage (``kiln.symexec.bytecode``):
+its test folder is collected there as well (again without its ``test_torch_*.py``), and
+since those environments do not install the package, its ``src`` folder is put on
+``sys.path`` (``kiln`` is a PEP 420 namespace package there, so the new entry extends it).
 """
 
 import os
+import sys
 
 TORCH_FREE_PACKAGES = ("fxgraph", "frameeval", "guards", "symshapes")
+# package test folder -> its torch-free sub-folders (tests/<package>/<sub>)
+TORCH_FREE_SUBPACKAGES = {"symexec": ("bytecode",)}
 
 collect_ignore_glob: list[str] = []
 if os.environ.get("KILN_TORCH_FREE") == "1":
@@ -16,6 +24,19 @@ if os.environ.get("KILN_TORCH_FREE") == "1":
     collect_ignore_glob = [
         os.path.join(here, name, "*")
         for name in sorted(os.listdir(here))
-        if os.path.isdir(os.path.join(here, name)) and name not in TORCH_FREE_PACKAGES
+        if os.path.isdir(os.path.join(here, name))
+        and name not in TORCH_FREE_PACKAGES
+        and name not in TORCH_FREE_SUBPACKAGES
     ]
     collect_ignore_glob += [os.path.join(here, name, "test_torch_*.py") for name in TORCH_FREE_PACKAGES]
+    for package, subfolders in TORCH_FREE_SUBPACKAGES.items():
+        folder = os.path.join(here, package)
+        collect_ignore_glob += [
+            os.path.join(folder, entry)
+            for entry in sorted(os.listdir(folder))
+            if entry not in subfolders and entry != "__pycache__"
+        ]
+        collect_ignore_glob += [os.path.join(folder, sub, "test_torch_*.py") for sub in subfolders]
+        src = os.path.join(os.path.dirname(here), "packages", package, "src")
+        if src not in sys.path:
+            sys.path.insert(0, src)
