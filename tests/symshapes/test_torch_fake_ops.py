@@ -220,6 +220,19 @@ def test_cache_replays_aliasing():
     assert second[2] is base
 
 
+def test_cache_follows_the_default_dtype():
+    mode = FakeTensorMode()
+    previous = torch.get_default_dtype()
+    try:
+        with mode:
+            a = torch.empty(3)
+            torch.set_default_dtype(torch.float64)
+            b = torch.empty(3)
+    finally:
+        torch.set_default_dtype(previous)
+    assert (a.dtype, b.dtype) == (torch.float32, torch.float64)
+
+
 def test_cache_can_be_shared_or_disabled():
     shared = DispatchCache()
     real = torch.randn(3, 5)

@@ -18,6 +18,7 @@ Invariants:
   kernel gives, including aliasing (a view shares its input's FakeStorage; an in-place
   result is the input object itself).
 - Only successful calls are stored; errors always come from the meta kernel itself.
+- The only global state an output's metadata depends on, the default dtype, is in the key.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class DispatchCache:
 
     def key(self, func, args: tuple, kwargs: dict, shape_env: object = None) -> tuple | None:
         """The cache key of a call, or None when the call is not cacheable."""
-        parts: list = [func, shape_env]
+        # Factories without a dtype argument follow the global default dtype.
+        parts: list = [func, shape_env, torch.get_default_dtype()]
         try:
             for value in args:
                 if not _describe(value, parts):
