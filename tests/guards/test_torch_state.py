@@ -111,3 +111,21 @@ def test_captures_dedup():
     with torch.no_grad():
         other = TorchGlobalState.capture()
     assert len(GuardSet([TorchGlobalState.capture(), other])) == 2
+
+
+def test_default_device_is_part_of_the_state():
+    guard = TorchGlobalState.capture()
+    check = GuardSet([guard]).compile()
+    try:
+        torch.set_default_device("meta")
+        assert not check({})
+        assert evaluate(guard, {}).startswith("global torch state function_modes: expected ()")
+        on_meta = TorchGlobalState.capture()
+        meta_check = GuardSet([on_meta]).compile()
+        assert meta_check({})
+        torch.set_default_device("cpu")
+        assert not meta_check({})
+        assert "meta" in evaluate(on_meta, {})
+    finally:
+        torch.set_default_device(None)
+    assert check({})

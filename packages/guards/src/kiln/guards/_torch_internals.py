@@ -53,12 +53,18 @@ def dispatch_key_text(raw: int) -> str:
         return f"DispatchKeySet(raw={raw:#x})"
 
 
-def function_mode_types() -> tuple[type, ...]:
-    """Types of the torch-function modes on the stack, bottom first."""
+def function_mode_types() -> tuple[Any, ...]:
+    """The torch-function modes on the stack, bottom first: each mode's type, and for the
+    mode behind ``torch.set_default_device`` (a DeviceContext) also its device."""
     import torch
+    from torch.utils._device import DeviceContext
 
     c = torch._C
-    return tuple(type(c._get_function_stack_at(i)) for i in range(c._len_torch_function_stack()))
+    out: list[Any] = []
+    for i in range(c._len_torch_function_stack()):
+        mode = c._get_function_stack_at(i)
+        out.append((type(mode), str(mode.device)) if isinstance(mode, DeviceContext) else type(mode))
+    return tuple(out)
 
 
 def dispatch_mode_types() -> tuple[type, ...]:

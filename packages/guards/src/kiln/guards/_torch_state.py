@@ -5,11 +5,13 @@ dtype, deterministic algorithms (and warn-only), the torch-function switches, au
 (enabled and dtype for CPU and CUDA, and its cache), the intra-op thread count, the TF32
 switches, and the types of the torch-function and torch-dispatch modes on their stacks.
 
-The compiled check runs torch's native snapshot (``_torch_internals.native_global_state``,
-taken at capture) plus Python checks for what it does not cover (inference mode, mode
-stacks); without the native snapshot it compares every recorded field in Python. The
-explanation compares field by field and then consults the native snapshot, so both views
-fail on the same states.
+The mode stacks also carry the default device of ``torch.set_default_device`` (a
+DeviceContext mode, recorded with its device). The compiled check runs torch's native
+snapshot (``_torch_internals.native_global_state``, taken at capture) plus Python checks
+for what it does not cover (inference mode, the mode stacks; an empty stack costs one
+length check); without the native snapshot it compares every recorded field in Python.
+The explanation compares field by field and then consults the native snapshot, so both
+views fail on the same states.
 """
 
 from __future__ import annotations
