@@ -6,7 +6,8 @@
  *   per frame. With keep_installed it is installed at once and stays until turned off,
  *   for callers that set and clear callbacks around every call.
  * - A thread's callback is owned by a ThreadOwner object stored in that thread's state dict,
- *   so it is released when the thread exits; the thread-local slot only borrows it.
+ *   so it is released when the thread exits; the thread-local slot only borrows it (and the
+ *   owner, which the state dict keeps until the thread state is cleared).
  * - While a thread runs its callback, a guard, or any other Python code on behalf of the
  *   hook, slot.busy is set and every frame that starts on that thread runs untouched.
  * - Every frame that the hook does not hand to the previous evaluation function is released
@@ -24,6 +25,7 @@ PyObject *kiln_RUN_ONLY = NULL;
 
 typedef struct {
     PyObject *callback; /* borrowed from this thread's ThreadOwner; NULL when unset */
+    PyObject *owner;    /* this thread's ThreadOwner (borrowed from its state dict) or NULL */
     int busy;           /* inside the callback, a guard, or kiln's own Python calls */
 } ThreadSlot;
 
@@ -266,10 +268,11 @@ owner_dealloc(ThreadOwnerObject *self)
     self->callback = NULL;
     if (callback != NULL) {
         callback_changed(callback, NULL);
-        if (self->thread == PyThread_get_thread_ident()) {
-            slot.callback = NULL;
-        }
         Py_DECREF(callback);
+    }
+    if (self->thread == PyThread_get_thread_ident() && slot.owner == (PyObject *)self) {
+        slot.callback = NULL;
+        slot.owner = NULL;
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -287,6 +290,9 @@ static PyTypeObject ThreadOwner_Type = {
 static ThreadOwnerObject *
 thread_owner(int create)
 {
+    if (slot.owner != NULL) {
+        return (ThreadOwnerObject *)slot.owner;
+    }
     PyObject *dict = PyThreadState_GetDict();
     if (dict == NULL) {
         if (!PyErr_Occurred()) {
@@ -296,6 +302,7 @@ thread_owner(int create)
     }
     PyObject *owner = PyDict_GetItemWithError(dict, owner_key);
     if (owner != NULL || PyErr_Occurred() || !create) {
+        slot.owner = owner;
         return (ThreadOwnerObject *)owner;
     }
     ThreadOwnerObject *made = PyObject_New(ThreadOwnerObject, &ThreadOwner_Type);
@@ -306,7 +313,11 @@ thread_owner(int create)
     made->thread = PyThread_get_thread_ident();
     int failed = PyDict_SetItem(dict, owner_key, (PyObject *)made);
     Py_DECREF(made);
-    return failed ? NULL : made;
+    if (failed) {
+        return NULL;
+    }
+    slot.owner = (PyObject *)made;
+    return made;
 }
 
 PyObject *
