@@ -220,6 +220,20 @@ def test_cache_replays_aliasing():
     assert second[2] is base
 
 
+def test_cache_key_sees_aliasing_between_arguments():
+    mode = FakeTensorMode()
+    base = torch.randn(2, 4, 4)
+    a, b, c = from_real(mode, base[0]), from_real(mode, base[1]), from_real(mode, torch.randn(4, 4))
+    assert a.fake_storage is b.fake_storage and a.stride() == c.stride() and a.storage_offset() == 0
+    with mode:
+        torch.mul(a, c)
+        torch.mul(a, from_real(mode, base[0]))  # same metadata as (a, c), but both views of one storage
+    assert (mode.cache.hits, mode.cache.misses) == (0, 2)
+    with mode:
+        torch.mul(a, from_real(mode, torch.randn(4, 4)))
+    assert mode.cache.hits == 1
+
+
 def test_cache_follows_the_default_dtype():
     mode = FakeTensorMode()
     previous = torch.get_default_dtype()

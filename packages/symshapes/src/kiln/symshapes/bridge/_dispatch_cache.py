@@ -8,7 +8,7 @@ reference implementation) and build the outputs from a cached description.
 
 Invariants:
 - A key exists only when every argument is hashable: tensors contribute (sizes, strides,
-  storage offset, dtype, device), each size an int or, for kiln SymInts, its sympy
+  storage offset, dtype, device, which earlier argument shares their storage), each size an int or, for kiln SymInts, its sympy
   expression; an unhashable value or an object without value semantics makes the call
   uncacheable. Symbolic entries are only meaningful within one ShapeEnv: the mode puts its
   ShapeEnv (None for a static mode) in every key. Replaying a symbolic entry
@@ -60,13 +60,14 @@ class DispatchCache:
         """The cache key of a call, or None when the call is not cacheable."""
         # Factories without a dtype argument follow the global default dtype.
         parts: list = [func, shape_env, torch.get_default_dtype()]
+        storages: dict[object, int] = {}
         try:
             for value in args:
-                if not _describe(value, parts):
+                if not _describe(value, parts, storages):
                     return None
             for name, value in kwargs.items():
                 parts.append(name)
-                if not _describe(value, parts):
+                if not _describe(value, parts, storages):
                     return None
         except _Uncacheable:
             return None
@@ -100,15 +101,19 @@ def _static(value):
     raise _Uncacheable
 
 
-def _describe(value, parts: list) -> bool:
+def _describe(value, parts: list, storages: dict[object, int]) -> bool:
     if isinstance(value, torch.Tensor):
         size = tuple(_static(v) for v in value.shape)
         stride = tuple(_static(v) for v in value.stride())
-        parts.append((size, stride, _static(value.storage_offset()), value.dtype, value.device))
+        # Which earlier argument this one shares storage with (-1: none): outputs that
+        # alias an input are replayed onto the same argument position.
+        storage = getattr(value, "fake_storage", None)
+        shared = storages.setdefault(storage, len(storages)) if storage is not None else -1
+        parts.append((size, stride, _static(value.storage_offset()), value.dtype, value.device, shared))
         return True
     if isinstance(value, (list, tuple)):
         parts.append(len(value))
-        return all(_describe(v, parts) for v in value)
+        return all(_describe(v, parts, storages) for v in value)
     if type(value) in _SCALARS:
         parts.append((type(value), value))
         return True
