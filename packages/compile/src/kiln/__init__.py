@@ -1,14 +1,39 @@
 """kiln: an independent implementation of the torch.compile stack.
 
-The umbrella package owns the ``kiln`` namespace: the other distributions (kiln-fxgraph,
-kiln-frameeval, ...) install ``kiln/<name>/`` without a ``kiln/__init__.py``, and
-``extend_path`` below makes every ``kiln`` folder on ``sys.path`` part of this package, so
-editable installs of each package stay importable as ``kiln.<name>``.
+``kiln.compile(model)`` is used like ``torch.compile(model)``. The umbrella package also owns
+the ``kiln`` namespace: the other distributions (kiln-fxgraph, kiln-frameeval, ...) install
+``kiln/<name>/`` without a ``kiln/__init__.py``, and ``extend_path`` below makes every
+``kiln`` folder on ``sys.path`` part of this package, so editable installs of each package
+stay importable as ``kiln.<name>``.
 """
 
 from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
+from kiln._api import (  # noqa: E402  (the namespace must be extended first)
+    CompiledModule,
+    ExplainOutput,
+    compile,
+    disable,
+    explain,
+    reset,
+)
+from kiln._backends import BackendUnavailable  # noqa: E402
+from kiln._config import config  # noqa: E402
+from kiln._logs import set_logs  # noqa: E402
+from kiln.symexec import Unsupported  # noqa: E402
+
 __version__ = "0.1.0"
-__all__: list[str] = []
+__all__ = [
+    "BackendUnavailable",
+    "CompiledModule",
+    "ExplainOutput",
+    "Unsupported",
+    "compile",
+    "config",
+    "disable",
+    "explain",
+    "reset",
+    "set_logs",
+]

@@ -1,4 +1,24 @@
-"""kiln.symexec: Bytecode decoding/assembly per CPython version, the symbolic interpreter, variable trackers, graph breaks and resume functions. (not built yet)."""
+"""kiln.symexec: symbolic execution of CPython bytecode into kiln.fxgraph graphs.
+
+- ``kiln.symexec.bytecode``: decoding and assembly of code objects per CPython version
+  (no torch needed).
+- ``capture(code, L, f_globals)``: trace one frame into a torch-level graph, its guards and
+  its replacement code (needs torch; imported on first use so the bytecode layer stays
+  torch-free).
+- ``Unsupported``: raised when tracing cannot go on, with the reason and the user's line.
+"""
+
+from typing import Any
+
+from ._unsupported import SourceLocation, Unsupported
 
 __version__ = "0.1.0"
-__all__: list[str] = []
+__all__ = ["Capture", "SourceLocation", "Unsupported", "capture"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("capture", "Capture"):
+        from . import _capture
+
+        return getattr(_capture, name)
+    raise AttributeError(f"module 'kiln.symexec' has no attribute {name!r}")

@@ -127,6 +127,8 @@ class VariableBuilder:
                 self._guard(IdMatch(source, value))
             return TorchFunctionVariable(value)
         if isinstance(value, types.FunctionType):
+            if getattr(value, "_kiln_disabled", False):
+                raise Unsupported(f"{value.__qualname__} is marked kiln.disable and cannot be traced")
             if g:
                 self._guard(FunctionMatch.from_function(source, value))
             return UserFunctionVariable(value, source)

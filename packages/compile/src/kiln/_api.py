@@ -1,0 +1,203 @@
+"""The user API: ``kiln.compile``, ``kiln.explain``, ``kiln.disable``, ``kiln.reset``.
+
+``kiln.compile`` mirrors ``torch.compile``: a function, an ``nn.Module`` (a module whose
+calls are compiled is returned) or a decorator. Calling the result sets kiln's frame
+callback for the duration of the call; every frame that starts meanwhile goes through
+kiln.frameeval, whose cache answers hits in C and asks the policy (``_policy``) on misses.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kiln.frameeval as fe
+import torch
+from kiln.symexec import SourceLocation, Unsupported, capture
+
+from ._backends import resolve_backend
+from ._logs import configure_from_env
+from ._policy import FrameCompiler, reset_policy
+
+__all__ = ["CompiledModule", "ExplainOutput", "compile", "disable", "explain", "reset"]
+
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile(
+    model: Callable[..., Any] | None = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Callable[..., Any] = "inductor",
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
+) -> Any:
+    """Compile ``model`` (a function or nn.Module) like ``torch.compile``; see the module docstring.
+
+    Used as ``@kiln.compile`` or ``@kiln.compile(fullgraph=True)`` it is a decorator.
+    """
+    if model is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                 mode=mode, options=options, disable=disable)
+    if mode not in _MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(map(str, _MODES[1:]))}")
+    if mode is not None and options:
+        raise ValueError("pass either mode or options, not both (as torch.compile)")
+    if dynamic is True:
+        raise NotImplementedError("dynamic=True needs dynamic shapes in kiln.symexec, not built yet")
+    if not callable(model):
+        raise TypeError(f"kiln.compile expects a function or nn.Module, got {type(model).__name__}")
+    if disable:
+        return model
+    configure_from_env()
+    resolved = resolve_backend(backend)  # an unknown or unavailable backend fails here, early
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", "callable")
+    callback = FrameCompiler(resolved, fullgraph=fullgraph, backend_name=name)
+    if isinstance(model, torch.nn.Module):
+        return CompiledModule(model, callback)
+    return _wrap(model, callback)
+
+
+def _wrap(fn: Callable[..., Any], callback: FrameCompiler) -> Callable[..., Any]:
+    set_callback = fe.set_callback
+
+    @functools.wraps(fn)
+    def compiled(*args: Any, **kwargs: Any) -> Any:
+        previous = set_callback(callback)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            set_callback(previous)
+
+    compiled._kiln_compiled = fn  # type: ignore[attr-defined]
+    return compiled
+
+
+class CompiledModule(torch.nn.Module):
+    """The module ``kiln.compile(module)`` returns: calls go through kiln, state is shared.
+
+    ``_orig_mod`` is the original module (its parameters are this module's parameters);
+    attribute reads fall through to it.
+    """
+
+    def __init__(self, module: torch.nn.Module, callback: FrameCompiler) -> None:
+        super().__init__()
+        self._orig_mod = module
+        self._kiln_call = _wrap(module.__call__, callback)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._kiln_call(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+
+def disable(fn: Callable[..., Any] | None = None) -> Any:
+    """Run ``fn`` without kiln, also when called from compiled code (decorator or call)."""
+    if fn is None:
+        return disable
+
+    @functools.wraps(fn)
+    def eager(*args: Any, **kwargs: Any) -> Any:
+        previous = fe.set_callback(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            fe.set_callback(previous)
+
+    eager._kiln_disabled = True  # type: ignore[attr-defined]
+    return eager
+
+
+def reset() -> None:
+    """Forget everything compiled: every cache entry, skip mark and policy decision."""
+    fe.reset()
+    reset_policy()
+
+
+# -- explain -----------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class BreakReason:
+    """Why capture stopped: the reason and where in the user's source."""
+
+    reason: str
+    location: SourceLocation | None
+    stack: list[SourceLocation] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.reason}\n  at {self.location}" if self.location else self.reason
+
+
+@dataclass(slots=True)
+class ExplainOutput:
+    """What kiln captures from one call (``kiln.explain(fn)(*args)``)."""
+
+    graphs: list[Any]
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list[BreakReason]
+    op_count: int
+    ops_per_graph: list[list[str]]
+    guards: list[Any]
+
+    def __str__(self) -> str:
+        lines = [f"graphs: {self.graph_count}, graph breaks: {self.graph_break_count}, "
+                 f"ops: {self.op_count}, guards: {len(self.guards)}"]
+        lines += [f"break: {r}" for r in self.break_reasons]
+        return "\n".join(lines)
+
+
+def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
+    """``kiln.explain(fn)(*args, **kwargs)``: capture one call of ``fn`` and describe it."""
+
+    def run(*args: Any, **kwargs: Any) -> ExplainOutput:
+        target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+        target = getattr(target, "_kiln_compiled", target)
+        code, L, f_globals = _frame_of(target, args, kwargs)
+        try:
+            cap = capture(code, L, f_globals)
+        except Unsupported as e:
+            return ExplainOutput([], 0, 0, [BreakReason(e.reason, e.location, list(e.stack))],
+                                 0, [], [])
+        ops = [_op_name(n) for n in cap.graph_module.graph.nodes
+               if n.op in ("call_function", "call_method", "call_module")]
+        graphs = [cap.graph_module] if cap.op_count else []
+        return ExplainOutput(graphs, len(graphs), 0, [], cap.op_count,
+                             [ops] if graphs else [], cap.guards.ordered())
+
+    return run
+
+
+def _op_name(node: Any) -> str:
+    t = node.target
+    return t if isinstance(t, str) else getattr(t, "__qualname__", None) or repr(t)
+
+
+def _frame_of(fn: Any, args: tuple, kwargs: dict) -> tuple[types.CodeType, dict[str, Any], dict]:
+    """The code, argument mapping and globals a call ``fn(*args, **kwargs)`` would start with."""
+    if isinstance(fn, types.MethodType):
+        func, args = fn.__func__, (fn.__self__, *args)
+    else:
+        func = fn
+    if not isinstance(func, types.FunctionType):
+        raise TypeError(f"kiln.explain needs a Python function or module, got {type(fn).__name__}")
+    bound = inspect.signature(func).bind(*args, **kwargs)
+    bound.apply_defaults()
+    L = dict(bound.arguments)
+    code = func.__code__
+    for name, cell in zip(code.co_freevars, func.__closure__ or (), strict=True):
+        try:
+            L[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return code, L, func.__globals__

@@ -1,0 +1,31 @@
+"""kiln's configuration: one typed object, read by the API at call time.
+
+``kiln.config`` is the instance users change (``kiln.config.recompile_limit = 4``). Nothing
+reads it at import time; the compile policy reads it when it decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+__all__ = ["Config", "config"]
+
+
+@dataclass(slots=True)
+class Config:
+    """Settings of the compile policy (see each field's help)."""
+
+    recompile_limit: int = field(default=8, metadata={
+        "help": "cache entries per code object; past it the code runs eagerly"})
+    accumulated_recompile_limit: int = field(default=256, metadata={
+        "help": "compiled entries over all code objects; past it new frames run eagerly"})
+    suppress_errors: bool = field(default=True, metadata={
+        "help": "without fullgraph, an error inside kiln falls back to eager (logged)"})
+
+    def describe(self) -> str:
+        """Every setting with its value and help."""
+        return "\n".join(f"{f.name} = {getattr(self, f.name)!r}  # {f.metadata['help']}"
+                         for f in fields(self))
+
+
+config = Config()

@@ -1,0 +1,182 @@
+"""The compile policy: what happens when a frame starts inside a compiled call.
+
+``FrameCompiler`` is the callback kiln.frameeval calls on a cache miss. It decides, in order:
+
+1. Code kiln must never compile as a root (kiln's own and generated code, the standard
+   library, torch's internals other than ``forward`` methods): ``SKIP``, after which C never
+   asks again.
+2. Code already given up on (a failure, or its recompile limit): run it as it is.
+3. Otherwise capture the frame (kiln.symexec), compile the graph with the backend, add a
+   cache entry ``(guard check, replacement code)`` and run the replacement.
+
+A failure without ``fullgraph`` falls back to eager for that code, logged once with the
+reason and the user's line; with ``fullgraph`` it raises ``kiln.Unsupported``. Recompiles
+are logged (``KILN_LOGS=recompiles``) with the guard that failed for each existing entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sysconfig
+import types
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import kiln.frameeval as fe
+import torch
+from kiln.symexec import Unsupported, capture
+
+from ._config import config
+from ._logs import artifact_logger
+
+__all__ = ["FrameCompiler", "Stats", "reset_policy", "stats"]
+
+_log = logging.getLogger("kiln")
+_STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"]) + os.sep
+_TORCH = os.path.normcase(os.path.dirname(torch.__file__)) + os.sep
+_KILN_PREFIXES: tuple[str, ...] = ()
+
+
+def _kiln_dirs() -> tuple[str, ...]:
+    import kiln
+
+    return tuple(os.path.normcase(p) + os.sep for p in kiln.__path__)
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counters over the process (reset by ``kiln.reset``)."""
+
+    captures: int = 0
+    failures: int = 0
+    entries: int = 0
+    unique_graphs: int = 0
+    eager_codes: dict[types.CodeType, str] = field(default_factory=dict)
+    guard_sets: dict[int, Any] = field(default_factory=dict)  # id(entry guard) -> GuardSet
+
+
+stats = Stats()
+
+
+def reset_policy() -> None:
+    """Forget every decision (with ``kiln.frameeval.reset``)."""
+    global stats
+    stats = Stats()
+
+
+def never_root(code: types.CodeType) -> bool:
+    """Whether ``code`` must never be captured as the root of a graph."""
+    global _KILN_PREFIXES
+    filename = code.co_filename
+    if filename.startswith("<kiln"):
+        return True
+    path = os.path.normcase(filename)
+    if not _KILN_PREFIXES:
+        _KILN_PREFIXES = _kiln_dirs()
+    if path.startswith(_KILN_PREFIXES):
+        return True
+    if path.startswith(_TORCH):
+        return code.co_name != "forward"
+    return path.startswith(_STDLIB) and "site-packages" not in path
+
+
+class FrameCompiler:
+    """The frameeval callback of one ``kiln.compile`` configuration."""
+
+    def __init__(self, backend: Any, *, fullgraph: bool, backend_name: str) -> None:
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.backend_name = backend_name
+
+    def __call__(self, code: types.CodeType, L: dict[str, Any], func: Any) -> Any:
+        if never_root(code):
+            return fe.SKIP
+        if code in stats.eager_codes:
+            return None
+        entries = fe.get_cache_entries(code)
+        if entries and not self._may_recompile(code, L, func, entries):
+            return None
+        try:
+            return self._compile(code, L, func, entries)
+        except Unsupported as e:
+            if self.fullgraph:
+                raise
+            return self._give_up(code, entries, f"{e}")
+        except Exception as e:
+            if self.fullgraph or not config.suppress_errors:
+                raise
+            _log.warning("kiln: compiling %s failed, running it eagerly: %s: %s",
+                         code.co_qualname, type(e).__name__, e, exc_info=True)
+            return self._give_up(code, entries, f"internal error: {type(e).__name__}: {e}")
+
+    def _may_recompile(self, code: types.CodeType, L: dict[str, Any], func: Any,
+                       entries: list[Any]) -> bool:
+        reasons = []
+        for entry in entries:
+            guards = stats.guard_sets.get(id(entry.guard))
+            if guards is not None:
+                reasons.append(guards.explain(L, func.__globals__) or "(passes now)")
+        rec = artifact_logger("recompiles")
+        if rec.isEnabledFor(logging.INFO):
+            rec.info("recompiling %s (%s:%s): %s", code.co_qualname, code.co_filename,
+                     code.co_firstlineno, reasons[0] if reasons else "?")
+        verbose = artifact_logger("recompiles_verbose")
+        if verbose.isEnabledFor(logging.INFO):
+            for i, r in enumerate(reasons):
+                verbose.info("  entry %d of %s: %s", i, code.co_qualname, r)
+        if len(entries) >= config.recompile_limit:
+            why = reasons[0] if reasons else "guards failed"
+            warnings.warn(
+                f"kiln: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) reached "
+                f"recompile_limit={config.recompile_limit}; it runs eagerly from now on. "
+                f"Last failing guard: {why}", stacklevel=3)
+            stats.eager_codes[code] = f"recompile_limit reached: {why}"
+            return False
+        if stats.entries >= config.accumulated_recompile_limit:
+            warnings.warn(
+                f"kiln: accumulated_recompile_limit={config.accumulated_recompile_limit} reached; "
+                f"{code.co_qualname} runs eagerly", stacklevel=3)
+            stats.eager_codes[code] = "accumulated_recompile_limit reached"
+            return False
+        return True
+
+    def _compile(self, code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any]) -> Any:
+        stats.captures += 1
+        cap = capture(code, L, func.__globals__)
+        gm = cap.graph_module
+        fe.mark_skip(gm.forward.__code__)  # the graph's generated code is never a root
+        compiled = self.backend(gm, list(cap.example_inputs)) if cap.op_count else None
+        replacement = cap.replacement(compiled)
+        check = cap.guards.compile(func.__globals__)
+        entry = fe.add_cache_entry(code, check, replacement)
+        stats.guard_sets[id(entry.guard)] = cap.guards
+        stats.entries += 1
+        stats.unique_graphs += bool(cap.op_count)
+        _log_capture(code, cap, check)
+        return replacement
+
+    def _give_up(self, code: types.CodeType, entries: list[Any], reason: str) -> Any:
+        stats.failures += 1
+        artifact_logger("graph_breaks").info("%s runs eagerly: %s", code.co_qualname, reason)
+        _log.debug("kiln: %s runs eagerly: %s", code.co_qualname, reason)
+        if entries:
+            stats.eager_codes[code] = reason  # keep its existing entries usable
+            return None
+        stats.eager_codes[code] = reason
+        return fe.SKIP
+
+
+def _log_capture(code: types.CodeType, cap: Any, check: Any) -> None:
+    graph_log = artifact_logger("graph_code")
+    if graph_log.isEnabledFor(logging.INFO):
+        graph_log.info("graph of %s (%d ops):\n%s", code.co_qualname, cap.op_count,
+                       cap.graph_module.code)
+    guard_log = artifact_logger("guards")
+    if guard_log.isEnabledFor(logging.INFO):
+        guard_log.info("guards of %s:\n%s", code.co_qualname,
+                       "\n".join(g.describe() for g in cap.guards.ordered()))
+    bc_log = artifact_logger("bytecode")
+    if bc_log.isEnabledFor(logging.INFO):
+        bc_log.info("replacement of %s:\n%s", code.co_qualname, cap.source_text)
