@@ -11,7 +11,13 @@ version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 from ._assemble import AssemblyError, assemble, assemble_concrete, const_key
 from ._build import call_instrs, make_code, prologue, with_null
 from ._bytecode import Bytecode, localsplus_names
-from ._concrete import ConcreteBytecode, ConcreteInstr
+from ._concrete import (
+    ConcreteBytecode,
+    ConcreteInstr,
+    decode_concrete,
+    encode_concrete,
+    extended_args_needed,
+)
 from ._decode import DecodeError, decode, decode_concrete_bytecode, jump_target_offset
 from ._disasm import disassemble, format_arg
 from ._exctable import ExceptionTableEntry, decode_exception_table, encode_exception_table
@@ -62,12 +68,15 @@ __all__ = [
     "compute_stacksize",
     "const_key",
     "decode",
+    "decode_concrete",
     "decode_concrete_bytecode",
     "decode_exception_table",
     "decode_linetable",
     "disassemble",
+    "encode_concrete",
     "encode_exception_table",
     "encode_linetable",
+    "extended_args_needed",
     "format_arg",
     "jump_target_offset",
     "localsplus_names",
