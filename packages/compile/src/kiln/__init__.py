@@ -11,7 +11,7 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
-from kiln._api import (  # noqa: E402  (the namespace must be extended first)
+from kiln._api import (
     CompiledModule,
     ExplainOutput,
     compile,
@@ -19,10 +19,10 @@ from kiln._api import (  # noqa: E402  (the namespace must be extended first)
     explain,
     reset,
 )
-from kiln._backends import BackendUnavailable  # noqa: E402
-from kiln._config import config  # noqa: E402
-from kiln._logs import set_logs  # noqa: E402
-from kiln.symexec import Unsupported  # noqa: E402
+from kiln._backends import BackendUnavailable
+from kiln._config import config
+from kiln._logs import set_logs
+from kiln.symexec import Unsupported
 
 __version__ = "0.1.0"
 __all__ = [

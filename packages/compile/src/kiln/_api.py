@@ -8,6 +8,7 @@ kiln.frameeval, whose cache answers hits in C and asks the policy (``_policy``) 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import types
@@ -15,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import kiln.frameeval as fe
 import torch
+
+import kiln.frameeval as fe
 from kiln.symexec import SourceLocation, Unsupported, capture
 
 from ._backends import resolve_backend
@@ -196,8 +198,6 @@ def _frame_of(fn: Any, args: tuple, kwargs: dict) -> tuple[types.CodeType, dict[
     L = dict(bound.arguments)
     code = func.__code__
     for name, cell in zip(code.co_freevars, func.__closure__ or (), strict=True):
-        try:
+        with contextlib.suppress(ValueError):  # an empty cell is not an argument
             L[name] = cell.cell_contents
-        except ValueError:
-            pass
     return code, L, func.__globals__

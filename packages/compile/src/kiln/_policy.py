@@ -24,8 +24,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-import kiln.frameeval as fe
 import torch
+
+import kiln.frameeval as fe
 from kiln.symexec import Unsupported, capture
 
 from ._config import config
