@@ -129,3 +129,14 @@ def test_default_device_is_part_of_the_state():
     finally:
         torch.set_default_device(None)
     assert check({})
+
+
+def test_saved_tensors_hooks_are_part_of_the_state():
+    guard = TorchGlobalState.capture()
+    check = GuardSet([guard]).compile()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        assert not check({})
+        assert not GuardSet([guard]).compile(native=False)({})
+        assert evaluate(guard, {}).startswith(
+            "global torch state saved_tensors_hooks: expected None, got (<function")
+    assert check({})

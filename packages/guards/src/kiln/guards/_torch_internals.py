@@ -26,6 +26,7 @@ __all__ = [
     "mode_stack_length_readers",
     "native_global_state",
     "native_tensor_checker",
+    "saved_tensors_hooks_reader",
 ]
 
 
@@ -82,6 +83,15 @@ def mode_stack_length_readers() -> dict[str, Any]:
     c = torch._C
     return {"function_modes": c._len_torch_function_stack,
             "dispatch_modes": c._len_torch_dispatch_stack}
+
+
+def saved_tensors_hooks_reader() -> Any:
+    """A callable returning the innermost default saved-tensors hooks (pack, unpack) or None."""
+    import functools
+
+    import torch
+
+    return functools.partial(torch._C._autograd._top_saved_tensors_default_hooks, True)
 
 
 def native_global_state() -> Any | None:

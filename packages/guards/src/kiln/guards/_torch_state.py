@@ -3,7 +3,8 @@
 ``TorchGlobalState.capture()`` records, by name: grad mode, inference mode, the default
 dtype, deterministic algorithms (and warn-only), the torch-function switches, autocast
 (enabled and dtype for CPU and CUDA, and its cache), the intra-op thread count, the TF32
-switches, and the types of the torch-function and torch-dispatch modes on their stacks.
+switches, the types of the torch-function and torch-dispatch modes on their stacks, and the
+default saved-tensors hooks (``torch.autograd.graph.saved_tensors_hooks``).
 
 The mode stacks also carry the default device of ``torch.set_default_device`` (a
 DeviceContext mode, recorded with its device). The compiled check runs torch's native
@@ -48,11 +49,12 @@ def _readers() -> dict[str, Any]:
         "cudnn_allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
         "function_modes": native.function_mode_types,
         "dispatch_modes": native.dispatch_mode_types,
+        "saved_tensors_hooks": native.saved_tensors_hooks_reader(),
     }
 
 
 # Fields the native snapshot does not cover; the compiled check reads these in Python.
-_NOT_NATIVE = ("inference_mode", "function_modes", "dispatch_modes")
+_NOT_NATIVE = ("inference_mode", "function_modes", "dispatch_modes", "saved_tensors_hooks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ class TorchGlobalState(Guard):
                 conds.append(f"{ctx.const(depth[name], name)}() == 0")
                 continue
             read = ctx.const(readers[name], name)
-            if type(value) is bool:
+            if value is None or type(value) is bool:
                 conds.append(f"{read}() is {value}")
             else:
                 conds.append(f"{read}() == {ctx.const(value, name)}")
