@@ -14,8 +14,8 @@ goes through kiln's evaluation function (a C extension) before any of its byteco
    the same mapping that ``kiln.guards`` checkers take.
 3. On a miss, in run-only mode (``set_callback(RUN_ONLY)``) the frame runs normally; else the
    callback is called as ``callback(code, L, func)`` (``func`` is the frame's function) and
-   answers ``None`` (run normally), ``SKIP`` (run normally and never intercept this code
-   again) or a code object (run it in place of the frame, once).
+   answers ``None`` or the frame's own code (run normally), ``SKIP`` (run normally and never
+   intercept this code again) or another code object (run it in place of the frame, once).
 
 Errors: an exception raised by a guard or by the callback propagates to the caller of the
 frame, which does not run; the cache is left as it was. A replacement must have the same
