@@ -225,12 +225,13 @@ def test_cache_key_sees_aliasing_between_arguments():
     base = torch.randn(2, 4, 4)
     a, b, c = from_real(mode, base[0]), from_real(mode, base[1]), from_real(mode, torch.randn(4, 4))
     assert a.fake_storage is b.fake_storage and a.stride() == c.stride() and a.storage_offset() == 0
+    d, e = from_real(mode, base[0]), from_real(mode, torch.randn(4, 4))
     with mode:
         torch.mul(a, c)
-        torch.mul(a, from_real(mode, base[0]))  # same metadata as (a, c), but both views of one storage
+        torch.mul(a, d)  # same metadata as (a, c), but both views of one storage
     assert (mode.cache.hits, mode.cache.misses) == (0, 2)
     with mode:
-        torch.mul(a, from_real(mode, torch.randn(4, 4)))
+        torch.mul(a, e)
     assert mode.cache.hits == 1
 
 

@@ -23,11 +23,11 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes.bridge._dispatch_cache import DispatchCache
@@ -120,7 +120,7 @@ class FakeTensorMode(TorchDispatchMode):
         self.shape_env = shape_env
         self.view = ShapeEnvView(shape_env) if shape_env is not None else None
         self._infos: dict[object, _OpInfo] = {}
-        self._storages: dict[tuple, tuple[FakeStorage, weakref.ref]] = {}
+        self._storages: dict[tuple, tuple[FakeStorage, StorageWeakRef]] = {}
         self._exits: list[contextlib.ExitStack] = []
         self._materializing = 0
 
@@ -269,8 +269,8 @@ class FakeTensorMode(TorchDispatchMode):
         key = (tensor.device, storage.data_ptr(), storage.nbytes())
         entry = self._storages.get(key)
         # The weak reference tells a live storage from a new one at a reused address.
-        if entry is None or entry[1]() is None:
-            entry = self._storages[key] = (FakeStorage(tensor.device), weakref.ref(tensor))
+        if entry is None or entry[1].expired():
+            entry = self._storages[key] = (FakeStorage(tensor.device), StorageWeakRef(storage))
         return entry[0]
 
 
