@@ -94,6 +94,11 @@ def replace_plain(code, L, func):
     return plain_r.__code__ if code is plain.__code__ else None
 
 
+def fresh_replacement_for_plain(code, L, func):
+    # a new code object every call: its skip mark (a CodeState) must die with it
+    return plain_r.__code__.replace() if code is plain.__code__ else None
+
+
 def raise_for_plain(code, L, func):
     if code is plain.__code__:
         raise KeyError("callback")
@@ -148,6 +153,7 @@ PATHS = {
     "skipped_code": (no_answer, [], plain, call_plain),
     "callback_none": (no_answer, [], None, call_plain),
     "callback_replaces": (replace_plain, [], None, call_plain),
+    "callback_replaces_with_new_code": (fresh_replacement_for_plain, [], None, call_plain),
     "callback_raises": (raise_for_plain, [], None, expect(KeyError)),
     "callback_wrong_answer": (wrong_answer_for_plain, [], None, expect(TypeError)),
     "fast_path_hit": (fe.RUN_ONLY, [(plain, always, plain_r)], None, call_plain),
