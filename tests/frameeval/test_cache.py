@@ -529,3 +529,15 @@ def test_threads_hitting_while_another_thread_rewrites_the_cache():
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+def test_state_of_a_dead_code_object_is_freed():
+    gc.collect()
+    before = fe.reset()  # number of code objects that have a state
+    codes = [add.__code__.replace(co_name=f"add{i}") for i in range(100)]
+    for code in codes:
+        fe.mark_skip(code)
+    assert fe.reset() == before + 100
+    del code, codes
+    gc.collect()
+    assert fe.reset() == before
