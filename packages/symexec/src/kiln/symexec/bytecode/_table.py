@@ -9,8 +9,9 @@ Invariants:
 - ``opmap`` holds real opcodes only (values < 256); pseudo-instructions of the compiler are
   not in it. ``jump_families`` holds the version-neutral jump names that the assembler
   resolves to a real opcode by the jump's direction.
-- Every name in ``arg_kinds`` is in ``opmap`` or ``jump_families``; a name that takes an
-  argument and is missing from ``arg_kinds`` has an ``ArgKind.INT`` argument.
+- ``arg_kinds`` has an entry for every name in ``opmap`` and ``jump_families`` (built by
+  ``complete_kinds``: an opcode with an argument that no group names is ``ArgKind.INT``,
+  one without is ``ArgKind.NONE``).
 - ``jump_directions`` maps every real jump opcode name to +1 (target after the instruction)
   or -1 (target before it); offsets count from the end of the instruction and its caches.
 """
@@ -21,7 +22,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["ArgKind", "VersionTable", "kinds_for", "real_opmap", "stack_effect_with"]
+__all__ = ["ArgKind", "VersionTable", "complete_kinds", "real_opmap", "stack_effect_with"]
 
 
 class ArgKind(enum.Enum):
@@ -81,12 +82,7 @@ class VersionTable:
 
     def arg_kind(self, name: str) -> ArgKind:
         """The meaning of ``name``'s argument (real or version-neutral opcode name)."""
-        kind = self.arg_kinds.get(name)
-        if kind is not None:
-            return kind
-        if name in self.jump_families:
-            return ArgKind.JUMP
-        return ArgKind.INT if self.has_arg(self.opmap[name]) else ArgKind.NONE
+        return self.arg_kinds[name]
 
     def knows(self, name: str) -> bool:
         """True if ``name`` is a real opcode or a version-neutral jump of this version."""
@@ -102,9 +98,18 @@ def real_opmap(opmap: Mapping[str, int]) -> dict[str, int]:
     return {name: op for name, op in opmap.items() if op < 256}
 
 
-def kinds_for(opmap: Mapping[str, int], groups: Mapping[ArgKind, tuple[str, ...]]) -> dict[str, ArgKind]:
-    """Flatten ``{kind: names}`` into ``{name: kind}``, keeping the names this version has."""
-    return {name: kind for kind, names in groups.items() for name in names if name in opmap}
+def complete_kinds(opmap: Mapping[str, int], arg_opcodes: frozenset[int],
+                   families: Mapping[str, object],
+                   groups: Mapping[ArgKind, tuple[str, ...]]) -> dict[str, ArgKind]:
+    """``{name: kind}`` for every real opcode and neutral jump name of a version.
+
+    ``groups`` lists the names per kind (names this version lacks are ignored); the rest
+    are INT or NONE by whether the opcode takes an argument; neutral jumps are JUMP.
+    """
+    kinds = {name: ArgKind.INT if op in arg_opcodes else ArgKind.NONE for name, op in opmap.items()}
+    kinds.update({name: kind for kind, names in groups.items() for name in names if name in opmap})
+    kinds.update({name: ArgKind.JUMP for name in families})
+    return kinds
 
 
 def stack_effect_with(overrides: Mapping[str, int], opname: tuple[str, ...]) -> Callable[..., int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dis
 import opcode
 
-from ._table import ArgKind, VersionTable, kinds_for, real_opmap, stack_effect_with
+from ._table import ArgKind, VersionTable, complete_kinds, real_opmap, stack_effect_with
 
 __all__ = ["TABLE"]
 
@@ -40,8 +40,11 @@ def _build() -> VersionTable:
     families["JUMP_NO_INTERRUPT"] = ("JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT")
     neutral = {f"POP_JUMP_{d}_IF_{c}": f"POP_JUMP_IF_{c}" for c in _CONDITIONS for d in ("FORWARD", "BACKWARD")}
     directions = {name: -1 if "BACKWARD" in name else 1 for name in (opcode.opname[o] for o in dis.hasjrel)}
-    kinds = kinds_for(
+    arg_opcodes = frozenset(op for op in opmap.values() if op >= opcode.HAVE_ARGUMENT)
+    kinds = complete_kinds(
         opmap,
+        arg_opcodes,
+        families,
         {
             ArgKind.CONST: ("LOAD_CONST", "KW_NAMES"),
             ArgKind.NAME: ("STORE_NAME", "DELETE_NAME", "STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL",
@@ -61,7 +64,7 @@ def _build() -> VersionTable:
         version=(3, 11),
         opmap=opmap,
         opname=tuple(opcode.opname[:256]),
-        arg_opcodes=frozenset(op for op in opmap.values() if op >= opcode.HAVE_ARGUMENT),
+        arg_opcodes=arg_opcodes,
         cache_entries=caches,
         arg_kinds=kinds,
         jump_directions=directions,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dis
 import opcode
 
-from ._table import ArgKind, VersionTable, kinds_for, real_opmap, stack_effect_with
+from ._table import ArgKind, VersionTable, complete_kinds, real_opmap, stack_effect_with
 
 __all__ = ["TABLE"]
 
@@ -45,8 +45,11 @@ def _build() -> VersionTable:
         for name in (opcode.opname[o] for o in dis.hasjrel)
         if name in opmap
     }
-    kinds = kinds_for(
+    arg_opcodes = frozenset(op for op in opmap.values() if op >= opcode.HAVE_ARGUMENT)
+    kinds = complete_kinds(
         opmap,
+        arg_opcodes,
+        families,
         {
             ArgKind.CONST: ("LOAD_CONST", "RETURN_CONST", "KW_NAMES"),
             ArgKind.NAME: ("STORE_NAME", "DELETE_NAME", "STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL",
@@ -69,7 +72,7 @@ def _build() -> VersionTable:
         version=(3, 12),
         opmap=opmap,
         opname=tuple(opcode.opname[:256]),
-        arg_opcodes=frozenset(op for op in opmap.values() if op >= opcode.HAVE_ARGUMENT),
+        arg_opcodes=arg_opcodes,
         cache_entries=caches,
         arg_kinds=kinds,
         jump_directions=directions,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dis
 import opcode
 
-from ._table import ArgKind, VersionTable, kinds_for, real_opmap
+from ._table import ArgKind, VersionTable, complete_kinds, real_opmap
 
 __all__ = ["TABLE"]
 
@@ -41,8 +41,11 @@ def _build() -> VersionTable:
         for name in (opcode.opname[o] for o in dis.hasjrel)
         if name in opmap
     }
-    kinds = kinds_for(
+    arg_opcodes = frozenset(op for op in opcode.hasarg if op < 256)
+    kinds = complete_kinds(
         opmap,
+        arg_opcodes,
+        families,
         {
             ArgKind.CONST: ("LOAD_CONST", "RETURN_CONST"),
             ArgKind.NAME: ("STORE_NAME", "DELETE_NAME", "STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL",
@@ -67,7 +70,7 @@ def _build() -> VersionTable:
         version=(3, 13),
         opmap=opmap,
         opname=tuple(dis.opname[:256]),
-        arg_opcodes=frozenset(op for op in opcode.hasarg if op < 256),
+        arg_opcodes=arg_opcodes,
         cache_entries=caches,
         arg_kinds=kinds,
         jump_directions=directions,
