@@ -227,3 +227,21 @@ def test_nn_modules_forward_and_backward(training):
         assert _hints(env, out.stride()) == list(expected.stride()), name
         assert any(isinstance(s, torch.SymInt) for s in out.shape), name
         assert [tuple(g.shape) for g in grads] == [tuple(p.shape) for p in params], name
+
+
+def test_deepcopy_detach_and_parameter():
+    import copy
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    x = from_real(mode, torch.randn(4, 5, requires_grad=True), dynamic_dims=(0,), name="x")
+    with mode:
+        view = x[1:]
+        copied = copy.deepcopy(view)
+        detached = x.detach()
+        param = torch.nn.Parameter(from_real(mode, torch.randn(3, 5)))
+    assert (copied.shape, copied.stride(), copied.storage_offset()) == (view.shape, view.stride(), view.storage_offset())
+    assert copied.fake_storage is not x.fake_storage
+    assert copy.deepcopy(x).requires_grad
+    assert detached.fake_storage is x.fake_storage and not detached.requires_grad
+    assert isinstance(param, FakeTensor) and param.requires_grad

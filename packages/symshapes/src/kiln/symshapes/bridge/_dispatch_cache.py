@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kiln.symshapes.bridge._fake_tensor import FakeTensor
+from kiln.symshapes.bridge._fake_tensor import FakeTensor, empty_meta
 from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
 
 __all__ = ["DispatchCache", "OutputSpec"]
@@ -166,7 +166,4 @@ def _meta_tensor(spec: OutputSpec, mode) -> torch.Tensor:
     size = [v if type(v) is int else to_torch(v, mode.view) for v in spec.size]
     stride = [v if type(v) is int else to_torch(v, mode.view) for v in spec.stride]
     offset = spec.offset if type(spec.offset) is int else to_torch(spec.offset, mode.view)
-    meta = torch.empty_strided(size, stride, dtype=spec.dtype, device="meta")
-    if type(offset) is not int or offset != 0:
-        meta = meta.as_strided(size, stride, offset)
-    return meta
+    return empty_meta(size, stride, offset, spec.dtype)

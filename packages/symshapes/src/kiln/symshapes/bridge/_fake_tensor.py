@@ -26,7 +26,7 @@ from kiln.symshapes.bridge._torch_internals import disabled_torch_function, make
 if TYPE_CHECKING:
     from kiln.symshapes.bridge._fake_mode import FakeTensorMode
 
-__all__ = ["FakeStorage", "FakeTensor"]
+__all__ = ["FakeStorage", "FakeTensor", "empty_meta"]
 
 _storage_ids = count()
 
@@ -68,10 +68,27 @@ class FakeTensor(torch.Tensor):
         mode = next(a.fake_mode for a in _fakes_in(args, kwargs))
         return mode.dispatch(func, args, kwargs or {})
 
+    def __deepcopy__(self, memo: dict) -> FakeTensor:
+        """A fake with the same metadata on a new storage (what deepcopy does to data)."""
+        if id(self) in memo:
+            return memo[id(self)]
+        meta = empty_meta(self.meta.size(), self.meta.stride(), self.meta.storage_offset(), self.dtype)
+        result = FakeTensor(self.fake_mode, meta, self.device, None, self.requires_grad)
+        memo[id(self)] = result
+        return result
+
     def __repr__(self) -> str:
         return f"FakeTensor(size={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
 
     __str__ = __repr__
+
+
+def empty_meta(size, stride, offset, dtype: torch.dtype) -> torch.Tensor:
+    """A meta tensor with exactly these sizes, strides and storage offset (ints or SymInts)."""
+    meta = torch.empty_strided(size, stride, dtype=dtype, device="meta")
+    if type(offset) is not int or offset != 0:
+        meta = meta.as_strided(size, stride, offset)
+    return meta
 
 
 def _fakes_in(args, kwargs):
