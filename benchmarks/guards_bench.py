@@ -9,8 +9,8 @@ not inflate; ``--wall`` uses the wall clock instead.
 * one tensor: a single TensorMatch, native batch path and pure-Python path;
 * 100 guards: type and value guards on 50 attributes of one object;
 * module call: what a trace of ``forward(self, x)`` on a module with 10 parameters
-  (5 Linear layers in a ModuleList) guards: module structure of every module, the order of
-  the ModuleList (forward iterates it), two Python
+  (5 Linear layers in a ModuleList) guards: module structure of every module (with the order
+  of the ModuleList, which forward iterates), two Python
   attributes read by forward, tensor matches on the input and the 10 parameters, and the
   global torch state; compared with torch.compile's own cache-hit guard check on the same
   module (its RootGuardManager.check on the frame locals), and with the per-call overhead
@@ -35,7 +35,6 @@ import torch
 
 from kiln.guards import (
     AttrSource,
-    DictKeysMatch,
     EqualsMatch,
     GuardSet,
     ItemSource,
@@ -106,9 +105,8 @@ def module_guards(net: Net, x: torch.Tensor) -> GuardSet:
     for attr in ("use_relu", "scale"):
         gs.add(EqualsMatch(AttrSource(self_, attr), getattr(net, attr)))
     layers = ItemSource(AttrSource(self_, "_modules"), "layers")
-    gs.add(ModuleStructureMatch.from_module(layers, net.layers))
     # forward iterates the ModuleList, so the order of its entries matters too
-    gs.add(DictKeysMatch(AttrSource(layers, "_modules"), tuple(net.layers._modules)))
+    gs.add(ModuleStructureMatch.from_module(layers, net.layers, ordered=True))
     for i, layer in enumerate(net.layers):
         src = ItemSource(AttrSource(layers, "_modules"), str(i))
         gs.add(ModuleStructureMatch.from_module(src, layer))

@@ -93,3 +93,22 @@ def test_names_are_sets_and_order_is_a_separate_guard():
     assert not check({"m": reordered})
     assert GuardSet([guard, order]).explain({"m": reordered}) == (
         "L['m']._modules keys: expected ('a', 'b'), got ('b', 'a')")
+
+
+def test_ordered_structure_pins_the_order():
+    m = Layout(modules=["a", "b"], parameters=["w", "v"])
+    guard = ModuleStructureMatch.from_module(M, m, ordered=True)
+    check = GuardSet([guard]).compile()
+    assert check({"m": Layout(modules=["a", "b"], parameters=["w", "v"])})
+    for changed, text in (
+        (Layout(modules=["b", "a"], parameters=["w", "v"]),
+         "module L['m'] modules names: expected ['a', 'b'], got ['b', 'a']"),
+        (Layout(modules=["a", "b"], parameters=["v", "w"]),
+         "module L['m'] parameters names: expected ['w', 'v'], got ['v', 'w']"),
+        (Layout(modules=["a"], parameters=["w", "v"]),
+         "module L['m'] modules names: expected ['a', 'b'], got ['a']"),
+    ):
+        assert check({"m": changed}) is False
+        assert evaluate(guard, {"m": changed}) == text
+    assert guard != ModuleStructureMatch.from_module(M, m)
+    assert guard.describe().endswith(", in order")

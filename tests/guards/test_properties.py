@@ -103,7 +103,7 @@ def guard_strategy(pool):
         st.builds(ObjectAliasing, sources, sources),
         st.builds(lambda s: NoAliasing(tuple(s)), st.lists(sources, min_size=2, max_size=6)),
         st.builds(IdMatch, sources, st.sampled_from(pool)),
-        st.builds(ModuleStructureMatch.from_module, sources, layouts),
+        st.builds(ModuleStructureMatch.from_module, sources, layouts, ordered=st.booleans()),
     )
 
 

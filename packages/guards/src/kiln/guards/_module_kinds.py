@@ -5,7 +5,8 @@ tensors: the exact module class, the ``training`` flag, and the names of its dir
 submodules, parameters and buffers (the key sets of ``_modules``, ``_parameters`` and
 ``_buffers``), which decide how ``module.name`` resolves. Their order is a separate fact,
 needed only where the trace iterates (``for layer in self.layers``): a tracer states it
-with a DictKeysMatch on that dict, e.g. ``L['self']._modules['layers']._modules``. It reads all of them from the instance ``__dict__`` (one attribute
+with ``ordered=True`` (names compared as lists), or a DictKeysMatch on that dict, e.g.
+``L['self']._modules['layers']._modules``. It reads all of them from the instance ``__dict__`` (one attribute
 lookup, then dict items), never through ``nn.Module.__getattr__``: faster, and free of user
 code. Once it holds, it lends those dicts to the compiler (``CodeContext.provide``), so
 sources such as ``L['self']._parameters`` are fetched from the dict already in hand. It does not import torch: any object laid out like an
@@ -40,7 +41,8 @@ def _plain_instance_attribute(tp: type, name: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class ModuleStructureMatch(Guard):
     """``source`` is a module of exactly ``module_type`` in the traced training mode whose
-    submodule, parameter and buffer names are the traced ones (as sets)."""
+    submodule, parameter and buffer names are the traced ones (as sets; as sequences when
+    ``ordered``)."""
 
     source: Source
     module_type: type
@@ -48,27 +50,31 @@ class ModuleStructureMatch(Guard):
     modules: tuple[str, ...]
     parameters: tuple[str, ...]
     buffers: tuple[str, ...]
+    ordered: bool = False
     cost = 6
     establishes_type = True
 
     def __post_init__(self) -> None:
         # names and the flag are rendered into generated code: plain str / bool only
-        if type(self.training) is not bool:
-            raise TypeError("training must be a bool")
+        if type(self.training) is not bool or type(self.ordered) is not bool:
+            raise TypeError("training and ordered must be bools")
         for names in (self.modules, self.parameters, self.buffers):
             if type(names) is not tuple or any(type(n) is not str for n in names):
                 raise TypeError("module, parameter and buffer names must be tuples of str")
 
     @classmethod
-    def from_module(cls, source: Source, module: Any) -> ModuleStructureMatch:
-        """The guard that ``module`` (an nn.Module) satisfies now."""
+    def from_module(cls, source: Source, module: Any, *, ordered: bool = False
+                    ) -> ModuleStructureMatch:
+        """The guard that ``module`` (an nn.Module) satisfies now; ``ordered`` also pins the
+        order of the names (for a trace that iterates the module's children)."""
         return cls(source, type(module), bool(module.training), tuple(module._modules),
-                   tuple(module._parameters), tuple(module._buffers))
+                   tuple(module._parameters), tuple(module._buffers), ordered)
 
     def describe(self) -> str:
+        order = ", in order" if self.ordered else ""
         return (f"{self.source} is a {type_name(self.module_type)} "
                 f"(training={self.training}) with modules {list(self.modules)}, "
-                f"parameters {list(self.parameters)}, buffers {list(self.buffers)}")
+                f"parameters {list(self.parameters)}, buffers {list(self.buffers)}{order}")
 
     def emit(self, ctx: CodeContext, expr: str) -> list[str]:
         d = ctx.temp()
@@ -79,7 +85,12 @@ class ModuleStructureMatch(Guard):
             # the cheapest exact tests of a dict's key set: `not p`, or its length plus
             # membership of each name (no list is built, no order compared)
             value = f"{d}[{part!r}]"
-            if names:
+            if names and self.ordered:
+                # the traced key objects: equal keys are then usually identical
+                p = ctx.temp()
+                conds.append(f"[*({p} := {value})] == {ctx.const(list(names), 'names')}")
+                value = p
+            elif names:
                 p = ctx.temp()
                 has = " and ".join(f"{name!r} in {p}" for name in names)
                 conds.append(f"len({p} := {value}) == {len(names)} and {has}")
@@ -102,8 +113,13 @@ class ModuleStructureMatch(Guard):
         for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
                                strict=True):
             found = state[part]
-            if (bool(found) if not names else
-                    len(found) != len(names) or any(name not in found for name in names)):
+            if self.ordered and names:
+                differs = [*found] != list(names)
+            elif names:
+                differs = len(found) != len(names) or any(name not in found for name in names)
+            else:
+                differs = bool(found)
+            if differs:
                 return (f"module {src} {part.lstrip('_')} names: expected {list(names)}, "
                         f"got {safe_repr([*found])}")
         return None
