@@ -617,3 +617,21 @@ def test_keep_installed_avoids_reinstalling_per_call(recorder):
     finally:
         assert fe.keep_installed(False) is True
     assert not fe.is_installed()
+
+
+SUBINTERPRETER_SCRIPT = """
+import kiln.frameeval as fe
+for call in (lambda: fe.set_callback(None), fe.reset, fe.is_installed):
+    try:
+        call()
+    except RuntimeError as error:
+        assert "main interpreter" in str(error), error
+    else:
+        raise AssertionError("no RuntimeError")
+"""
+
+
+def test_refused_in_a_subinterpreter():
+    testcapi = pytest.importorskip("_testcapi", reason="CPython's test C API is not installed")
+    assert testcapi.run_in_subinterp(SUBINTERPRETER_SCRIPT) == 0
+    assert fe.active_threads() == 0 and not fe.is_installed()

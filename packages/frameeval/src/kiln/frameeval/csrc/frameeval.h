@@ -62,6 +62,9 @@ PyObject *kiln_set_callback(PyObject *callback);
 /* The calling thread's callback (new reference, None when unset). */
 PyObject *kiln_get_callback(void);
 int kiln_hook_installed(void);
+/* 0 in the interpreter that imported the module, else -1 with RuntimeError (a legacy
+ * subinterpreter gets a copy of the module without running its init). */
+int kiln_check_interpreter(void);
 /* Keep the evaluation function installed even with no callback set; returns the old flag. */
 int kiln_keep_installed(int keep);
 /* Number of threads whose callback is set. */

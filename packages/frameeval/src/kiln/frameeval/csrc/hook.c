@@ -217,6 +217,17 @@ uninstall(void)
 }
 
 int
+kiln_check_interpreter(void)
+{
+    if (PyInterpreterState_Get() != hooked_interp) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "kiln.frameeval works in the main interpreter only");
+        return -1;
+    }
+    return 0;
+}
+
+int
 kiln_hook_installed(void)
 {
     return _PyInterpreterState_GetEvalFrameFunc(hooked_interp) == kiln_eval_frame;

@@ -2,8 +2,9 @@
  *
  * Invariants: arguments are type-checked here, so the functions of hook.c and cache.c may
  * assume code objects where they take PyCodeObject *. The module has process-wide state
- * (one code-extra index, one installed evaluation function) and refuses to load in a
- * subinterpreter.
+ * (one code-extra index, one installed evaluation function): it refuses to initialize in a
+ * subinterpreter, and every function raises RuntimeError when called from one (a legacy
+ * subinterpreter gets a copy of an already-imported module without running its init).
  */
 #include "frameeval.h"
 
@@ -21,18 +22,27 @@ expect_code(PyObject *obj, const char *what)
 static PyObject *
 m_set_callback(PyObject *module, PyObject *callback)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     return kiln_set_callback(callback);
 }
 
 static PyObject *
 m_get_callback(PyObject *module, PyObject *unused)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     return kiln_get_callback();
 }
 
 static PyObject *
 m_add_cache_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "add_cache_entry(code, guard, replacement)");
         return NULL;
@@ -74,6 +84,9 @@ m_add_cache_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 m_get_cache_entries(PyObject *module, PyObject *code)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     if (expect_code(code, "code")) {
         return NULL;
     }
@@ -87,6 +100,9 @@ m_get_cache_entries(PyObject *module, PyObject *code)
 static PyObject *
 m_clear_cache(PyObject *module, PyObject *code)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     if (expect_code(code, "code")) {
         return NULL;
     }
@@ -107,6 +123,9 @@ m_clear_cache(PyObject *module, PyObject *code)
 static PyObject *
 m_mark_skip(PyObject *module, PyObject *code)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     if (expect_code(code, "code") || kiln_mark_skip((PyCodeObject *)code) < 0) {
         return NULL;
     }
@@ -116,6 +135,9 @@ m_mark_skip(PyObject *module, PyObject *code)
 static PyObject *
 m_is_skipped(PyObject *module, PyObject *code)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     if (expect_code(code, "code")) {
         return NULL;
     }
@@ -126,6 +148,9 @@ m_is_skipped(PyObject *module, PyObject *code)
 static PyObject *
 m_reset(PyObject *module, PyObject *unused)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     Py_ssize_t n = kiln_reset_all();
     return n < 0 ? NULL : PyLong_FromSsize_t(n);
 }
@@ -133,12 +158,18 @@ m_reset(PyObject *module, PyObject *unused)
 static PyObject *
 m_is_installed(PyObject *module, PyObject *unused)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     return PyBool_FromLong(kiln_hook_installed());
 }
 
 static PyObject *
 m_keep_installed(PyObject *module, PyObject *flag)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     int keep = PyObject_IsTrue(flag);
     return keep < 0 ? NULL : PyBool_FromLong(kiln_keep_installed(keep));
 }
@@ -146,6 +177,9 @@ m_keep_installed(PyObject *module, PyObject *flag)
 static PyObject *
 m_active_threads(PyObject *module, PyObject *unused)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     return PyLong_FromSsize_t(kiln_active_threads());
 }
 
@@ -188,6 +222,9 @@ cs_dealloc(CallbackSetObject *self)
 static PyObject *
 cs_enter(CallbackSetObject *self, PyObject *unused)
 {
+    if (kiln_check_interpreter() < 0) {
+        return NULL;
+    }
     if (self->previous != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "callback_set is not reentrant");
         return NULL;
