@@ -65,8 +65,8 @@ def fake_from_real(
                 for d, size in enumerate(tensor.shape)
             ]
             stride_exprs = _symbolic_strides(tensor, exprs)
-            sizes = [to_torch(e, mode.view) if not isinstance(e, int) else e for e in exprs]
-            strides = [to_torch(e, mode.view) if not isinstance(e, int) else e for e in stride_exprs]
+            sizes = [to_torch(e, mode.env_view) if not isinstance(e, int) else e for e in exprs]
+            strides = [to_torch(e, mode.env_view) if not isinstance(e, int) else e for e in stride_exprs]
         meta = torch.empty_strided(sizes, strides, dtype=tensor.dtype, device="meta")
         if tensor.storage_offset():
             meta = meta.as_strided(sizes, strides, tensor.storage_offset())

@@ -39,7 +39,7 @@ def _numel_bound(t: FakeTensor) -> int | None:
 
 def _unbacked_size(mode: FakeTensorMode, func, upper: int | None) -> torch.SymInt:
     sym = _env(mode, func).create_unbacked_symbol("int", size_like=True, max=upper)
-    return torch.SymInt(KilnSymNode(sym, mode.view, int, None))
+    return torch.SymInt(KilnSymNode(sym, mode.env_view, int, None))
 
 
 def _fake(mode: FakeTensorMode, sizes, dtype, device) -> FakeTensor:
@@ -68,11 +68,11 @@ def local_scalar_dense(mode, func, args, kwargs):
     (x,) = args
     env = _env(mode, func)
     if x.dtype.is_floating_point:
-        return torch.SymFloat(KilnSymNode(env.create_unbacked_symbol("float"), mode.view, float, None))
+        return torch.SymFloat(KilnSymNode(env.create_unbacked_symbol("float"), mode.env_view, float, None))
     if x.dtype is torch.bool:
         sym = env.create_unbacked_symbol("int", min=0, max=1)
-        return torch.SymInt(KilnSymNode(sym, mode.view, int, None)) == 1
-    return torch.SymInt(KilnSymNode(env.create_unbacked_symbol("int"), mode.view, int, None))
+        return torch.SymInt(KilnSymNode(sym, mode.env_view, int, None)) == 1
+    return torch.SymInt(KilnSymNode(env.create_unbacked_symbol("int"), mode.env_view, int, None))
 
 
 def index(mode, func, args, kwargs):

@@ -163,7 +163,7 @@ def _build(spec, inputs: list[FakeTensor], mode):
 
 
 def _meta_tensor(spec: OutputSpec, mode) -> torch.Tensor:
-    size = [v if type(v) is int else to_torch(v, mode.view) for v in spec.size]
-    stride = [v if type(v) is int else to_torch(v, mode.view) for v in spec.stride]
-    offset = spec.offset if type(spec.offset) is int else to_torch(spec.offset, mode.view)
+    size = [v if type(v) is int else to_torch(v, mode.env_view) for v in spec.size]
+    stride = [v if type(v) is int else to_torch(v, mode.env_view) for v in spec.stride]
+    offset = spec.offset if type(spec.offset) is int else to_torch(spec.offset, mode.env_view)
     return empty_meta(size, stride, offset, spec.dtype)

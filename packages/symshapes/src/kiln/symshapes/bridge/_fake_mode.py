@@ -118,7 +118,7 @@ class FakeTensorMode(TorchDispatchMode):
         self.cache = DispatchCache() if cache is True else (cache or None)
         self._mode_key = FAKE_MODE_KEY
         self.shape_env = shape_env
-        self.view = ShapeEnvView(shape_env) if shape_env is not None else None
+        self.env_view = ShapeEnvView(shape_env) if shape_env is not None else None
         self._infos: dict[object, _OpInfo] = {}
         self._storages: dict[tuple, tuple[FakeStorage, StorageWeakRef]] = {}
         self._exits: list[contextlib.ExitStack] = []
