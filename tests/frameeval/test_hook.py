@@ -2,10 +2,12 @@
 recursion, install/uninstall and threads. Real frames throughout."""
 
 import gc
+import os
 import subprocess
 import sys
 import threading
 import traceback
+import warnings
 import weakref
 
 import pytest
@@ -635,3 +637,30 @@ def test_refused_in_a_subinterpreter():
     testcapi = pytest.importorskip("_testcapi", reason="CPython's test C API is not installed")
     assert testcapi.run_in_subinterp(SUBINTERPRETER_SCRIPT) == 0
     assert fe.active_threads() == 0 and not fe.is_installed()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_forgets_callbacks_of_threads_it_does_not_have(recorder):
+    ready, done = threading.Event(), threading.Event()
+
+    def hold():
+        with fe.callback_set(recorder):
+            ready.set()
+            done.wait()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    ready.wait()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+            pid = os.fork()
+        if pid == 0:  # child: only this thread survives
+            ok = fe.active_threads() == 0 and not fe.is_installed() and add(1, 2) == 3
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert fe.active_threads() == 1
+    finally:
+        done.set()
+        t.join()
