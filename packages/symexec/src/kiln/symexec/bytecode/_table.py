@@ -6,8 +6,8 @@ Everything the bytecode layer knows about one CPython version's bytecode is one
 from the table they are given; none of them asks which Python is running.
 
 Invariants:
-- ``opmap`` holds real opcodes only (values < 256); pseudo-instructions of the compiler are
-  not in it. ``jump_families`` holds the version-neutral jump names that the assembler
+- ``opmap`` holds the opcodes ``co_code`` can hold (see ``real_opmap``); pseudo-instructions
+  of the compiler and instrumented opcodes are not in it. ``jump_families`` holds the version-neutral jump names that the assembler
   resolves to a real opcode by the jump's direction.
 - ``arg_kinds`` has an entry for every name in ``opmap`` and ``jump_families`` (built by
   ``complete_kinds``: an opcode with an argument that no group names is ``ArgKind.INT``,
@@ -94,8 +94,15 @@ class VersionTable:
 
 
 def real_opmap(opmap: Mapping[str, int]) -> dict[str, int]:
-    """The real opcodes (< 256) of an ``opcode.opmap``, leaving the pseudo-instructions out."""
-    return {name: op for name, op in opmap.items() if op < 256}
+    """The opcodes of an ``opcode.opmap`` that ``co_code`` can hold.
+
+    Pseudo-instructions (>= 256) exist only inside the compiler; INSTRUMENTED_* opcodes and
+    ENTER_EXECUTOR only in the live, adaptive copy of the code (``co_code`` is deoptimized).
+    """
+    return {
+        name: op for name, op in opmap.items()
+        if op < 256 and not name.startswith("INSTRUMENTED_") and name != "ENTER_EXECUTOR"
+    }
 
 
 def complete_kinds(opmap: Mapping[str, int], arg_opcodes: frozenset[int],
