@@ -27,6 +27,13 @@ class Tracked:
         type(self).live -= 1
 
 
+def traced_here():
+    """Bytes currently allocated while code of this file was the innermost Python frame
+    (other threads, e.g. pytest-xdist's channel, allocate elsewhere and are left out)."""
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, __file__)])
+    return sum(stat.size for stat in snapshot.statistics("filename"))
+
+
 def growth(call, n=CALLS):
     """Bytes still allocated after n more calls of `call` (after warm-up and collection)."""
     for _ in range(200):
@@ -34,11 +41,11 @@ def growth(call, n=CALLS):
     gc.collect()
     tracemalloc.start()
     try:
-        before = tracemalloc.get_traced_memory()[0]
+        before = traced_here()
         for _ in range(n):
             call()
         gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
+        return traced_here() - before
     finally:
         tracemalloc.stop()
 
