@@ -398,6 +398,23 @@ def test_fast_path_on_methods_passes_self():
         assert holder.method(1) == ("replacement", 7, 1)
 
 
+def test_zero_argument_super_works_in_replacements():
+    class Base:
+        def name(self):
+            return "base"
+
+    class Child(Base):
+        def name(self):
+            return super().name() + "+child"
+
+        def name_replacement(self):
+            return super().name() + "+replacement"
+
+    fe.add_cache_entry(Child.name.__code__, always, Child.name_replacement.__code__)
+    with fe.callback_set(fe.RUN_ONLY):
+        assert Child().name() == "base+replacement"
+
+
 def test_replacement_runs_with_the_original_closure_and_globals():
     def make(value):
         def f(a):
