@@ -7,6 +7,8 @@ import threading
 import weakref
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kiln.frameeval as fe
 
@@ -558,3 +560,72 @@ def test_state_of_a_dead_code_object_is_freed():
     del code, codes
     gc.collect()
     assert fe.reset() == before
+
+
+# ---------------------------------------------------------------- any signature, any call
+
+
+@st.composite
+def signatures_and_calls(draw):
+    """A random signature (its source) and a random call of it (may be invalid)."""
+    n_posonly, n_normal, n_kwonly = (draw(st.integers(0, 3)) for _ in range(3))
+    n_defaults = draw(st.integers(0, n_posonly + n_normal))
+    varargs, varkw = draw(st.booleans()), draw(st.booleans())
+    posonly = [f"p{i}" for i in range(n_posonly)]
+    normal = [f"n{i}" for i in range(n_normal)]
+    kwonly = [f"k{i}" for i in range(n_kwonly)]
+    positional = posonly + normal
+    first_default = len(positional) - n_defaults
+    params = [f"{name}={i}" if i >= first_default else name for i, name in enumerate(positional)]
+    if posonly:
+        params.insert(n_posonly, "/")
+    if varargs:
+        params.append("*args")
+    elif kwonly:
+        params.append("*")
+    params += [f"{name}=-{i}" if draw(st.booleans()) else name for i, name in enumerate(kwonly)]
+    if varkw:
+        params.append("**kwargs")
+    names = [*positional, *kwonly, *(["args"] if varargs else []), *(["kwargs"] if varkw else [])]
+    required_kwonly = [name for name in kwonly if f"{name}=" not in ", ".join(params)]
+    if draw(st.booleans()):  # any call, often invalid
+        n_args = draw(st.integers(0, len(positional) + 3))
+        pool = [*positional, *kwonly, "x", "y"]
+        keywords = draw(st.lists(st.sampled_from(pool), unique=True))
+    else:  # a valid call
+        n_args = draw(st.integers(min(n_posonly, first_default), len(positional) + 3 * varargs))
+        uncovered = positional[n_args:]
+        required = [n for i, n in enumerate(normal, n_posonly) if i >= n_args and i < first_default]
+        optional = [n for n in uncovered if n not in required and n not in posonly]
+        optional += [n for n in kwonly if n not in required_kwonly]
+        if varkw:
+            optional += ["x", "y", *posonly]
+        chosen = draw(st.lists(st.sampled_from(optional), unique=True)) if optional else []
+        keywords = [*required, *required_kwonly, *chosen]
+    args = tuple(range(100, 100 + n_args))
+    kwargs = {name: 1000 + i for i, name in enumerate(keywords)}
+    return ", ".join(params), names, args, kwargs
+
+
+@settings(max_examples=150, deadline=None)
+@given(signatures_and_calls())
+def test_fast_path_binds_like_cpython_for_any_signature(case):
+    params, names, args, kwargs = case
+    body = "(" + "".join(f"{name}, " for name in names) + ")"
+    namespace = {}
+    exec(f"def original({params}):\n    return ('original', {body})\n", namespace)
+    exec(f"def replacement({params}):\n    return ('replacement', {body})\n", namespace)
+    original, replacement = namespace["original"], namespace["replacement"]
+    try:
+        expected = ("replacement", original(*args, **kwargs)[1])
+    except TypeError as error:
+        expected = type(error)
+    fe.add_cache_entry(original.__code__, always, replacement.__code__)
+    try:
+        with fe.callback_set(fe.RUN_ONLY):
+            got = original(*args, **kwargs)
+    except TypeError as error:
+        got = type(error)
+    finally:
+        fe.clear_cache(original.__code__)
+    assert got == expected
