@@ -106,3 +106,52 @@ def test_functions_of_kiln_symshapes_by_name():
     check_relation(sympy.Eq(FloorDiv(s0, s1) * s1 + sympy.Mod(s0, s1), s0), {s0: A, s1: B}, frames)
     check_relation(sympy.Ge(FloorDiv(s0, s1), 1), {s0: A, s1: B}, frames)
     check_relation(sympy.Eq(TruncToInt(s0 / 2), FloorDiv(s0, 2)), {s0: A, s1: B}, frames)
+
+
+def _terms():
+    from hypothesis import strategies as st
+
+    leaves = st.sampled_from([s0, s1]) | st.integers(-4, 4).map(sympy.Integer)
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.builds(lambda a, b: a + b, inner, inner),
+            st.builds(lambda a, b: a * b, inner, inner),
+            st.builds(lambda a, k: sympy.Mod(a, k), inner, st.integers(1, 4)),
+            st.builds(lambda a, k: sympy.floor(a / k), inner, st.integers(1, 4)),
+            st.builds(lambda a, k: sympy.ceiling(sympy.Rational(1, k) * a), inner,
+                      st.integers(2, 4)),
+            st.builds(sympy.Min, inner, inner),
+            st.builds(sympy.Max, inner, inner),
+            st.builds(lambda a: a**2, inner),
+        ),
+        max_leaves=6,
+    )
+
+
+def _relations():
+    from hypothesis import strategies as st
+
+    rel = st.sampled_from([sympy.Eq, sympy.Ne, sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge])
+    atom = st.builds(lambda r, a, b: r(a, b), rel, _terms(), _terms())
+    return st.recursive(atom, lambda inner: st.builds(sympy.And, inner, inner)
+                        | st.builds(sympy.Or, inner, inner) | st.builds(sympy.Not, inner),
+                        max_leaves=3)
+
+
+def test_random_relations_compiled_agree_with_sympy():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None)
+    @given(expr=_relations(), a=st.integers(-6, 6), b=st.integers(-6, 6))
+    def run(expr, a, b):
+        if expr in (sympy.true, sympy.false) or not isinstance(expr, sympy.Basic):
+            expr = sympy.Eq(s0, a)
+        guard = ShapeRelation(expr, {s0: A, s1: B})
+        frame = {"a": a, "b": b}
+        expected = bool(expr.xreplace({s0: sympy.Integer(a), s1: sympy.Integer(b)}))
+        assert GuardSet([guard]).compile()(frame) is expected
+        assert (evaluate(guard, frame) is None) is expected
+
+    run()

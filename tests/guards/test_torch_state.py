@@ -140,3 +140,26 @@ def test_saved_tensors_hooks_are_part_of_the_state():
         assert evaluate(guard, {}).startswith(
             "global torch state saved_tensors_hooks: expected None, got (<function")
     assert check({})
+
+
+def test_random_state_changes_agree_across_paths():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    guard = TorchGlobalState.capture()
+    native_check = GuardSet([guard]).compile()
+    python_check = GuardSet([guard]).compile(native=False)
+
+    @settings(max_examples=60, deadline=None)
+    @given(picks=st.lists(st.sampled_from(range(len(CHANGES))), max_size=3, unique=True))
+    def run(picks):
+        with contextlib.ExitStack() as stack:
+            for i in picks:
+                stack.enter_context(CHANGES[i][0]())
+            result = native_check({})
+            assert python_check({}) is result
+            assert (evaluate(guard, {}) is None) is result
+            assert result is (not picks)
+        assert native_check({}) and python_check({})
+
+    run()
