@@ -174,3 +174,10 @@ def test_compare_meaning_round_trips_through_the_table():
     for op in TABLE.compare_ops:
         assert TABLE.decode_compare(TABLE.encode_compare(op, False)) == (op, False)
     assert CompareArg("==") == Instr("COMPARE_OP", "==").arg
+
+
+def test_offsets_are_those_dis_and_f_lasti_use():
+    ins = decode(sample.__code__).instructions()
+    assert [i.offset for i in ins] == [i.offset for i in dis.get_instructions(sample) if i.opname != "EXTENDED_ARG"]
+    moved = Instr(ins[0].name, ins[0].arg, location=ins[0].location, handler=ins[0].handler)
+    assert moved == ins[0] and moved.offset is None

@@ -79,8 +79,9 @@ def _local_names(instrs: list[Instr]) -> list[str]:
     return out
 
 
-def _oparg(ins: Instr, consts: _Pool, names: _Pool, slots: dict[str, int], table: VersionTable) -> int:
-    kind, arg = ins.kind, ins.arg
+def _oparg(ins: Instr, kind: ArgKind, consts: _Pool, names: _Pool, slots: dict[str, int],
+           table: VersionTable) -> int:
+    arg = ins.arg
     if kind is ArgKind.NONE:
         return 0
     if kind is ArgKind.INT:
@@ -195,9 +196,11 @@ def assemble_concrete(bc: Bytecode, table: VersionTable = TABLE) -> ConcreteByte
     concrete: list[ConcreteInstr] = []
     jump_to: dict[int, int] = {}
     forward: dict[int, bool] = {}
+    kinds = table.arg_kinds
     for i, ins in enumerate(instrs):
         name = ins.name
-        if ins.kind is ArgKind.JUMP:
+        kind = kinds[name]
+        if kind is ArgKind.JUMP:
             if ins.arg not in label_index:
                 raise AssemblyError(f"instruction {i} ({name}) jumps to a label not in the list")
             jump_to[i] = label_index[ins.arg]
@@ -205,7 +208,7 @@ def assemble_concrete(bc: Bytecode, table: VersionTable = TABLE) -> ConcreteByte
             name = _jump_opcode(name, forward[i], table)
             arg = 0
         else:
-            arg = _oparg(ins, consts, names, slots, table)
+            arg = _oparg(ins, kind, consts, names, slots, table)
         opcode = table.opmap[name]
         concrete.append(ConcreteInstr(name, opcode, arg, 0, extended_args_needed(arg), table.caches(name)))
     _layout(concrete, jump_to, forward)

@@ -13,6 +13,8 @@ Invariants:
 - ``Instr.arg`` matches the name's ``ArgKind``; instructions without argument hold ``NO_ARG``.
 - ``Instr.handler`` is the exception handler covering the instruction (None: not covered);
   consecutive instructions with the same handler target form one exception-table entry.
+- ``Instr.offset`` is informational (where a decoded instruction came from); the assembler
+  ignores it.
 """
 
 from __future__ import annotations
@@ -114,49 +116,60 @@ class CompareArg:
     to_bool: bool = False
 
 
+_SHORTHANDS: dict[ArgKind, type] = {
+    ArgKind.GLOBAL: GlobalArg,
+    ArgKind.ATTR: AttrArg,
+    ArgKind.SUPER_ATTR: SuperAttrArg,
+    ArgKind.COMPARE: CompareArg,
+}
+_EXPECTED: dict[ArgKind, type | tuple[type, ...]] = {
+    ArgKind.INT: int,
+    ArgKind.NAME: str,
+    ArgKind.GLOBAL: GlobalArg,
+    ArgKind.ATTR: AttrArg,
+    ArgKind.SUPER_ATTR: SuperAttrArg,
+    ArgKind.LOCAL: str,
+    ArgKind.LOCAL_PAIR: tuple,
+    ArgKind.JUMP: Label,
+    ArgKind.COMPARE: CompareArg,
+    ArgKind.BINARY_OP: str,
+    ArgKind.BOOL: (bool, int),
+}
+
+
 def _check_arg(name: str, kind: ArgKind, arg: Any, table: VersionTable) -> Any:
     """Validate ``arg`` for ``kind``; return it normalized (str shorthands to arg objects)."""
     if kind is ArgKind.NONE:
         if arg is not NO_ARG:
             raise TypeError(f"{name} takes no argument, got {arg!r}")
         return arg
-    if arg is NO_ARG:
-        raise TypeError(f"{name} needs an argument ({kind.value})")
-    if kind is ArgKind.GLOBAL and isinstance(arg, str):
-        arg = GlobalArg(arg)
-    elif kind is ArgKind.ATTR and isinstance(arg, str):
-        arg = AttrArg(arg)
-    elif kind is ArgKind.SUPER_ATTR and isinstance(arg, str):
-        arg = SuperAttrArg(arg)
-    elif kind is ArgKind.COMPARE and isinstance(arg, str):
-        arg = CompareArg(arg)
-    expected: dict[ArgKind, type | tuple[type, ...]] = {
-        ArgKind.INT: int,
-        ArgKind.NAME: str,
-        ArgKind.GLOBAL: GlobalArg,
-        ArgKind.ATTR: AttrArg,
-        ArgKind.SUPER_ATTR: SuperAttrArg,
-        ArgKind.LOCAL: str,
-        ArgKind.LOCAL_PAIR: tuple,
-        ArgKind.JUMP: Label,
-        ArgKind.COMPARE: CompareArg,
-        ArgKind.BINARY_OP: str,
-        ArgKind.BOOL: (bool, int),
-    }
-    want = expected.get(kind)
-    if want is not None and not isinstance(arg, want):
+    if kind is ArgKind.CONST:
+        if arg is NO_ARG:
+            raise TypeError(f"{name} needs an argument ({kind.value})")
+        return arg
+    if isinstance(arg, str) and kind in _SHORTHANDS:
+        arg = _SHORTHANDS[kind](arg)
+    if not isinstance(arg, _EXPECTED[kind]):
         raise TypeError(f"{name} needs a {kind.value} argument, got {arg!r}")
-    if kind is ArgKind.INT and (isinstance(arg, bool) or arg < 0):
-        raise ValueError(f"{name} needs a non-negative int, got {arg!r}")
-    if kind is ArgKind.BINARY_OP and arg not in table.binary_ops:
-        raise ValueError(f"unknown binary operator {arg!r} for {name}")
-    if kind is ArgKind.COMPARE and arg.op not in table.compare_ops:
-        raise ValueError(f"unknown comparison {arg.op!r} for {name}")
-    if kind is ArgKind.LOCAL_PAIR and not (len(arg) == 2 and all(isinstance(a, str) for a in arg)):
-        raise TypeError(f"{name} needs a pair of local names, got {arg!r}")
-    if kind is ArgKind.BOOL:
+    if kind is ArgKind.INT:
+        if isinstance(arg, bool) or arg < 0:
+            raise ValueError(f"{name} needs a non-negative int, got {arg!r}")
+    elif kind is ArgKind.BINARY_OP:
+        if arg not in table.binary_ops:
+            raise ValueError(f"unknown binary operator {arg!r} for {name}")
+    elif kind is ArgKind.COMPARE:
+        if arg.op not in table.compare_ops:
+            raise ValueError(f"unknown comparison {arg.op!r} for {name}")
+    elif kind is ArgKind.LOCAL_PAIR:
+        if not (len(arg) == 2 and all(isinstance(a, str) for a in arg)):
+            raise TypeError(f"{name} needs a pair of local names, got {arg!r}")
+    elif kind is ArgKind.BOOL:
         arg = bool(arg)
     return arg
+
+
+_KINDS = TABLE.arg_kinds
+_NEUTRAL = TABLE.neutral_names
 
 
 @dataclass(slots=True)
@@ -167,19 +180,23 @@ class Instr:
     arg: Any = NO_ARG
     location: Location | None = field(default=None, kw_only=True)
     handler: ExceptHandler | None = field(default=None, kw_only=True)
+    # byte offset of the opcode in the code it was decoded from (as dis and frame.f_lasti
+    # count: after any EXTENDED_ARG prefix); None for new instructions; not compared
+    offset: int | None = field(default=None, kw_only=True, compare=False)
 
     def __post_init__(self) -> None:
-        self.name = TABLE.neutral_names.get(self.name, self.name)
-        if not TABLE.knows(self.name):
+        name = self.name = _NEUTRAL.get(self.name, self.name)
+        kind = _KINDS.get(name)
+        if kind is None:
             raise ValueError(
-                f"{self.name} is not an instruction of CPython {'.'.join(map(str, TABLE.version))}"
+                f"{name} is not an instruction of CPython {'.'.join(map(str, TABLE.version))}"
             )
-        self.arg = _check_arg(self.name, TABLE.arg_kind(self.name), self.arg, TABLE)
+        self.arg = _check_arg(name, kind, self.arg, TABLE)
 
     @property
     def kind(self) -> ArgKind:
         """What the argument means (see ``ArgKind``)."""
-        return TABLE.arg_kind(self.name)
+        return _KINDS[self.name]
 
     @property
     def lineno(self) -> int | None:
@@ -188,7 +205,7 @@ class Instr:
 
     def is_jump(self) -> bool:
         """True if the argument is a jump target ``Label``."""
-        return self.kind is ArgKind.JUMP
+        return _KINDS[self.name] is ArgKind.JUMP
 
     def has_fallthrough(self) -> bool:
         """False for returns, raises and unconditional jumps."""

@@ -28,6 +28,9 @@ __all__ = ["ArgKind", "VersionTable", "complete_kinds", "real_opmap", "stack_eff
 class ArgKind(enum.Enum):
     """What the argument of an instruction means at the abstract level."""
 
+    # members are singletons compared by identity; the C-level hash keeps table lookups cheap
+    __hash__ = object.__hash__
+
     NONE = "none"  # no argument (the oparg is 0)
     INT = "int"  # a plain integer (counts, flags)
     CONST = "const"  # a constant object (index into co_consts)
