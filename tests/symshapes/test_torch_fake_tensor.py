@@ -56,7 +56,6 @@ def test_metadata_reported():
 
 
 def test_cuda_without_gpu():
-    assert not torch.cuda.is_available()
     mode = FakeTensorMode()
     with mode:
         x = torch.randn(4, 8, device="cuda")
