@@ -10,7 +10,13 @@ import torch
 import torch.nn.functional as F
 
 from kiln.symshapes import ShapeEnv
-from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, from_real
+from kiln.symshapes.bridge import (
+    DispatchCache,
+    FakeTensor,
+    FakeTensorMode,
+    UnsupportedOpError,
+    from_real,
+)
 
 
 @dataclass
@@ -157,6 +163,11 @@ CASES = {
     "add_": (lambda a, b: a.add_(b), [X, S(10, dyn=(0,))]),
     "mul_scalar_": (lambda a: a.mul_(2), [X]),
     "copy_": (lambda a, b: a.copy_(b), [X, S(10, dyn=(0,))]),
+    # in-place changes of sizes/strides (the wrapper must follow)
+    "t_": (lambda a: a.clone().t_(), [X]),
+    "transpose_": (lambda a: a.clone().transpose_(0, 2), [B]),
+    "unsqueeze_squeeze_": (lambda a: a.clone().unsqueeze_(1).squeeze_(1).unsqueeze_(0), [X]),
+    "quantile": (lambda a: torch.quantile(a, 0.5), [X]),
 }
 
 
@@ -233,6 +244,13 @@ def test_cache_key_sees_aliasing_between_arguments():
     with mode:
         torch.mul(a, e)
     assert mode.cache.hits == 1
+
+
+def test_resizing_a_fake_in_place_is_refused():
+    mode = FakeTensorMode()
+    x, out = from_real(mode, torch.randn(3, 4)), from_real(mode, torch.empty(0))
+    with pytest.raises(UnsupportedOpError, match=r"aten\.mul\.out.*resizes"), mode:
+        torch.mul(x, 2, out=out)
 
 
 def test_cache_follows_the_default_dtype():

@@ -16,7 +16,9 @@ static and nothing of the kind is entered.
 Invariants:
 - A FakeTensor belongs to exactly one mode; mixing modes is an error.
 - An output that the op's schema declares as a view of an input shares that input's
-  FakeStorage; an in-place or ``out=`` result is the input FakeTensor object itself.
+  FakeStorage; an in-place or ``out=`` result is the input FakeTensor object itself, with
+  its sizes and strides updated when an inplace-view op changed them (``t_``,
+  ``squeeze_``); resizing a fake in place (``resize_``, growing an ``out=`` tensor) raises.
 - An op with no meta kernel raises ``UnsupportedOpError`` naming the op.
 """
 
@@ -37,6 +39,7 @@ from kiln.symshapes.bridge._torch_internals import (
     FAKE_MODE_KEY,
     TorchDispatchMode,
     allow_unavailable_devices,
+    mutate_metadata,
     op_schema,
     python_dispatcher,
 )
@@ -44,6 +47,7 @@ from kiln.symshapes.bridge._torch_internals import (
 __all__ = ["FakeTensorMode", "UnsupportedOpError", "data_dependent_rules"]
 
 _META = torch.device("meta")
+_METADATA_MUTATIONS = frozenset({"resize_", "resize_as_", "set_"})
 _CPU = torch.device("cpu")
 
 data_dependent_rules: dict[str, Callable] = {}
@@ -68,6 +72,8 @@ class _OpInfo:
     arg_names: tuple[str, ...]
     device_index: int | None
     name: str  # the overload packet's name (``nonzero`` for ``aten.nonzero.default``)
+    mutates_metadata: bool  # in-place change of an input's sizes/strides (t_, resize_, ...)
+    inplace_view: bool  # tagged inplace_view: only sizes/strides change (t_, squeeze_, ...)
 
 
 def _op_info(func) -> _OpInfo:
@@ -88,7 +94,10 @@ def _op_info(func) -> _OpInfo:
         writes.append(bool(ret.alias_info and ret.alias_info.is_write))
     names = tuple(a.name for a in schema.arguments)
     device_index = names.index("device") if "device" in names else None
-    return _OpInfo(tuple(aliases), tuple(writes), names, device_index, func.overloadpacket.__name__)
+    name = func.overloadpacket.__name__
+    inplace_view = torch.Tag.inplace_view in func.tags
+    mutates = inplace_view or name in _METADATA_MUTATIONS
+    return _OpInfo(tuple(aliases), tuple(writes), names, device_index, name, mutates, inplace_view)
 
 
 def _retarget_device(index: int, args: tuple, kwargs: dict, has_inputs: bool):
@@ -164,7 +173,8 @@ class FakeTensorMode(TorchDispatchMode):
             result = rule(self, func, args, kwargs)
             if result is not NotImplemented:
                 return result
-        key = self.cache.key(func, args, kwargs, self.shape_env) if self.cache is not None else None
+        cacheable = self.cache is not None and not info.mutates_metadata
+        key = self.cache.key(func, args, kwargs, self.shape_env) if cacheable else None
         if key is None:
             return self.run_meta(func, args, kwargs, info)
         inputs: list[FakeTensor] = []
@@ -234,10 +244,16 @@ class FakeTensorMode(TorchDispatchMode):
             if alias is not None:
                 source = _argument(info, alias, args, kwargs)
             if isinstance(source, FakeTensor) and info.writes[index]:
-                if source.meta is meta:
-                    return source
-                if tuple(source.shape) != tuple(meta.shape) or source.stride() != meta.stride():
-                    raise UnsupportedOpError(func, "in-place change of a fake tensor's sizes or strides is not supported")
+                if not _same_metadata(source, meta):
+                    if not info.inplace_view:
+                        raise UnsupportedOpError(
+                            func, "it resizes a fake tensor in place (pass out= tensors of the result's size)"
+                        )
+                    # t_, squeeze_, as_strided_, ...: the wrapper follows the meta tensor.
+                    mutate_metadata(func, args, kwargs)
+                    source.meta = meta
+                    if not _same_metadata(source, meta):
+                        raise UnsupportedOpError(func, "it changes a fake tensor's sizes or strides in a way kiln cannot mirror")
                 return source
             storage = None
             if isinstance(source, FakeTensor):
@@ -272,6 +288,14 @@ class FakeTensorMode(TorchDispatchMode):
         if entry is None or entry[1].expired():
             entry = self._storages[key] = (FakeStorage(tensor.device), StorageWeakRef(storage))
         return entry[0]
+
+
+def _same_metadata(fake: FakeTensor, meta: torch.Tensor) -> bool:
+    return (
+        fake.shape == meta.shape
+        and fake.stride() == meta.stride()
+        and fake.storage_offset() == meta.storage_offset()
+    )
 
 
 def _argument(info: _OpInfo, index: int, args, kwargs):

@@ -24,6 +24,11 @@
 - ``op_schema``: ``OpOverload._schema``, an op's declared signature (argument names and
   alias annotations: which outputs are views of or writes to which inputs). The
   ``__torch_dispatch__`` documentation reads it the same way; there is no public spelling.
+- ``mutate_metadata``: runs an inplace-view op, which changes a tensor's own sizes/strides
+  (``t_``, ``squeeze_``, ``unsqueeze_``, ``as_strided_``), on the wrapper itself with dispatch off and the meta key forced on
+  (``torch.utils._mode_utils.no_dispatch``, ``torch._C._set_meta_in_tls_dispatch_include``).
+  A wrapper subclass's metadata lives in its TensorImpl, and this is the only way to change
+  it; torch's ``return_and_correct_aliasing`` does the same for its own wrapper subclasses.
 - ``TorchDispatchMode``: from ``torch.utils._python_dispatch``, documented under
   "Extending PyTorch" as the base class of dispatch modes.
 
@@ -42,6 +47,7 @@ __all__ = [
     "allow_unavailable_devices",
     "disabled_torch_function",
     "make_wrapper_subclass",
+    "mutate_metadata",
     "op_schema",
     "python_dispatcher",
 ]
@@ -78,3 +84,16 @@ def allow_unavailable_devices() -> None:
 def op_schema(func):
     """The ``torch._C.FunctionSchema`` of an ATen ``OpOverload``."""
     return func._schema
+
+
+def mutate_metadata(func, args, kwargs) -> None:
+    """Apply the in-place metadata op ``func`` to the (wrapper) tensors in ``args`` only."""
+    from torch.utils._mode_utils import no_dispatch
+
+    with no_dispatch():
+        previous = torch._C._meta_in_tls_dispatch_include()
+        torch._C._set_meta_in_tls_dispatch_include(True)
+        try:
+            func(*args, **kwargs)
+        finally:
+            torch._C._set_meta_in_tls_dispatch_include(previous)
