@@ -19,6 +19,7 @@ from kiln.symexec.bytecode import (
     compute_stacksize,
     decode,
     make_code,
+    stack_depths,
     walk_code,
 )
 
@@ -82,3 +83,34 @@ def test_basic_blocks_split_at_jumps_targets_and_exits():
     ]
     assert basic_block_starts(flow) == [0, 2, 4]
     assert compute_stacksize(flow) == 1
+
+
+def looping(x):
+    for i in x:
+        try:  # noqa: SIM105 (the handler's bytecode is what is tested)
+            print(i)
+        except ValueError:
+            pass
+    return len(x)
+
+
+def test_depth_before_each_instruction():
+    bc = decode(looping.__code__)
+    ins = bc.instructions()
+    depths = stack_depths(bc)
+    assert len(depths) == len(ins) and depths[0] == 0
+    for_iter = next(k for k, i in enumerate(ins) if i.name == "FOR_ITER")
+    assert depths[for_iter] == 1  # the iterator
+    assert depths[for_iter + 1] == 2  # the item, on the fallthrough
+    position = {id(i): k for k, i in enumerate(ins)}
+    for i in ins:
+        if i.handler is not None:
+            at = bc.instrs.index(i.handler.target) + 1
+            assert depths[position[id(bc.instrs[at])]] == i.handler.depth + int(i.handler.lasti) + 1
+    assert max(d for d in depths if d is not None) <= looping.__code__.co_stacksize
+
+
+def test_unreachable_instructions_have_no_depth():
+    bc = decode(make_code([Instr("LOAD_CONST", None), Instr("RETURN_VALUE"), Instr("NOP"),
+                           Instr("LOAD_CONST", None), Instr("RETURN_VALUE")], add_prologue=False))
+    assert stack_depths(bc) == [0, 1, None, None, None]

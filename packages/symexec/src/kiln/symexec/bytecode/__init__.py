@@ -8,7 +8,7 @@ fresh function body; ``disassemble`` formats either for logs. All knowledge of o
 version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 """
 
-from ._assemble import AssemblyError, assemble, assemble_concrete, const_key
+from ._assemble import AssemblyError, assemble, assemble_concrete, const_key, stack_depths
 from ._build import call_instrs, make_code, prologue, with_null
 from ._bytecode import Bytecode, localsplus_names
 from ._concrete import (
@@ -83,6 +83,7 @@ __all__ = [
     "make_code",
     "map_code",
     "prologue",
+    "stack_depths",
     "walk_code",
     "with_null",
 ]

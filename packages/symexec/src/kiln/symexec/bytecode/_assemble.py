@@ -15,6 +15,7 @@ stay distinct); a decoded compiler-produced function re-assembles to the same ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
@@ -22,11 +23,11 @@ from ._bytecode import Bytecode, localsplus_names
 from ._concrete import ConcreteBytecode, ConcreteInstr, extended_args_needed
 from ._exctable import ExceptionTableEntry
 from ._instr import ExceptHandler, Instr, Label
-from ._stackdepth import FlowInstr, compute_stacksize
+from ._stackdepth import FlowInstr, compute_stacksize, depths_before
 from ._table import ArgKind, VersionTable
 from .versions import TABLE
 
-__all__ = ["AssemblyError", "assemble", "assemble_concrete", "const_key"]
+__all__ = ["AssemblyError", "assemble", "assemble_concrete", "const_key", "stack_depths"]
 
 
 class AssemblyError(ValueError):
@@ -171,8 +172,34 @@ def _exception_entries(concrete: list[ConcreteInstr], handlers: list[ExceptHandl
     return entries
 
 
-def assemble_concrete(bc: Bytecode, table: VersionTable = TABLE) -> ConcreteBytecode:
-    """Lower ``bc`` to the concrete level (opargs, offsets, raw tables, stack size)."""
+@dataclass(slots=True)
+class _Lowered:
+    """An instruction list with opargs chosen but no offsets yet."""
+
+    instrs: list[Instr]
+    label_index: dict[Label, int]
+    concrete: list[ConcreteInstr]
+    jump_to: dict[int, int]
+    forward: dict[int, bool]
+    consts: _Pool
+    names: _Pool
+    varnames: list[str]
+
+    def flow(self) -> list[FlowInstr]:
+        out = []
+        for i, (c, ins) in enumerate(zip(self.concrete, self.instrs, strict=True)):
+            h = ins.handler
+            if h is not None and h.target not in self.label_index:
+                raise AssemblyError("an exception handler targets a label not in the list")
+            out.append(FlowInstr(
+                c.name, c.opcode, c.arg, self.jump_to.get(i),
+                self.label_index[h.target] if h is not None else None,
+                h.depth + int(h.lasti) + 1 if h is not None else 0,
+            ))
+        return out
+
+
+def _lower(bc: Bytecode, table: VersionTable) -> _Lowered:
     instrs: list[Instr] = []
     label_index: dict[Label, int] = {}
     for item in bc.instrs:
@@ -191,11 +218,7 @@ def assemble_concrete(bc: Bytecode, table: VersionTable = TABLE) -> ConcreteByte
     slots: dict[str, int] = {}
     for i, name in enumerate(localsplus_names(varnames, bc.cellvars, bc.freevars)):
         slots.setdefault(name, i)
-    consts = _Pool(bc.consts, const_key)
-    names = _Pool(bc.names)
-    concrete: list[ConcreteInstr] = []
-    jump_to: dict[int, int] = {}
-    forward: dict[int, bool] = {}
+    low = _Lowered(instrs, label_index, [], {}, {}, _Pool(bc.consts, const_key), _Pool(bc.names), varnames)
     kinds = table.arg_kinds
     for i, ins in enumerate(instrs):
         name = ins.name
@@ -203,34 +226,29 @@ def assemble_concrete(bc: Bytecode, table: VersionTable = TABLE) -> ConcreteByte
         if kind is ArgKind.JUMP:
             if ins.arg not in label_index:
                 raise AssemblyError(f"instruction {i} ({name}) jumps to a label not in the list")
-            jump_to[i] = label_index[ins.arg]
-            forward[i] = jump_to[i] > i
-            name = _jump_opcode(name, forward[i], table)
+            low.jump_to[i] = label_index[ins.arg]
+            low.forward[i] = low.jump_to[i] > i
+            name = _jump_opcode(name, low.forward[i], table)
             arg = 0
         else:
-            arg = _oparg(ins, kind, consts, names, slots, table)
+            arg = _oparg(ins, kind, low.consts, low.names, slots, table)
         opcode = table.opmap[name]
-        concrete.append(ConcreteInstr(name, opcode, arg, 0, extended_args_needed(arg), table.caches(name)))
-    _layout(concrete, jump_to, forward)
-    handlers = [ins.handler for ins in instrs]
-    for h in handlers:
-        if h is not None and h.target not in label_index:
-            raise AssemblyError("an exception handler targets a label not in the list")
-    flow = [
-        FlowInstr(
-            c.name, c.opcode, c.arg, jump_to.get(i),
-            label_index[h.target] if h is not None else None,
-            h.depth + int(h.lasti) + 1 if h is not None else 0,
-        )
-        for i, (c, h) in enumerate(zip(concrete, handlers, strict=True))
-    ]
+        low.concrete.append(ConcreteInstr(name, opcode, arg, 0, extended_args_needed(arg), table.caches(name)))
+    return low
+
+
+def assemble_concrete(bc: Bytecode, table: VersionTable = TABLE) -> ConcreteBytecode:
+    """Lower ``bc`` to the concrete level (opargs, offsets, raw tables, stack size)."""
+    low = _lower(bc, table)
+    _layout(low.concrete, low.jump_to, low.forward)
+    flow = low.flow()
     return ConcreteBytecode(
-        instrs=concrete,
-        locations=[ins.location for ins in instrs],
-        exception_table=_exception_entries(concrete, handlers, label_index),
-        consts=consts.items,
-        names=names.items,
-        varnames=varnames,
+        instrs=low.concrete,
+        locations=[ins.location for ins in low.instrs],
+        exception_table=_exception_entries(low.concrete, [i.handler for i in low.instrs], low.label_index),
+        consts=low.consts.items,
+        names=low.names.items,
+        varnames=low.varnames,
         cellvars=list(bc.cellvars),
         freevars=list(bc.freevars),
         stacksize=compute_stacksize(flow, table),
@@ -249,3 +267,12 @@ def assemble_concrete(bc: Bytecode, table: VersionTable = TABLE) -> ConcreteByte
 def assemble(bc: Bytecode, table: VersionTable = TABLE) -> CodeType:
     """Assemble ``bc`` into a code object."""
     return assemble_concrete(bc, table).to_code()
+
+
+def stack_depths(bc: Bytecode, table: VersionTable = TABLE) -> list[int | None]:
+    """Value-stack depth before each instruction of ``bc.instructions()``; None if unreachable.
+
+    This is what a resume function needs to know: how many values are on the stack when
+    execution reaches an instruction (handlers start at their entry's depth + lasti + 1).
+    """
+    return depths_before(_lower(bc, table).flow(), table)

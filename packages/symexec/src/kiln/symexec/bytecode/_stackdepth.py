@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ._table import VersionTable
 from .versions import TABLE
 
-__all__ = ["FlowInstr", "StackDepthError", "basic_block_starts", "compute_stacksize"]
+__all__ = ["FlowInstr", "StackDepthError", "basic_block_starts", "compute_stacksize", "depths_before"]
 
 
 class StackDepthError(ValueError):
@@ -57,8 +57,8 @@ def basic_block_starts(flow: Sequence[FlowInstr], table: VersionTable = TABLE) -
     return sorted(s for s in starts if s < len(flow))
 
 
-def compute_stacksize(flow: Sequence[FlowInstr], table: VersionTable = TABLE) -> int:
-    """Maximum stack depth of the instruction list (see the module docstring)."""
+def _propagate(flow: Sequence[FlowInstr], table: VersionTable) -> tuple[list[int], int]:
+    """Depth before each instruction (-1: unreachable) and the maximum depth."""
     n = len(flow)
     best = [-1] * n
     work: list[tuple[int, int]] = [(0, 0)] if n else []
@@ -84,4 +84,17 @@ def compute_stacksize(flow: Sequence[FlowInstr], table: VersionTable = TABLE) ->
                 raise StackDepthError(f"stack underflow at instruction {i} ({ins.name})")
             maxdepth = max(maxdepth, depth)
             i += 1
-    return maxdepth
+    return best, maxdepth
+
+
+def compute_stacksize(flow: Sequence[FlowInstr], table: VersionTable = TABLE) -> int:
+    """Maximum stack depth of the instruction list (see the module docstring)."""
+    return _propagate(flow, table)[1]
+
+
+def depths_before(flow: Sequence[FlowInstr], table: VersionTable = TABLE) -> list[int | None]:
+    """Stack depth before each instruction; None for instructions no path reaches.
+
+    Where paths disagree (never in compiler output) the largest depth is reported.
+    """
+    return [d if d >= 0 else None for d in _propagate(flow, table)[0]]
