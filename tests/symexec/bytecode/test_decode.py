@@ -181,3 +181,17 @@ def test_offsets_are_those_dis_and_f_lasti_use():
     assert [i.offset for i in ins] == [i.offset for i in dis.get_instructions(sample) if i.opname != "EXTENDED_ARG"]
     moved = Instr(ins[0].name, ins[0].arg, location=ins[0].location, handler=ins[0].handler)
     assert moved == ins[0] and moved.offset is None
+
+
+def test_exception_ranges_match_the_table():
+    from kiln.symexec.bytecode import exception_ranges
+
+    bc = decode(guarded.__code__)
+    ranges = bc.exception_ranges()
+    entries = dis._parse_exception_table(guarded.__code__)
+    assert len(ranges) == len(entries) and ranges == exception_ranges(bc.instrs)
+    cb = ConcreteBytecode.from_code(guarded.__code__)
+    for r, e in zip(ranges, entries, strict=True):
+        assert 2 * cb.instrs[r.first].offset == e.start
+        assert 2 * cb.instrs[r.last].end == e.end
+        assert (r.handler.depth, r.handler.lasti) == (e.depth, e.lasti)

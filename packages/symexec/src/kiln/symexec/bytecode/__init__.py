@@ -10,7 +10,7 @@ version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 
 from ._assemble import AssemblyError, assemble, assemble_concrete, const_key, stack_depths
 from ._build import call_instrs, make_code, prologue, with_null
-from ._bytecode import Bytecode, localsplus_names
+from ._bytecode import Bytecode, ExceptionRange, exception_ranges, localsplus_names
 from ._concrete import (
     ConcreteBytecode,
     ConcreteInstr,
@@ -51,6 +51,7 @@ __all__ = [
     "ConcreteInstr",
     "DecodeError",
     "ExceptHandler",
+    "ExceptionRange",
     "ExceptionTableEntry",
     "FlowInstr",
     "GlobalArg",
@@ -76,6 +77,7 @@ __all__ = [
     "encode_concrete",
     "encode_exception_table",
     "encode_linetable",
+    "exception_ranges",
     "extended_args_needed",
     "format_arg",
     "jump_target_offset",

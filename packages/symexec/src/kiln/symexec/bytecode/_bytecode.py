@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
-from ._instr import Instr, Label
+from ._instr import ExceptHandler, Instr, Label
 
-__all__ = ["Bytecode", "localsplus_names"]
+__all__ = ["Bytecode", "ExceptionRange", "exception_ranges", "localsplus_names"]
 
 DEFAULT_FLAGS = inspect.CO_OPTIMIZED | inspect.CO_NEWLOCALS
 
@@ -33,6 +33,34 @@ def localsplus_names(varnames, cellvars, freevars) -> list[str]:
     names += [c for c in cellvars if c not in varnames]
     names += list(freevars)
     return names
+
+
+@dataclass(frozen=True, slots=True)
+class ExceptionRange:
+    """Instructions ``first..last`` (inclusive indices, labels not counted) share ``handler``."""
+
+    first: int
+    last: int
+    handler: ExceptHandler
+
+
+def exception_ranges(items) -> list[ExceptionRange]:
+    """The exception table at the abstract level: maximal runs of instructions (``Instr``
+    among ``items``, labels skipped) with equal handlers, in order; uncovered ones omitted."""
+    ranges: list[ExceptionRange] = []
+    index = -1
+    for item in items:
+        if not isinstance(item, Instr):
+            continue
+        index += 1
+        h = item.handler
+        if h is None:
+            continue
+        if ranges and ranges[-1].last == index - 1 and ranges[-1].handler == h:
+            ranges[-1] = ExceptionRange(ranges[-1].first, index, h)
+        else:
+            ranges.append(ExceptionRange(index, index, h))
+    return ranges
 
 
 @dataclass(slots=True)
@@ -74,6 +102,10 @@ class Bytecode:
     def instructions(self) -> list[Instr]:
         """The instructions without the labels."""
         return [i for i in self.instrs if isinstance(i, Instr)]
+
+    def exception_ranges(self) -> list[ExceptionRange]:
+        """Runs of instructions with the same handler (see ``exception_ranges``)."""
+        return exception_ranges(self.instrs)
 
     def __iter__(self):
         return iter(self.instrs)

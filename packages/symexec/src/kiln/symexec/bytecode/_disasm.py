@@ -13,13 +13,12 @@ from collections.abc import Iterable
 from types import CodeType
 from typing import Any
 
-from ._bytecode import Bytecode
+from ._bytecode import Bytecode, exception_ranges
 from ._decode import decode
 from ._instr import (
     NO_ARG,
     AttrArg,
     CompareArg,
-    ExceptHandler,
     GlobalArg,
     Instr,
     Label,
@@ -72,18 +71,6 @@ def _header(bc: Bytecode) -> str:
     return " ".join(parts)
 
 
-def _exception_ranges(instrs: list[Instr]) -> list[tuple[int, int, ExceptHandler]]:
-    ranges: list[tuple[int, int, ExceptHandler]] = []
-    for i, ins in enumerate(instrs):
-        if ins.handler is None:
-            continue
-        if ranges and ranges[-1][1] == i - 1 and ranges[-1][2] == ins.handler:
-            ranges[-1] = (ranges[-1][0], i, ins.handler)
-        else:
-            ranges.append((i, i, ins.handler))
-    return ranges
-
-
 def disassemble(obj: CodeType | Bytecode | Iterable[Instr | Label]) -> str:
     """Format ``obj`` as text (see the module docstring); nested code objects are not shown."""
     bc = decode(obj) if isinstance(obj, CodeType) else obj
@@ -108,10 +95,11 @@ def disassemble(obj: CodeType | Bytecode | Iterable[Instr | Label]) -> str:
             text = f"{text:<60} -> {label_names.get(item.handler.target, '?')}"
         lines.append(text)
         instrs.append(item)
-    ranges = _exception_ranges(instrs)
+    ranges = exception_ranges(instrs)
     if ranges:
         lines.append("ExceptionTable:")
-        for start, end, h in ranges:
-            lasti = " lasti" if h.lasti else ""
-            lines.append(f"  {start} to {end} -> {label_names.get(h.target, '?')} [{h.depth}]{lasti}")
+        for r in ranges:
+            lasti = " lasti" if r.handler.lasti else ""
+            target = label_names.get(r.handler.target, "?")
+            lines.append(f"  {r.first} to {r.last} -> {target} [{r.handler.depth}]{lasti}")
     return "\n".join(lines)
