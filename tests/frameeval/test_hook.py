@@ -11,6 +11,8 @@ import warnings
 import weakref
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kiln.frameeval as fe
 
@@ -664,3 +666,100 @@ def test_forked_child_forgets_callbacks_of_threads_it_does_not_have(recorder):
     finally:
         done.set()
         t.join()
+
+
+# ---------------------------------------------------------------- random operation sequences
+
+
+def target(x):
+    return ("original", x)
+
+
+def target_r1(x):
+    return ("r1", x)
+
+
+def target_r2(x):
+    return ("r2", x)
+
+
+GUARDS = {
+    "always": lambda L: True,
+    "never": lambda L: False,
+    "even": lambda L: L["x"] % 2 == 0,
+    "raises": lambda L: 1 / 0,
+}
+MODES = [None, "run_only", "none", "skip", "r1", "raise"]
+
+
+def mode_callback(mode):
+    def callback(code, L, func):
+        if code is not target.__code__:
+            return None
+        if mode == "skip":
+            return fe.SKIP
+        if mode == "r1":
+            return target_r1.__code__
+        if mode == "raise":
+            raise KeyError("callback")
+        return None
+
+    return {None: None, "run_only": fe.RUN_ONLY}.get(mode, callback)
+
+
+operations = st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(sorted(GUARDS)), st.sampled_from(["r1", "r2"])),
+    st.tuples(st.sampled_from(["clear", "reset", "mark_skip"])),
+    st.tuples(st.just("mode"), st.sampled_from(MODES)),
+    st.tuples(st.just("call"), st.integers(0, 9)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(operations, max_size=25))
+def test_random_operation_sequences_match_a_model(ops):
+    """A model of the documented semantics predicts every call's outcome."""
+    fe.reset()
+    entries, skipped, mode = [], False, None
+    replacements = {"r1": target_r1, "r2": target_r2}
+    try:
+        for op in ops:
+            if op[0] == "add":
+                fe.add_cache_entry(target.__code__, GUARDS[op[1]], replacements[op[2]].__code__)
+                entries.insert(0, op[1:])
+            elif op[0] in ("clear", "reset"):
+                fe.clear_cache(target.__code__) if op[0] == "clear" else fe.reset()
+                entries, skipped = [], False
+            elif op[0] == "mark_skip":
+                fe.mark_skip(target.__code__)
+                skipped = True
+            elif op[0] == "mode":
+                fe.set_callback(mode_callback(op[1]))
+                mode = op[1]
+            else:
+                x = op[1]
+                expected = ("original", x)
+                if mode is not None and not skipped:
+                    for guard, name in entries:
+                        if guard == "raises":
+                            expected = ZeroDivisionError
+                            break
+                        if guard == "always" or (guard == "even" and x % 2 == 0):
+                            expected = (name, x)
+                            break
+                    else:
+                        if mode == "r1":
+                            expected = ("r1", x)
+                        elif mode == "raise":
+                            expected = KeyError
+                        elif mode == "skip":
+                            skipped = True
+                try:
+                    got = target(x)
+                except (ZeroDivisionError, KeyError) as error:
+                    got = type(error)
+                assert got == expected, (op, entries, mode)
+                assert fe.is_skipped(target.__code__) == skipped
+    finally:
+        fe.set_callback(None)
+        fe.reset()
