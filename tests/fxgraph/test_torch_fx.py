@@ -149,3 +149,19 @@ def test_variadic_placeholder_is_refused():
     torch_gm = torch.fx.GraphModule(nn.Module(), graph)
     with pytest.raises(ValueError, match="variadic inputs are not supported"):
         from_torch_fx(torch_gm)
+
+
+def test_torch_rules_apply_to_the_first_node_asked_about():
+    # The first is_impure call in a process loads torch's rules; it must already see them.
+    import subprocess
+    import sys
+
+    script = (
+        "import torch\n"
+        "from kiln.fxgraph import Graph, is_impure\n"
+        "g = Graph()\n"
+        "n = g.call_function(torch._C._set_grad_enabled, (False,))\n"
+        "print(is_impure(n))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.stdout.strip() == "True", out.stderr

@@ -5,24 +5,15 @@ the ``kiln`` namespace: the other distributions (kiln-fxgraph, kiln-frameeval, .
 ``kiln/<name>/`` without a ``kiln/__init__.py``, and ``extend_path`` below makes every
 ``kiln`` folder on ``sys.path`` part of this package, so editable installs of each package
 stay importable as ``kiln.<name>``.
+
+The user API is imported on first use, so that ``import kiln.fxgraph`` (or any other
+torch-free package) does not import torch and the whole compiler.
 """
 
 from pkgutil import extend_path
+from typing import Any
 
 __path__ = extend_path(__path__, __name__)
-
-from kiln._api import (
-    CompiledModule,
-    ExplainOutput,
-    compile,
-    disable,
-    explain,
-    reset,
-)
-from kiln._backends import BackendUnavailable
-from kiln._config import config
-from kiln._logs import set_logs
-from kiln.symexec import Unsupported
 
 __version__ = "0.1.0"
 __all__ = [
@@ -37,3 +28,31 @@ __all__ = [
     "reset",
     "set_logs",
 ]
+
+_HOMES = {
+    "BackendUnavailable": "kiln._backends",
+    "CompiledModule": "kiln._api",
+    "ExplainOutput": "kiln._api",
+    "Unsupported": "kiln.symexec",
+    "compile": "kiln._api",
+    "config": "kiln._config",
+    "disable": "kiln._api",
+    "explain": "kiln._api",
+    "reset": "kiln._api",
+    "set_logs": "kiln._logs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'kiln' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -60,10 +60,18 @@ def compile(
     configure_from_env()
     resolved = resolve_backend(backend)  # an unknown or unavailable backend fails here, early
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", "callable")
-    callback = FrameCompiler(resolved, fullgraph=fullgraph, backend_name=name)
+    callback = FrameCompiler(resolved, fullgraph=fullgraph, backend_name=name,
+                             entry=_entry_code(model))
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, callback)
     return _wrap(model, callback)
+
+
+def _entry_code(model: Any) -> types.CodeType | None:
+    """The code object of the function ``model`` runs first (a module: its forward)."""
+    fn = type(model).forward if isinstance(model, torch.nn.Module) else model
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "__code__", None)
 
 
 def _wrap(fn: Callable[..., Any], callback: FrameCompiler) -> Callable[..., Any]:

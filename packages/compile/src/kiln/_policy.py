@@ -86,10 +86,14 @@ def never_root(code: types.CodeType) -> bool:
 class FrameCompiler:
     """The frameeval callback of one ``kiln.compile`` configuration."""
 
-    def __init__(self, backend: Any, *, fullgraph: bool, backend_name: str) -> None:
+    def __init__(self, backend: Any, *, fullgraph: bool, backend_name: str,
+                 entry: types.CodeType | None = None) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
         self.backend_name = backend_name
+        # ``fullgraph`` is about the compiled function itself; other frames that start during
+        # the call (callees of code run eagerly, constructors the replacement calls) fall back.
+        self.entry = entry
 
     def __call__(self, code: types.CodeType, L: dict[str, Any], func: Any) -> Any:
         if never_root(code):
@@ -99,14 +103,15 @@ class FrameCompiler:
         entries = fe.get_cache_entries(code)
         if entries and not self._may_recompile(code, L, func, entries):
             return None
+        strict = self.fullgraph and code is self.entry
         try:
             return self._compile(code, L, func, entries)
         except Unsupported as e:
-            if self.fullgraph:
+            if strict:
                 raise
             return self._give_up(code, entries, f"{e}")
         except Exception as e:
-            if self.fullgraph or not config.suppress_errors:
+            if strict or not config.suppress_errors:
                 raise
             _log.warning("kiln: compiling %s failed, running it eagerly: %s: %s",
                          code.co_qualname, type(e).__name__, e, exc_info=True)

@@ -6,8 +6,8 @@ advancing a random generator, asserting. Dead-code elimination keeps impure node
 common-subexpression elimination never merges them. The registry is open: a package that
 owns a target registers it with one line next to its definition
 (``register_impure(my_fn)``), or a predicate for a family of targets. Targets defined by
-torch are covered by rules that load with ``kiln.fxgraph.torch_fx`` the first time a torch
-target is asked about, so the core never imports torch.
+torch are covered by rules that load with ``kiln.fxgraph.torch_fx`` the first time a call is
+asked about after torch was imported, so the core never imports torch itself.
 """
 
 from __future__ import annotations
@@ -61,21 +61,22 @@ def is_impure(node: Node) -> bool:
         if name in _impure_methods or (name.endswith("_") and not name.endswith("__")):
             return True
     elif op == "call_function":
+        if not _torch_rules_loaded:
+            _load_torch_rules()
         target = node.target
         if id(target) in _impure_targets or getattr(target, "_kiln_impure", False):
             return True
-        _load_torch_rules(target)
     return any(rule(node) for rule in _rules)
 
 
-def _load_torch_rules(target: Any) -> None:
+def _load_torch_rules() -> None:
+    # Once torch is imported, any target may be torch's (C functions often report no
+    # module), so its rules load the first time a call is asked about.
     global _torch_rules_loaded
-    if _torch_rules_loaded or "torch" not in sys.modules:
+    if _torch_rules_loaded or sys.modules.get("torch") is None:
         return
-    module = getattr(target, "__module__", None) or type(target).__module__ or ""
-    if module.startswith("torch"):
-        _torch_rules_loaded = True
-        from . import torch_fx  # noqa: F401  (registers torch's impure targets)
+    _torch_rules_loaded = True
+    from . import torch_fx  # noqa: F401  (registers torch's impure targets)
 
 
 for _fn in (builtins.print, builtins.input, builtins.setattr, builtins.delattr, builtins.exec,

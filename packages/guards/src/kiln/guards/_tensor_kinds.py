@@ -119,7 +119,16 @@ class TensorMatch(Guard):
                 rest = batched + rest
             else:
                 args = ", ".join(e for _, e in batched)
-                conds.append(f"{ctx.const(checker, 'tensors')}.check({args})")
+                batch = f"{ctx.const(checker, 'tensors')}.check({args})"
+                if len(batched) > 1:
+                    # torch's batched check rejects the same tensor passed twice (tied
+                    # weights reached through two sources); only when the batch fails, each
+                    # tensor is checked alone, so the hot path stays one call.
+                    singles = [native.native_tensor_checker([g._spec()]) for g, _ in batched]
+                    each = " and ".join(f"{ctx.const(one, 'tensor')}.check({e})"
+                                        for one, (_, e) in zip(singles, batched, strict=True))
+                    batch = f"({batch} or ({each}))"
+                conds.append(batch)
         for guard, expr in rest:
             conds += guard.emit(ctx, expr)
         return conds

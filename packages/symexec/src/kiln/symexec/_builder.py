@@ -13,6 +13,7 @@ consistently, and each guard is installed once.
 
 from __future__ import annotations
 
+import collections
 import enum
 import types
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,12 @@ def _equals_guardable(value: Any) -> bool:
     return tp.__module__ == "torch" and tp.__name__ in ("dtype", "device")
 
 
+def _is_grad_mode_class(value: Any) -> bool:
+    import torch
+
+    return value is torch.no_grad or value is torch.enable_grad or value is torch.set_grad_enabled
+
+
 def _literal_key(key: Any) -> bool:
     if key is None or type(key) in (bool, int, str, bytes):
         return True
@@ -99,11 +106,13 @@ class VariableBuilder:
         if isinstance(value, torch.Tensor):
             if not g:
                 raise Unsupported("a tensor reached without a source (a library global)")
-            self._guard(TensorMatch.from_tensor(source, value))
+            if id(value) not in self.output.tensor_inputs:
+                # A tensor reached a second way (tied weights) is guarded by aliasing instead.
+                self._guard(TensorMatch.from_tensor(source, value))
             return self.output.add_tensor_input(source, value)
         if isinstance(value, torch.nn.Module):
             if g:
-                self._guard(ModuleStructureMatch.from_module(source, value))
+                self._guard(ModuleStructureMatch.from_module(source, value, ordered=True))
             return NNModuleVariable(value, source)
         if is_constant_value(value) and not isinstance(value, tuple):
             if g:
@@ -122,7 +131,7 @@ class VariableBuilder:
             if g:
                 self._guard(IdMatch(source, value))
             return BuiltinVariable(value, source)
-        if is_torch_function(value):
+        if is_torch_function(value) or _is_grad_mode_class(value):
             if g:
                 self._guard(IdMatch(source, value))
             return TorchFunctionVariable(value)
@@ -159,11 +168,11 @@ class VariableBuilder:
             if tp is list:
                 return ListVariable(items, source)
             return TupleVariable(items, source, tuple_type=tp)
-        if tp is dict:
+        if tp is dict or tp is collections.OrderedDict:
             if not all(_literal_key(k) for k in value):
                 raise Unsupported(f"dict {source} has keys kiln cannot guard on")
             if g:
-                self._guard(TypeMatch(source, dict))
+                self._guard(TypeMatch(source, tp))
                 self._guard(DictKeysMatch(source, tuple(value)))
             return DictVariable({k: self.wrap(v, ItemSource(source, k) if g else None)
                                  for k, v in value.items()}, source)

@@ -91,7 +91,7 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
     for tracker in output.trackers.values():
         if isinstance(tracker, (ListVariable, DictVariable)) and tracker.mutated and tracker.source is not None:
             effects.append(tracker)
-    effect_lines = [writer.replay(t) for t in effects]
+    effect_lines = [line for t in effects for line in writer.replay(t)]
     returned = writer.expr(result)
     graph.output(tuple(outputs))
     eliminate_dead_code(graph)
@@ -105,7 +105,15 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
     graph.lint()
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method", "call_module"))
     graph_name = "__kiln_graph"
-    inputs = ", ".join(render_source(s, params) for s in keep_sources)
+    # Inputs are read from the frame once, before any side effect is replayed; the values
+    # the return value or a replay needs again come from these reads.
+    names = writer.input_names
+    for node, name in names.items():
+        expr = render_source(node.meta["source"], params)
+        if name != expr:
+            body.lines.append(f"{name} = {expr}")
+    inputs = ", ".join(names.get(n) or render_source(n.meta["source"], params)
+                       for n in graph.find_nodes("placeholder"))
     if outputs:
         body.lines.append(f"__kiln_out = {graph_name}({inputs})")
     elif op_count:
@@ -134,6 +142,15 @@ class _Writer:
         self.body = body
         self.outputs = outputs
         self.params = params
+        self.input_names: dict[Node, str] = {}  # graph inputs the body refers to again
+
+    def input(self, v: TensorVariable) -> str:
+        name = self.input_names.get(v.node)
+        if name is None:
+            direct = render_source(v.source, self.params)
+            name = direct if direct.isidentifier() else f"__kiln_in_{v.node.name}"
+            self.input_names[v.node] = name
+        return name
 
     def tensor(self, v: TensorVariable) -> str:
         if v.node not in self.outputs:
@@ -143,7 +160,7 @@ class _Writer:
     def expr(self, v: VariableTracker) -> str:
         if isinstance(v, TensorVariable):
             if v.node.op == "placeholder" and v.source is not None:
-                return render_source(v.source, self.params)  # the caller's own tensor
+                return self.input(v)  # the caller's own tensor
             return self.tensor(v)
         if isinstance(v, (ListVariable, DictVariable)) and v.source is not None:
             return render_source(v.source, self.params)  # identity matters: the real object
@@ -171,9 +188,10 @@ class _Writer:
     def key(self, k: Any) -> str:
         return repr(k) if _literal(k) else self.body.ref(k)
 
-    def replay(self, v: ListVariable | DictVariable) -> str:
+    def replay(self, v: ListVariable | DictVariable) -> list[str]:
+        """Lines giving the real container its traced final contents (values built first)."""
         target = render_source(v.source, self.params)
         if isinstance(v, ListVariable):
-            return f"{target}[:] = [{', '.join(self.expr(i) for i in v.items)}]"
+            return [f"{target}[:] = [{', '.join(self.expr(i) for i in v.items)}]"]
         items = ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items())
-        return f"{target}.clear(); {target}.update({{{items}}})"
+        return [f"__kiln_new = {{{items}}}", f"{target}.clear()", f"{target}.update(__kiln_new)"]

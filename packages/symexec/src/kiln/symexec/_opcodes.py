@@ -21,7 +21,7 @@ from .bytecode import Instr
 from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, builtin_rules
 from .variables._constant import ConstantVariable
-from .variables._containers import DictVariable, ListVariable, TupleVariable
+from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
 from .variables._torch import GradModeVariable
 from .variables._wrap import wrap_trace_value
@@ -475,34 +475,15 @@ def _jump_or_pop(tx, instr):
         tx.pop()
 
 
-class _IteratorVariable(VariableTracker):
-    """An iterator over items known at trace time (``GET_ITER`` unrolls loops)."""
-
-    __slots__ = ("index", "items")
-
-    def __init__(self, items: list[VariableTracker]) -> None:
-        super().__init__(None)
-        self.items = items
-        self.index = 0
-
-    def describe(self) -> str:
-        return "an iterator"
-
-    def iterate(self, tx):
-        rest = self.items[self.index:]
-        self.index = len(self.items)
-        return rest
-
-
 @rule("GET_ITER")
 def _get_iter(tx, instr):
-    tx.push(_IteratorVariable(tx.pop().iterate(tx)))
+    tx.push(IteratorVariable(tx.pop().iterate(tx)))
 
 
 @rule("FOR_ITER")
 def _for_iter(tx, instr):
     it = tx.stack[-1]
-    if not isinstance(it, _IteratorVariable):
+    if not isinstance(it, IteratorVariable):
         raise Unsupported(f"iterating over {it.describe()}")
     if it.index < len(it.items):
         tx.push(it.items[it.index])
@@ -559,11 +540,15 @@ def _call_function_ex(tx, instr):
 def _make_function(tx, instr):
     code = tx.pop().as_constant()
     flags = instr.arg
-    closure = tuple(tx.pop().items) if flags & 0x08 else ()
+    closure = tuple(tx.pop().iterate(tx)) if flags & 0x08 else ()
     if flags & 0x04:
         tx.pop()  # annotations
-    kwdefaults = dict(tx.pop().items) if flags & 0x02 else {}
-    defaults = tuple(tx.pop().items) if flags & 0x01 else ()
+    kwdefaults = {}
+    if flags & 0x02:
+        kw = tx.pop()
+        kwdefaults = dict(kw.items) if isinstance(kw, DictVariable) else {
+            k: wrap_trace_value(v) for k, v in kw.as_constant().items()}
+    defaults = tuple(tx.pop().iterate(tx)) if flags & 0x01 else ()
     tx.push(NestedFunctionVariable(code, code.co_qualname, tx.f_globals, defaults, kwdefaults, closure))
 
 
@@ -605,3 +590,20 @@ def _raise(tx, instr):
     args = tx.popn(instr.arg)
     what = args[0].describe() if args else "the current exception"
     raise Unsupported(f"raising {what} inside a compiled region")
+
+
+# -- generators: traced to completion, their yields collected --------------------------------------
+
+@rule("RETURN_GENERATOR")
+def _return_generator(tx, instr):
+    if tx.yields is None:
+        raise Unsupported("a generator frame can only be traced when it is called")
+    tx.push(ConstantVariable(None))  # the value the first next() sends
+
+
+@rule("YIELD_VALUE")
+def _yield_value(tx, instr):
+    if tx.yields is None:
+        raise Unsupported("yield outside a traced generator")
+    tx.yields.append(tx.pop())
+    tx.push(ConstantVariable(None))  # what next() sends back

@@ -90,6 +90,15 @@ class OutputGraph:
         if len(sources) > 1:
             self.guards.add(NoAliasing(tuple(sources)))
 
+    def set_grad_enabled(self, enabled: bool) -> None:
+        """Switch grad mode here and in the graph (the fake tensors see the new mode)."""
+        import torch
+
+        torch.set_grad_enabled(enabled)
+        node = self.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,))
+        if self._first_op is None:
+            self._first_op = node
+
     # -- operations --------------------------------------------------------------------------
 
     def call_function(self, fn: Any, args: list[VariableTracker],

@@ -24,7 +24,7 @@ from ._unsupported import SourceLocation, Unsupported
 from .bytecode import Bytecode, Instr, Label, decode
 from .variables._base import VariableTracker
 from .variables._constant import ConstantVariable
-from .variables._containers import DictVariable, TupleVariable
+from .variables._containers import DictVariable, IteratorVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
 
 __all__ = ["MAX_INLINE_DEPTH", "NULL", "CellVariable", "LazyVariable", "Translator", "lazy_local", "opcode_rules"]
@@ -128,6 +128,8 @@ class Translator:
         self.ip = 0
         self.kw_names: tuple[str, ...] = ()
         self.current: Instr | None = None
+        # A traced generator collects what it yields here (None: not a generator).
+        self.yields: list[VariableTracker] | None = None
 
     # -- the walk ----------------------------------------------------------------------------
 
@@ -262,6 +264,11 @@ class Translator:
             raise Unsupported(f"calls nested deeper than {MAX_INLINE_DEPTH} levels")
         child = Translator(code, f_globals, self.output, bound, cells, parent=self,
                            decode_cache=self.decode_cache)
+        if code.co_flags & inspect.CO_GENERATOR:
+            # Run the generator to its end at once; the caller iterates over its yields.
+            child.yields = []
+            child.run()
+            return IteratorVariable(child.yields)
         return child.run()
 
     def construct(self, cls: type, args: list[VariableTracker],
@@ -278,8 +285,8 @@ class Translator:
 
 
 def _check_inlinable(code: types.CodeType, qualname: str) -> None:
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
-        raise Unsupported(f"calling the generator or coroutine function {qualname}")
+    if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
+        raise Unsupported(f"calling the coroutine function {qualname}")
 
 
 def bind_arguments(code: types.CodeType, qualname: str, args: list[VariableTracker],

@@ -1,13 +1,14 @@
 """ConstantVariable: an immutable Python value known at trace time.
 
-Numbers, strings, bytes, None, Ellipsis, torch dtypes/devices/layouts/memory formats, slices
-and tuples of these. Operations on constants run for real at trace time (they have no
+Numbers, strings, bytes, None, Ellipsis, code objects, torch dtypes/devices/layouts/memory
+formats, slices and tuples of these. Operations on constants run for real at trace time (they have no
 effects), so ``2 * hidden + 1`` or ``"relu".upper()`` cost nothing at run time; the guards
 that made the value a constant were installed when it was read from the frame.
 """
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any
 
 from .._unsupported import Unsupported
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ConstantVariable", "is_constant_value"]
 
-_SCALARS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type(NotImplemented))
+_SCALARS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
+            types.CodeType)
 
 
 def _torch_constant_types() -> tuple[type, ...]:

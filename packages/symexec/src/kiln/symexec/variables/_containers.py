@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["DictVariable", "ListVariable", "RangeVariable", "TupleVariable", "constant_args"]
+__all__ = ["DictVariable", "IteratorVariable", "ListVariable", "RangeVariable", "TupleVariable", "constant_args"]
 
 
 def constant_args(what: str, args: list[VariableTracker]) -> list[Any]:
@@ -285,3 +285,25 @@ class RangeVariable(VariableTracker):
 
     def truth(self, tx: Translator) -> bool:
         return bool(self.value)
+
+
+class IteratorVariable(VariableTracker):
+    """An iterator over items known at trace time: ``iter(...)``, a traced generator's yields.
+
+    ``FOR_ITER`` advances ``index``; iterating it gives the items not consumed yet.
+    """
+
+    __slots__ = ("index", "items")
+
+    def __init__(self, items: list[VariableTracker]) -> None:
+        super().__init__(None)
+        self.items = items
+        self.index = 0
+
+    def describe(self) -> str:
+        return "an iterator"
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return rest

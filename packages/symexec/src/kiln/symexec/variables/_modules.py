@@ -132,4 +132,28 @@ class NNModuleVariable(VariableTracker):
                                   for k, v in zip(keys, values, strict=True)])
         if name == "__contains__" and isinstance(m, torch.nn.ModuleDict):
             return ConstantVariable(args[0].as_constant() in m._modules)
+        if name in _WALKS and not args and not kwargs:
+            return self._walk(tx, name)
         return super().call_method(tx, name, args, kwargs)
+
+    def _walk(self, tx: Translator, name: str) -> VariableTracker:
+        """``modules()``, ``named_parameters()``, ...: the real walk, each item with its source."""
+        from kiln.guards import AttrSource
+
+        from ._containers import TupleVariable
+
+        named = name if name.startswith("named_") else f"named_{name}"
+        items = []
+        for path, value in getattr(self.module, named)():
+            source = self.source
+            for part in path.split(".") if path else ():
+                source = AttrSource(source, part) if source is not None else None
+            tracker = tx.builder.wrap(value, source)
+            items.append(TupleVariable([ConstantVariable(path), tracker]) if name.startswith("named_")
+                         else tracker)
+        return TupleVariable(items)
+
+
+# Module walks modelled at trace time: for the unnamed ones the real call runs the named one.
+_WALKS = frozenset({"modules", "named_modules", "children", "named_children", "parameters",
+                    "named_parameters", "buffers", "named_buffers"})

@@ -1,0 +1,709 @@
+"""The corpus of real model code the whole pipeline must capture in one graph each.
+
+Each case builds ``(callable, args, kwargs)``; ``test_capture_corpus.py`` compiles it with
+``fullgraph=True``, compares outputs and mutated inputs against eager PyTorch, counts graphs
+and checks that the second call hits the cache.
+"""
+
+import dataclasses
+import itertools
+import math
+import operator
+from collections import namedtuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CASES = {}
+
+
+def case(name=None, graphs=1):
+    def register(make):
+        CASES[name or make.__name__] = (make, graphs)
+        return make
+
+    return register
+
+
+def t(*shape, seed=0, **kw):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, **kw)
+
+
+SCALE = 0.5
+CONFIG = {"eps": 1e-5, "act": "gelu"}
+Pair = namedtuple("Pair", ["left", "right"])
+
+
+@dataclasses.dataclass
+class Settings:
+    scale: float = 2.0
+    shift: float = -1.0
+
+
+# -- pointwise and reductions on plain functions ------------------------------------------------
+
+_POINTWISE = {
+    "add": lambda x, y: x + y,
+    "sub_mul": lambda x, y: (x - y) * y,
+    "div": lambda x, y: x / (y.abs() + 1),
+    "pow": lambda x, y: x ** 2 + y ** 3,
+    "neg_abs": lambda x, y: -x.abs() + abs(y),
+    "relu_sigmoid": lambda x, y: torch.relu(x) * torch.sigmoid(y),
+    "tanh_exp": lambda x, y: torch.tanh(x) + torch.exp(y.clamp(max=3)),
+    "gelu": lambda x, y: F.gelu(x) + F.gelu(y, approximate="tanh"),
+    "silu": lambda x, y: F.silu(x) * y,
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "maximum": lambda x, y: torch.maximum(x, y) - torch.minimum(x, y),
+    "comparisons": lambda x, y: (x < y).float() + (x >= y).to(torch.float32),
+    "scalar_ops": lambda x, y: 2 * x + 3.5 - y / 4,
+    "reverse_ops": lambda x, y: 1 - x + 2 / (y.abs() + 1),
+    "matmul": lambda x, y: x @ y.T,
+    "softmax": lambda x, y: torch.softmax(x, dim=-1) + F.log_softmax(y, dim=0),
+    "sum_mean": lambda x, y: x.sum() + y.mean(dim=1).sum(),
+    "amax_keepdim": lambda x, y: x.amax(dim=1, keepdim=True) * y,
+    "var_std": lambda x, y: x.var(dim=0) + y.std(dim=1).mean(),
+    "norm": lambda x, y: x.norm(dim=-1) + torch.linalg.vector_norm(y, dim=-1),
+    "cumsum": lambda x, y: x.cumsum(dim=1) - y.cumprod(dim=0),
+    "argmax_float": lambda x, y: x.argmax(dim=-1).float() + y.sum(),
+    "logsumexp": lambda x, y: torch.logsumexp(x, dim=1) + y[:, 0],
+    "clamp_min_max": lambda x, y: x.clamp(-0.5, 0.5) + y.clamp_min(0),
+    "rsqrt": lambda x, y: torch.rsqrt(x.abs() + 1) * y,
+    "floor_round": lambda x, y: torch.floor(x * 3) + torch.round(y * 2),
+    "dtype_cast": lambda x, y: x.to(torch.float64).sum().to(torch.float32) + y.double().mean().float(),
+    "bool_ops": lambda x, y: ((x > 0) & (y > 0)).float() + ((x > 0) | (y < 0)).float(),
+    "lerp": lambda x, y: torch.lerp(x, y, 0.3),
+    "addcmul": lambda x, y: torch.addcmul(x, x, y, value=0.5),
+}
+
+
+def _pointwise_case(name, fn):
+    def make():
+        return fn, (t(4, 6, seed=1), t(4, 6, seed=2)), {}
+
+    case(f"pointwise_{name}")(make)
+
+
+for _name, _fn in _POINTWISE.items():
+    _pointwise_case(_name, _fn)
+
+
+# -- views, shapes, indexing ---------------------------------------------------------------------
+
+_VIEWS = {
+    "view": lambda x: x.view(2, -1).sum(0),
+    "reshape_flatten": lambda x: x.reshape(3, 8).flatten() * 2,
+    "transpose_contiguous": lambda x: x.transpose(0, 1).contiguous().view(-1),
+    "permute": lambda x: x.view(2, 3, 4).permute(2, 0, 1) + 1,
+    "unsqueeze_squeeze": lambda x: x.unsqueeze(0).unsqueeze(-1).squeeze(0).squeeze(-1) * 3,
+    "expand": lambda x: x[:1].expand(5, -1, -1) + 0.5 if x.dim() == 3 else x[:1].expand(5, -1) * 2,
+    "slice_step": lambda x: x[::2, 1:-1] * 2,
+    "index_int_neg": lambda x: x[-1] + x[0],
+    "ellipsis_none": lambda x: x[..., None, 1] + x[None, ..., 0],
+    "index_tensor": lambda x: x[torch.tensor([0, 2, 1])] * 1.5,
+    "bool_mask_where": lambda x: torch.where(x > 0, x, torch.zeros_like(x)),
+    "cat_stack": lambda x: torch.cat([x, x * 2], dim=0) + torch.stack([x, -x]).sum(0).repeat(2, 1),
+    "split_chunk": lambda x: sum(c.sum() for c in x.split(2, dim=1)) + x.chunk(3, dim=1)[1].mean(),
+    "unbind": lambda x: sum(row * i for i, row in enumerate(x.unbind(0))),
+    "narrow_select": lambda x: x.narrow(1, 1, 3).select(0, 2) * 2,
+    "shape_arith": lambda x: x.view(x.shape[0] * 2, x.shape[1] // 2) + x.size(1),
+    "size_dim_numel": lambda x: x * (x.dim() + x.numel() + x.size(-1)),
+    "new_ones_zeros": lambda x: x.new_ones(x.shape) + x.new_zeros(2, 6).sum() + torch.ones_like(x),
+    "arange_full": lambda x: x + torch.arange(6, dtype=x.dtype) + torch.full((4, 6), 0.25),
+    "flip_roll": lambda x: torch.flip(x, dims=[0]) + torch.roll(x, shifts=1, dims=1),
+    "tril_triu": lambda x: torch.tril(x[:, :4]) - torch.triu(x[:, 2:]),
+    "gather": lambda x: torch.gather(x, 1, torch.tensor([[0], [1], [2], [3]])).squeeze(1),
+    "T_property": lambda x: x.T @ x,
+    "masked_fill": lambda x: x.masked_fill(x < 0, 0.0) * 2,
+}
+
+
+def _view_case(name, fn):
+    def make():
+        return fn, (t(4, 6, seed=3),), {}
+
+    case(f"views_{name}")(make)
+
+
+for _name, _fn in _VIEWS.items():
+    _view_case(_name, _fn)
+
+
+# -- Python features around tensor code --------------------------------------------------------
+
+@case()
+def python_loop_over_range():
+    def fn(x):
+        acc = x
+        for i in range(4):
+            acc = acc * 0.5 + i
+        return acc
+    return fn, (t(3, 3),), {}
+
+
+@case()
+def python_while_loop_constant():
+    def fn(x):
+        n = 0
+        while n < 3:
+            x = x + n
+            n += 1
+        return x
+    return fn, (t(3),), {}
+
+
+@case()
+def python_if_on_shape():
+    def fn(x):
+        if x.shape[0] > 2:
+            return x.sum(0)
+        return x.mean(0)
+    return fn, (t(4, 2),), {}
+
+
+@case()
+def python_if_on_dtype_and_flag():
+    def fn(x, flag=True):
+        if x.dtype == torch.float32 and flag:
+            x = x * 2
+        if not flag:
+            x = x - 1
+        return x
+    return fn, (t(3),), {"flag": False}
+
+
+@case()
+def list_comprehension():
+    def fn(xs):
+        return torch.stack([x * i for i, x in enumerate(xs)]).sum(0)
+    return fn, ([t(3, seed=i) for i in range(4)],), {}
+
+
+@case()
+def dict_comprehension_and_items():
+    def fn(d):
+        scaled = {k: v * 2 for k, v in d.items()}
+        return scaled["a"] + scaled["b"]
+    return fn, ({"a": t(3, seed=1), "b": t(3, seed=2)},), {}
+
+
+@case()
+def generator_expression_sum():
+    def fn(xs):
+        return sum(x.relu() for x in xs)
+    return fn, ([t(4, seed=i) for i in range(3)],), {}
+
+
+@case()
+def nested_comprehension():
+    def fn(x):
+        rows = [[x[i, j] * (i + j) for j in range(2)] for i in range(2)]
+        return torch.stack([torch.stack(r) for r in rows])
+    return fn, (t(2, 2),), {}
+
+
+@case()
+def tuple_in_tuple_out():
+    def fn(pair):
+        a, b = pair
+        return b, a, (a + b,)
+    return fn, ((t(3, seed=1), t(3, seed=2)),), {}
+
+
+@case()
+def namedtuple_in_out():
+    def fn(p):
+        return Pair(right=p.right * 2, left=p.left + 1)
+    return fn, (Pair(t(2), t(2, seed=3)),), {}
+
+
+@case()
+def dict_out_with_constants():
+    def fn(x):
+        return {"out": x * 2, "n": 3, "name": "relu", "shape": x.shape}
+    return fn, (t(2, 3),), {}
+
+
+@case()
+def starred_unpacking():
+    def fn(xs):
+        first, *rest = xs
+        return first - sum(rest)
+    return fn, ([t(3, seed=i) for i in range(4)],), {}
+
+
+@case()
+def args_kwargs():
+    def fn(*args, scale=1.0, **kwargs):
+        total = sum(args) * scale
+        for k in sorted(kwargs):
+            total = total + kwargs[k]
+        return total
+    return fn, (t(2, seed=1), t(2, seed=2)), {"scale": 3.0, "b": t(2, seed=4), "a": t(2, seed=5)}
+
+
+@case()
+def keyword_only_defaults():
+    def fn(x, *, bias=None, alpha=2):
+        y = x * alpha
+        if bias is not None:
+            y = y + bias
+        return y
+    return fn, (t(3),), {"bias": t(3, seed=8)}
+
+
+@case()
+def positional_only():
+    def fn(x, y, /, z=1.0):
+        return x * y + z
+    return fn, (t(3), t(3, seed=1)), {}
+
+
+@case()
+def call_with_star_args():
+    def inner(a, b, c):
+        return a * b - c
+
+    def fn(x):
+        parts = (x, x + 1, x * 2)
+        opts = {"c": x}
+        return inner(*parts[:2], **opts)
+    return fn, (t(3),), {}
+
+
+@case()
+def closure_over_tensor_and_constant():
+    w = t(3, seed=9)
+    k = 4
+
+    def fn(x):
+        return x * w + k
+    return fn, (t(3),), {}
+
+
+@case()
+def nested_function_definition():
+    def fn(x):
+        def scale(v, factor=2):
+            return v * factor
+        return scale(x) + scale(x, factor=3)
+    return fn, (t(3),), {}
+
+
+@case()
+def lambda_and_map():
+    def fn(xs):
+        return torch.stack(list(map(lambda v: v.sin(), xs))).sum(0)
+    return fn, ([t(3, seed=i) for i in range(3)],), {}
+
+
+@case()
+def closure_counter_inner():
+    def fn(x):
+        total = [x]
+
+        def add(v):
+            total.append(v)
+        add(x * 2)
+        add(x * 3)
+        return sum(total)
+    return fn, (t(3),), {}
+
+
+@case()
+def zip_enumerate_reversed():
+    def fn(xs, ys):
+        out = []
+        for i, (a, b) in enumerate(zip(xs, reversed(ys), strict=False)):
+            out.append(a * b + i)
+        return out
+    return fn, ([t(2, seed=i) for i in range(3)], [t(2, seed=10 + i) for i in range(3)]), {}
+
+
+@case()
+def builtins_min_max_len_isinstance():
+    def fn(xs):
+        n = len(xs)
+        m = max(3, n)
+        if isinstance(xs, list) and all(isinstance(v, torch.Tensor) for v in xs):
+            return torch.stack(xs).sum(0) * min(m, 10)
+        return xs[0]
+    return fn, ([t(2, seed=i) for i in range(4)],), {}
+
+
+@case()
+def math_module_functions():
+    def fn(x):
+        return x * math.sqrt(2.0) + math.pi * math.cos(0.0) + math.log(8, 2)
+    return fn, (t(3),), {}
+
+
+@case()
+def operator_module_functions():
+    def fn(x, y):
+        return operator.add(operator.mul(x, 2), y)
+    return fn, (t(3), t(3, seed=2)), {}
+
+
+@case()
+def fstring_and_string_methods():
+    def fn(x, mode="Relu"):
+        name = f"{mode.lower()}_{x.dim()}"
+        if name.startswith("relu"):
+            return torch.relu(x)
+        return x
+    return fn, (t(4),), {}
+
+
+@case()
+def global_constant_and_dict_read():
+    def fn(x):
+        return x * SCALE + CONFIG["eps"]
+    return fn, (t(3),), {}
+
+
+@case()
+def dataclass_attribute_reads():
+    def fn(x, s):
+        return x * s.scale + s.shift
+    return fn, (t(3), Settings()), {}
+
+
+@case()
+def with_no_grad():
+    def fn(x):
+        with torch.no_grad():
+            y = x * 2
+        return y + 1, y.requires_grad
+    return fn, (t(3, requires_grad=True),), {}
+
+
+@case()
+def with_enable_grad_inside_no_grad():
+    def fn(x):
+        with torch.no_grad():
+            a = x * 2
+            with torch.enable_grad():
+                b = x * 3
+        return a, b
+    return fn, (t(3, requires_grad=True),), {}
+
+
+@case()
+def assert_on_shape():
+    def fn(x):
+        assert x.dim() == 2, "expects a matrix"
+        return x.sum(1)
+    return fn, (t(2, 3),), {}
+
+
+@case()
+def is_none_checks():
+    def fn(x, mask=None):
+        if mask is None:
+            mask = torch.ones_like(x)
+        return x * mask
+    return fn, (t(3),), {}
+
+
+@case()
+def return_input_unchanged_and_constant():
+    def fn(x, y):
+        return x, y * 2, None
+    return fn, (t(2), t(2, seed=1)), {}
+
+
+# -- mutation of inputs --------------------------------------------------------------------------
+
+@case()
+def mutate_input_list_append():
+    def fn(xs):
+        xs.append(xs[0] * 2)
+        return len(xs)
+    return fn, ([t(2, seed=i) for i in range(2)],), {}
+
+
+@case()
+def mutate_input_list_setitem_pop():
+    def fn(xs):
+        xs[0] = xs[0] + 1
+        last = xs.pop()
+        return last * 3
+    return fn, ([t(2, seed=i) for i in range(3)],), {}
+
+
+@case()
+def mutate_input_dict():
+    def fn(d, x):
+        d["out"] = x * 2
+        d.pop("drop")
+        return d["keep"] + 1
+    return fn, ({"keep": t(2), "drop": 5}, t(2, seed=3)), {}
+
+
+@case()
+def inplace_tensor_ops_on_input():
+    def fn(x, y):
+        x.add_(1)
+        x.mul_(y)
+        return x.sum()
+    return fn, (t(3), t(3, seed=1)), {}
+
+
+@case()
+def inplace_operator_on_intermediate():
+    def fn(x):
+        y = x * 2
+        y += 1
+        y *= x
+        return y
+    return fn, (t(3),), {}
+
+
+@case()
+def setitem_on_tensor():
+    def fn(x):
+        y = x.clone()
+        y[0] = 0.0
+        y[:, 1] = y[:, 1] * 2
+        return y
+    return fn, (t(3, 3),), {}
+
+
+# -- nn.Modules ----------------------------------------------------------------------------------
+
+def _module_case(name, build, *inputs):
+    def make():
+        torch.manual_seed(0)
+        m = build()
+        m.eval()
+        return m, inputs, {}
+
+    case(f"module_{name}")(make)
+
+
+class MLP(nn.Module):
+    def __init__(self, d_in=16, d_hidden=32, d_out=8, act=nn.ReLU, depth=2):
+        super().__init__()
+        layers = [nn.Linear(d_in, d_hidden), act()]
+        for _ in range(depth - 1):
+            layers += [nn.Linear(d_hidden, d_hidden), act()]
+        layers.append(nn.Linear(d_hidden, d_out))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+for _act in (nn.ReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.LeakyReLU, nn.ELU, nn.Softplus):
+    _module_case(f"mlp_{_act.__name__.lower()}", lambda a=_act: MLP(act=a), t(4, 16))
+for _depth in (1, 3, 6):
+    _module_case(f"mlp_depth{_depth}", lambda d=_depth: MLP(depth=d), t(2, 16))
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(self.fc2(F.gelu(self.fc1(self.norm(x)))))
+
+
+class ConvNet(nn.Module):
+    def __init__(self, channels=(3, 8, 16), bn=True):
+        super().__init__()
+        blocks = []
+        for c_in, c_out in itertools.pairwise(channels):
+            blocks += [nn.Conv2d(c_in, c_out, 3, padding=1)]
+            if bn:
+                blocks.append(nn.BatchNorm2d(c_out))
+            blocks += [nn.ReLU(), nn.MaxPool2d(2)]
+        self.features = nn.Sequential(*blocks)
+        self.head = nn.Linear(channels[-1], 10)
+
+    def forward(self, x):
+        x = self.features(x)
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.head(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, d=32, heads=4, causal=True):
+        super().__init__()
+        self.heads = heads
+        self.causal = causal
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (z.view(b, s, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        if self.causal:
+            mask = torch.ones(s, s, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf"))
+        out = att.softmax(dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, s, d))
+
+
+class SdpaAttention(Attention):
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = [z.view(b, s, self.heads, -1).transpose(1, 2) for z in (q, k, v)]
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.proj(out.transpose(1, 2).reshape(b, s, d))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, d=32, heads=4, attn=Attention):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = attn(d, heads)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=64, d=32, layers=2, heads=4, block=8):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(block, d)
+        self.blocks = nn.ModuleList([TransformerBlock(d, heads) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight  # tied weights
+
+    def forward(self, idx):
+        _b, s = idx.shape
+        pos = torch.arange(s, device=idx.device)
+        x = self.tok(idx) + self.pos(pos)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln_f(x))
+
+
+class Experts(nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.experts = nn.ModuleDict({"a": nn.Linear(d, d), "b": nn.Linear(d, d)})
+        self.weights = {"a": 0.3, "b": 0.7}
+
+    def forward(self, x):
+        out = 0
+        for name, expert in self.experts.items():
+            out = out + self.weights[name] * expert(x)
+        return out + self.experts["a"](x)
+
+
+class ListOfHeads(nn.Module):
+    def __init__(self, d=8, n=3):
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(d, 2) for _ in range(n)])
+        self.scale = nn.Parameter(torch.tensor(1.5))
+        self.register_buffer("offset", torch.arange(2.0))
+
+    def forward(self, x):
+        outs = [h(x) * self.scale + self.offset for h in self.heads]
+        return torch.cat(outs, dim=-1), len(self.heads), self.heads[-1](x)
+
+
+class HandLSTMCell(nn.Module):
+    def __init__(self, d_in=6, d_h=5):
+        super().__init__()
+        self.ih = nn.Linear(d_in, 4 * d_h)
+        self.hh = nn.Linear(d_h, 4 * d_h)
+
+    def forward(self, x, state):
+        h, c = state
+        gates = self.ih(x) + self.hh(h)
+        i, f, g, o = gates.chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        return h, (h, c)
+
+
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x)))
+
+
+class PropertyModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    @property
+    def weight_scale(self):
+        return self.fc.weight.abs().mean()
+
+    def helper(self, x, k=2):
+        return self.fc(x) * k
+
+    def forward(self, x):
+        return self.helper(x) + self.weight_scale
+
+
+class SubclassModule(PropertyModule):
+    def helper(self, x, k=3):
+        return PropertyModule.helper(self, x, k) - k
+
+
+_module_case("residual_block", ResidualBlock, t(2, 5, 16))
+_module_case("convnet", ConvNet, t(2, 3, 16, 16))
+_module_case("convnet_nobn", lambda: ConvNet(bn=False), t(1, 3, 8, 8))
+_module_case("attention_causal", Attention, t(2, 6, 32))
+_module_case("attention_full", lambda: Attention(causal=False), t(2, 6, 32))
+_module_case("sdpa_attention", SdpaAttention, t(2, 6, 32))
+_module_case("transformer_block", TransformerBlock, t(2, 6, 32))
+_module_case("gpt_tied_weights", GPT, torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0)))
+_module_case("moduledict_experts", Experts, t(3, 8))
+_module_case("modulelist_heads", ListOfHeads, t(3, 8))
+_module_case("hand_lstm_cell", HandLSTMCell, t(2, 6), (t(2, 5, seed=1), t(2, 5, seed=2)))
+_module_case("conv_bn_eval", ConvBN, t(1, 3, 8, 8))
+_module_case("property_and_helper", PropertyModule, t(2, 4))
+_module_case("subclass_override", SubclassModule, t(2, 4))
+_module_case("layernorm_gelu_chain", lambda: nn.Sequential(*[m for _ in range(3) for m in (nn.Linear(8, 8), nn.LayerNorm(8), nn.GELU())]), t(4, 8))
+_module_case("embedding_bag_of_ops", lambda: nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(12, 3)), torch.tensor([[1, 2, 3], [4, 5, 6]]))
+_module_case("multihead_attention", lambda: _MHAWrapper(), t(2, 5, 16))
+_module_case("transformer_encoder_layer", lambda: _EncoderWrapper(), t(2, 5, 16))
+_module_case("groupnorm_conv", lambda: nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.SiLU()), t(1, 4, 6, 6))
+_module_case("conv1d_pool", lambda: nn.Sequential(nn.Conv1d(3, 6, 3), nn.ReLU(), nn.AvgPool1d(2)), t(2, 3, 10))
+_module_case("dropout_eval_identity", lambda: nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)), t(3, 4))
+_module_case("rmsnorm", lambda: nn.RMSNorm(8), t(2, 8))
+_module_case("batchnorm1d", lambda: nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6)), t(4, 6))
+_module_case("identity_flatten_unflatten", lambda: nn.Sequential(nn.Identity(), nn.Flatten(), nn.Unflatten(1, (2, 6))), t(3, 3, 4))
+
+
+class _MHAWrapper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def forward(self, x):
+        out, weights = self.mha(x, x, x, need_weights=True)
+        return out, weights
+
+
+class _EncoderWrapper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)

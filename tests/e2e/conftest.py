@@ -1,0 +1,24 @@
+"""Fixtures for whole-pipeline tests: a fresh kiln per test and a counting backend."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))  # cases.py and e2e_support.py
+
+from e2e_support import CountingBackend
+
+import kiln
+
+
+@pytest.fixture(autouse=True)
+def fresh_kiln():
+    kiln.reset()
+    yield
+    kiln.reset()
+
+
+@pytest.fixture
+def counting():
+    return CountingBackend()

@@ -1,0 +1,41 @@
+"""Helpers shared by the whole-pipeline tests."""
+
+import copy
+
+import torch
+
+
+class CountingBackend:
+    """An eager backend that records every graph it is given."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
+def clone_args(args):
+    """Deep copies of the arguments (tensors cloned), so eager and compiled runs don't share."""
+    return copy.deepcopy(args)
+
+
+def assert_same(actual, expected, path="result"):
+    """Equal structure, types and values; tensors with torch's default float tolerances."""
+    assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != {type(expected).__name__}"
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
+        assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
+    elif isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=False)):
+            assert_same(a, e, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
+        for k in expected:
+            assert_same(actual[k], expected[k], f"{path}[{k!r}]")
+    elif hasattr(expected, "__dict__") and not callable(expected):
+        assert_same(vars(actual), vars(expected), f"{path}.__dict__")
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
