@@ -15,6 +15,7 @@ stay distinct); a decoded compiler-produced function re-assembles to the same ``
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any
@@ -83,25 +84,26 @@ def _local_names(instrs: list[Instr]) -> list[str]:
 def _oparg(ins: Instr, kind: ArgKind, consts: _Pool, names: _Pool, slots: dict[str, int],
            table: VersionTable) -> int:
     arg = ins.arg
+    # most frequent kinds first
     if kind is ArgKind.NONE:
         return 0
-    if kind is ArgKind.INT:
-        return arg
+    if kind is ArgKind.LOCAL:
+        return slots[arg]
     if kind is ArgKind.CONST:
         return consts.get(arg)
-    if kind is ArgKind.NAME:
-        return names.get(arg)
-    if kind is ArgKind.GLOBAL:
-        return names.get(arg.name) << 1 | int(arg.push_null)
+    if kind is ArgKind.INT:
+        return arg
     if kind is ArgKind.ATTR:
         bits = table.name_flag_bits["LOAD_ATTR"]
         if arg.method and not bits:
             raise AssemblyError("LOAD_ATTR has no method flag on this version (use LOAD_METHOD)")
         return names.get(arg.name) << bits | int(arg.method)
+    if kind is ArgKind.GLOBAL:
+        return names.get(arg.name) << 1 | int(arg.push_null)
+    if kind is ArgKind.NAME:
+        return names.get(arg)
     if kind is ArgKind.SUPER_ATTR:
         return names.get(arg.name) << 2 | int(arg.two_arg) << 1 | int(arg.method)
-    if kind is ArgKind.LOCAL:
-        return slots[arg]
     if kind is ArgKind.LOCAL_PAIR:
         first, second = slots[arg[0]], slots[arg[1]]
         if first > 15 or second > 15:
@@ -117,6 +119,12 @@ def _oparg(ins: Instr, kind: ArgKind, consts: _Pool, names: _Pool, slots: dict[s
     if kind is ArgKind.BOOL:
         return int(arg)
     raise AssertionError(kind)
+
+
+@functools.cache
+def _opcode_info(table: VersionTable) -> dict[str, tuple[int, int]]:
+    """(opcode, cache count) per real opcode name."""
+    return {name: (op, table.caches(name)) for name, op in table.opmap.items()}
 
 
 def _jump_opcode(name: str, forward: bool, table: VersionTable) -> str:
@@ -220,6 +228,8 @@ def _lower(bc: Bytecode, table: VersionTable) -> _Lowered:
         slots.setdefault(name, i)
     low = _Lowered(instrs, label_index, [], {}, {}, _Pool(bc.consts, const_key), _Pool(bc.names), varnames)
     kinds = table.arg_kinds
+    info = _opcode_info(table)
+    append = low.concrete.append
     for i, ins in enumerate(instrs):
         name = ins.name
         kind = kinds[name]
@@ -232,8 +242,8 @@ def _lower(bc: Bytecode, table: VersionTable) -> _Lowered:
             arg = 0
         else:
             arg = _oparg(ins, kind, low.consts, low.names, slots, table)
-        opcode = table.opmap[name]
-        low.concrete.append(ConcreteInstr(name, opcode, arg, 0, extended_args_needed(arg), table.caches(name)))
+        opcode, caches = info[name]
+        append(ConcreteInstr(name, opcode, arg, 0, 0 if arg < 256 else extended_args_needed(arg), caches))
     return low
 
 

@@ -12,6 +12,7 @@ for any compiler-produced ``b`` (cache units are zero in ``co_code``).
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import CodeType
@@ -63,8 +64,16 @@ def extended_args_needed(arg: int) -> int:
     return 0 if arg < 256 else 1 if arg < 1 << 16 else 2 if arg < 1 << 24 else 3
 
 
+@functools.cache
+def _opcode_info(table: VersionTable) -> tuple[tuple[str, int], ...]:
+    """(name, cache count) per opcode number, for the decoding loop."""
+    return tuple((name, table.caches(name)) for name in table.opname)
+
+
 def decode_concrete(code: bytes, table: VersionTable = TABLE) -> list[ConcreteInstr]:
     """Split ``co_code`` bytes into concrete instructions."""
+    info = _opcode_info(table)
+    extended_arg = table.extended_arg
     out: list[ConcreteInstr] = []
     ext_arg = 0
     ext_count = 0
@@ -73,7 +82,7 @@ def decode_concrete(code: bytes, table: VersionTable = TABLE) -> list[ConcreteIn
     n_units = len(code) // 2
     while unit < n_units:
         op, oparg = code[2 * unit], code[2 * unit + 1]
-        if op == table.extended_arg:
+        if op == extended_arg:
             if ext_count == 0:
                 start = unit
             ext_arg = (ext_arg | oparg) << 8
@@ -82,8 +91,7 @@ def decode_concrete(code: bytes, table: VersionTable = TABLE) -> list[ConcreteIn
             continue
         if ext_count == 0:
             start = unit
-        name = table.opname[op]
-        caches = table.caches(name)
+        name, caches = info[op]
         out.append(ConcreteInstr(name, op, ext_arg | oparg, start, ext_count, caches))
         unit += 1 + caches
         ext_arg = ext_count = 0
@@ -95,13 +103,19 @@ def decode_concrete(code: bytes, table: VersionTable = TABLE) -> list[ConcreteIn
 def encode_concrete(instrs: Iterable[ConcreteInstr], table: VersionTable = TABLE) -> bytes:
     """Write instructions back to ``co_code`` bytes (prefixes and zeroed caches included)."""
     out = bytearray()
+    zeros = [bytes(2 * n) for n in range(32)]
+    extended_arg = table.extended_arg
     for ins in instrs:
-        if ins.extended < extended_args_needed(ins.arg):
-            raise ValueError(f"{ins.name} oparg {ins.arg} needs more than {ins.extended} EXTENDED_ARG")
-        for shift in range(ins.extended, 0, -1):
-            out += bytes((table.extended_arg, (ins.arg >> (8 * shift)) & 0xFF))
-        out += bytes((ins.opcode, ins.arg & 0xFF))
-        out += bytes(2 * ins.caches)
+        arg = ins.arg
+        if ins.extended or arg > 255:
+            if ins.extended < extended_args_needed(arg):
+                raise ValueError(f"{ins.name} oparg {arg} needs more than {ins.extended} EXTENDED_ARG")
+            for shift in range(ins.extended, 0, -1):
+                out += bytes((extended_arg, (arg >> (8 * shift)) & 0xFF))
+        out.append(ins.opcode)
+        out.append(arg & 0xFF)
+        if ins.caches:
+            out += zeros[ins.caches]
     return bytes(out)
 
 

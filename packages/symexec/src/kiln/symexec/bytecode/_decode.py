@@ -26,6 +26,7 @@ from ._instr import (
     Instr,
     Label,
     SuperAttrArg,
+    unchecked_instr,
 )
 from ._table import ArgKind, VersionTable
 from .versions import TABLE
@@ -104,8 +105,7 @@ def decode_concrete_bytecode(cb: ConcreteBytecode) -> Bytecode:
             instrs.append(labels[ins.offset])
         name = table.neutral_names.get(ins.name, ins.name)
         arg = _meaning(ins, table.arg_kind(name), cb, localsplus, labels, table)
-        instrs.append(Instr(name, arg, location=loc, handler=handlers[k],
-                            offset=2 * (ins.offset + ins.extended)))
+        instrs.append(unchecked_instr(name, arg, loc, handlers[k], 2 * (ins.offset + ins.extended)))
     return Bytecode(
         instrs=instrs,
         name=cb.name,

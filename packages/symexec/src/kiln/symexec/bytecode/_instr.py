@@ -214,3 +214,16 @@ class Instr:
     def __repr__(self) -> str:
         arg = "" if self.arg is NO_ARG else f", {self.arg!r}"
         return f"Instr({self.name!r}{arg})"
+
+
+def unchecked_instr(name: str, arg: Any, location: Location | None, handler: ExceptHandler | None,
+                    offset: int | None) -> Instr:
+    """An Instr built without validation, for the decoder (whose meanings are valid by
+    construction: the name comes from the table and the argument from its kind)."""
+    ins = object.__new__(Instr)
+    ins.name = name
+    ins.arg = arg
+    ins.location = location
+    ins.handler = handler
+    ins.offset = offset
+    return ins

@@ -40,6 +40,8 @@ def _read_svarint(data: bytes, pos: int) -> tuple[int, int]:
 def decode_linetable(table: bytes, first_lineno: int) -> list[tuple[int, int, Location | None]]:
     """Entries of ``table`` as ``(start_unit, n_units, location)``; None means no location."""
     entries: list[tuple[int, int, Location | None]] = []
+    # one Location object per distinct location: 3.11 writes one entry per instruction
+    seen: dict[tuple, Location] = {}
     line = first_lineno
     pos = unit = 0
     while pos < len(table):
@@ -71,6 +73,9 @@ def decode_linetable(table: bytes, first_lineno: int) -> list[tuple[int, int, Lo
             pos += 1
             col = code * 8 + (second >> 4)
             loc = Location(line, line, col, col + (second & 15))
+        if loc is not None:
+            key = (loc.lineno, loc.end_lineno, loc.col_offset, loc.end_col_offset)
+            loc = seen.setdefault(key, loc)
         entries.append((unit, length, loc))
         unit += length
     return entries

@@ -26,7 +26,7 @@ class StackDepthError(ValueError):
     """The instruction list pops more than it pushes on some path."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FlowInstr:
     """What the analysis needs of one instruction; targets are instruction indices."""
 
@@ -38,9 +38,21 @@ class FlowInstr:
     handler_depth: int = 0  # depth + lasti + 1 at the handler
 
 
+# memo of stack effects by (table, opcode, oparg, jump); cleared when it grows past a bound
+_EFFECTS: dict[tuple[int, int, int | None, bool], int] = {}
+_EFFECTS_LIMIT = 1 << 16
+
+
 def _effect(ins: FlowInstr, jump: bool, table: VersionTable) -> int:
-    oparg = ins.oparg if table.has_arg(ins.opcode) else None
-    return table.stack_effect(ins.opcode, oparg, jump=jump)
+    key = (id(table), ins.opcode, ins.oparg, jump)
+    effect = _EFFECTS.get(key)
+    if effect is None:
+        oparg = ins.oparg if table.has_arg(ins.opcode) else None
+        effect = table.stack_effect(ins.opcode, oparg, jump=jump)
+        if len(_EFFECTS) >= _EFFECTS_LIMIT:
+            _EFFECTS.clear()
+        _EFFECTS[key] = effect
+    return effect
 
 
 def basic_block_starts(flow: Sequence[FlowInstr], table: VersionTable = TABLE) -> list[int]:

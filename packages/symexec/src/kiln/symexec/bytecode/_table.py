@@ -46,9 +46,12 @@ class ArgKind(enum.Enum):
     BOOL = "bool"  # IS_OP / CONTAINS_OP invert flag
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class VersionTable:
-    """Facts about one CPython version's bytecode (see the module docstring)."""
+    """Facts about one CPython version's bytecode (see the module docstring).
+
+    Compared and hashed by identity: there is one table per version.
+    """
 
     version: tuple[int, int]
     opmap: Mapping[str, int]
