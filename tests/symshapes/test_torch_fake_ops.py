@@ -141,6 +141,8 @@ CASES = {
     "addmm": (lambda c, a, b: torch.addmm(c, a, b), [S(7), X, S(10, 7)]),
     "einsum": (lambda a, b: torch.einsum("bij,bjk->bik", a, b), [B, S(3, 10, 4)]),
     "outer": (torch.outer, [S(6, dyn=(0,)), S(9, dyn=(0,))]),
+    "kron": (torch.kron, [S(3, 4, dyn=(0, 1)), S(2, 5, dyn=(0, 1))]),  # asks aten.size via the dispatcher
+    "take_along_dim": (lambda a, i: torch.take_along_dim(a, i, 1), [X, S(6, 1, dtype=torch.int64, kind="index:10", dyn=(0,))]),
     # nn
     "softmax": (lambda a: F.softmax(a, -1), [B]),
     "log_softmax": (lambda a: F.log_softmax(a, 1), [B]),

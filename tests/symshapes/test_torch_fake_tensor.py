@@ -163,6 +163,8 @@ def test_data_dependent_sizes_are_unbacked():
         ones = torch.ones(nz.shape[0], 2)
     n = nz.shape[0]
     assert str(n).startswith("u") and nz.shape[1] == 2 and nz.dtype == torch.int64
+    assert nz.stride() == (1, n) or str(nz.stride()) == f"(1, {n})"  # column-major, as torch's kernels
+    assert torch.nonzero(torch.randn(4, 3) > 0).stride()[0] == 1
     assert str(picked.shape[0]).startswith("u")
     assert isinstance(total, torch.SymFloat) and isinstance(count, torch.SymInt) and isinstance(flag, torch.SymBool)
     assert ones.shape[0] is n or str(ones.shape[0]) == str(n)

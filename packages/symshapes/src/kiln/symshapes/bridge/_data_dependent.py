@@ -48,9 +48,11 @@ def _fake(mode: FakeTensorMode, sizes, dtype, device) -> FakeTensor:
 
 
 def nonzero(mode, func, args, kwargs):
+    """``(n, ndim)`` indices, column-major as torch's kernels lay them out: strides ``(1, n)``."""
     (x,) = args
     n = _unbacked_size(mode, func, _numel_bound(x))
-    return _fake(mode, (n, x.dim()), torch.long, x.device)
+    meta = torch.empty_strided((n, x.dim()), (1, n), dtype=torch.long, device="meta")
+    return FakeTensor(mode, meta, x.device)
 
 
 def masked_select(mode, func, args, kwargs):

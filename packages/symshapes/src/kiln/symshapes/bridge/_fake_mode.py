@@ -48,6 +48,18 @@ __all__ = ["FakeTensorMode", "UnsupportedOpError", "data_dependent_rules"]
 
 _META = torch.device("meta")
 _METADATA_MUTATIONS = frozenset({"resize_", "resize_as_", "set_"})
+_METADATA_QUERIES = {
+    "size": torch.Tensor.size,
+    "sym_size": torch.Tensor.size,
+    "stride": torch.Tensor.stride,
+    "sym_stride": torch.Tensor.stride,
+    "numel": torch.Tensor.numel,
+    "sym_numel": torch.Tensor.numel,
+    "storage_offset": torch.Tensor.storage_offset,
+    "sym_storage_offset": torch.Tensor.storage_offset,
+    "dim": torch.Tensor.dim,
+    "is_contiguous": torch.Tensor.is_contiguous,
+}
 _CPU = torch.device("cpu")
 
 data_dependent_rules: dict[str, Callable] = {}
@@ -168,6 +180,11 @@ class FakeTensorMode(TorchDispatchMode):
         info = self._infos.get(func)
         if info is None:
             info = self._infos[func] = _op_info(func)
+        query = _METADATA_QUERIES.get(info.name)
+        if query is not None and args and isinstance(args[0], FakeTensor):
+            # size()/stride()/numel() reached the dispatcher (a decomposition asked an
+            # op for them): answer from the fake's own metadata.
+            return query(args[0].meta, *args[1:], **kwargs)
         rule = data_dependent_rules.get(info.name)
         if rule is not None:
             result = rule(self, func, args, kwargs)
