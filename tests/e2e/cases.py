@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import math
 import operator
+import types
 from collections import namedtuple
 
 import torch
@@ -18,9 +19,12 @@ from torch import nn
 CASES = {}
 
 
-def case(name=None, graphs=1):
+def case(name=None, graphs=1, stateful=False):
+    """Register a case. ``stateful``: calling it changes state its guards read, so the second
+    call recompiles (one more graph), as it does under torch.compile."""
+
     def register(make):
-        CASES[name or make.__name__] = (make, graphs)
+        CASES[name or make.__name__] = (make, graphs, stateful)
         return make
 
     return register
@@ -707,3 +711,57 @@ class _EncoderWrapper(nn.Module):
 
     def forward(self, x):
         return self.layer(x)
+
+
+# -- stores to attributes and globals ------------------------------------------------------------
+
+COUNTER = 0
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = 0
+        self.last = None
+
+
+@case()
+def attribute_store_on_object():
+    def fn(x, rec):
+        rec.calls = rec.calls + 1
+        rec.last = x * 2
+        return rec.last + rec.calls
+    return fn, (t(3), Recorder()), {}
+
+
+class CachingModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.cache = None
+        self.steps = 0
+
+    def forward(self, x):
+        y = self.fc(x)
+        self.cache = y.detach()
+        self.steps += 1
+        return y * self.steps
+
+
+@case(stateful=True)
+def module_attribute_store():
+    torch.manual_seed(0)
+    return CachingModule(), (t(2, 4),), {}
+
+
+def _bump_counter(x):
+    global COUNTER
+    COUNTER = COUNTER + 1
+    return x * COUNTER
+
+
+@case(stateful=True)
+def global_store():
+    # A private copy of this module's globals per build, so the eager and the compiled copy
+    # each count their own calls.
+    own = dict(globals(), COUNTER=0)
+    return types.FunctionType(_bump_counter.__code__, own), (t(3),), {}

@@ -192,6 +192,9 @@ class VariableBuilder:
     def read_attribute(self, tx: Translator, owner: VariableTracker, obj: Any,
                        name: str) -> VariableTracker:
         """``obj.name`` following Python's lookup order, for the tracker ``owner`` of ``obj``."""
+        written = self.output.written_attribute(owner, name)
+        if written is not None:
+            return written
         source = AttrSource(owner.source, name) if owner.source is not None else None
         cls_attr = _lookup_class(type(obj), name)
         if cls_attr is not _MISSING and _is_data_descriptor(cls_attr):

@@ -92,6 +92,15 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
         if isinstance(tracker, (ListVariable, DictVariable)) and tracker.mutated and tracker.source is not None:
             effects.append(tracker)
     effect_lines = [line for t in effects for line in writer.replay(t)]
+    for owner, writes in output.attribute_writes.values():
+        target = render_source(owner.source, params)
+        for name, value in writes.items():
+            if name.isidentifier() and not keyword.iskeyword(name):
+                effect_lines.append(f"{target}.{name} = {writer.expr(value)}")
+            else:
+                effect_lines.append(f"setattr({target}, {name!r}, {writer.expr(value)})")
+    for name, value in output.global_writes.items():
+        effect_lines.append(f"globals()[{name!r}] = {writer.expr(value)}")
     returned = writer.expr(result)
     graph.output(tuple(outputs))
     eliminate_dead_code(graph)

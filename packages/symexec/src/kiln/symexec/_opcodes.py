@@ -132,7 +132,9 @@ def _load_global(tx, instr):
 
 @rule("STORE_GLOBAL")
 def _store_global(tx, instr):
-    raise Unsupported(f"assigning the global {instr.arg!r} inside a compiled region")
+    if tx.f_globals is not tx.root().f_globals:
+        raise Unsupported(f"assigning the global {instr.arg!r} of another module")
+    tx.output.global_writes[instr.arg] = tx.pop()
 
 
 @rule("MAKE_CELL")
@@ -205,7 +207,7 @@ class _MethodOf(VariableTracker):
 def _store_attr(tx, instr):
     obj = tx.pop()
     value = tx.pop()
-    raise Unsupported(f"assigning attribute {instr.arg!r} of {obj.describe()} (to {value.describe()})")
+    obj.store_attr(tx, instr.arg, value)
 
 
 # -- operators ---------------------------------------------------------------------------------

@@ -51,6 +51,9 @@ class OutputGraph:
         self.example_inputs: list[Any] = []
         self.tensor_inputs: dict[int, TensorVariable] = {}   # id(real tensor) -> tracker
         self.trackers: dict[Source, VariableTracker] = {}    # the builder's cache
+        # Stores to replay on real objects after the graph runs (in the order first made).
+        self.attribute_writes: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}
+        self.global_writes: dict[str, VariableTracker] = {}
         self._first_op: Node | None = None
 
     # -- inputs ------------------------------------------------------------------------------
@@ -83,6 +86,17 @@ class OutputGraph:
         tracker = TensorVariable(node, fake, source, type(real))
         self.tensor_inputs[id(real)] = tracker
         return tracker
+
+    def store_attribute(self, owner: VariableTracker, name: str, value: VariableTracker) -> None:
+        """``owner.name = value``: seen by later reads in the trace, replayed after the graph."""
+        if owner.source is None:
+            raise Unsupported(f"assigning attribute {name!r} of {owner.describe()}")
+        self.attribute_writes.setdefault(id(owner), (owner, {}))[1][name] = value
+
+    def written_attribute(self, owner: VariableTracker, name: str) -> VariableTracker | None:
+        """The value this trace stored into ``owner.name``, if it did."""
+        entry = self.attribute_writes.get(id(owner))
+        return None if entry is None else entry[1].get(name)
 
     def finish_inputs(self) -> None:
         """Guard that distinct tensor inputs stay distinct objects (called once, at the end)."""

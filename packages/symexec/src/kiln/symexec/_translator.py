@@ -189,6 +189,8 @@ class Translator:
         """The global ``name`` as the code sees it (its module's globals, then builtins)."""
         from kiln.guards import GlobalSource
 
+        if self.f_globals is self.root().f_globals and name in self.output.global_writes:
+            return self.output.global_writes[name]
         if name in self.f_globals:
             if self.f_globals is self.root().f_globals:
                 return self.builder.wrap(self.f_globals[name], GlobalSource(name))

@@ -58,6 +58,10 @@ class VariableTracker:
         """``value.name``."""
         raise Unsupported(f"reading attribute {name!r} of {self.describe()} is not supported")
 
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
+        """``value.name = v``."""
+        raise Unsupported(f"assigning attribute {name!r} of {self.describe()} is not supported")
+
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """``value(*args, **kwargs)``."""

@@ -70,6 +70,17 @@ class NNModuleVariable(VariableTracker):
                 return tx.builder.wrap(value, self._child_source(name))
         return tx.builder.read_attribute(tx, self, m, name)
 
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
+        m = self.module
+        if name in m._parameters or name in m._buffers or name in m._modules:
+            raise Unsupported(f"replacing parameter, buffer or submodule {name!r} of {self.describe()}")
+        import torch
+
+        if isinstance(value, NNModuleVariable) or issubclass(_type_of(value), torch.nn.Parameter):
+            raise Unsupported(f"assigning a parameter or module to {self.describe()}.{name} "
+                              "(it would register a parameter or submodule)")
+        tx.output.store_attribute(self, name, value)
+
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if _has_hooks(self.module):
@@ -157,3 +168,10 @@ class NNModuleVariable(VariableTracker):
 # Module walks modelled at trace time: for the unnamed ones the real call runs the named one.
 _WALKS = frozenset({"modules", "named_modules", "children", "named_children", "parameters",
                     "named_parameters", "buffers", "named_buffers"})
+
+
+def _type_of(v: VariableTracker) -> type:
+    try:
+        return v.python_type()
+    except Exception:
+        return object

@@ -127,6 +127,11 @@ class UserDefinedObjectVariable(VariableTracker):
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         return tx.builder.read_attribute(tx, self, self.obj, name)
 
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
+        if _is_data_descriptor_on(type(self.obj), name):
+            raise Unsupported(f"assigning {name!r} of {self.describe()} runs a descriptor (property)")
+        tx.output.store_attribute(self, name, value)
+
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         call = type(self.obj).__dict__.get("__call__") or _class_call(type(self.obj))
@@ -142,3 +147,11 @@ def _class_call(cls: type) -> Any:
         if "__call__" in klass.__dict__:
             return klass.__dict__["__call__"]
     return None
+
+
+def _is_data_descriptor_on(cls: type, name: str) -> bool:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            tp = type(klass.__dict__[name])
+            return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
+    return False
