@@ -199,3 +199,14 @@ def test_simplify_uses_ranges():
     x = env.create_symint(6, "x")
     assert env.simplify(sympy.Max(1, x.expr) * 3) == 3 * x.expr
     assert env.simplify(sympy.Mod(1, x.expr)) == 1
+
+
+def test_produce_guards_reports_specialized_dynamic_sources():
+    env = ShapeEnv()
+    x = env.create_symint(8, "x")
+    y = env.create_symint(5, "y")
+    env.create_symint(6, "z", dynamic=False)  # static by request: not reported
+    env.create_symint(1, "w")  # 0/1 specialization is the policy: not reported either
+    assert int(x) == 8
+    assert bool(y + 0 == 5)
+    assert env.produce_guards().specialized == {"x": 8, "y": 5}

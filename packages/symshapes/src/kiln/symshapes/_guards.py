@@ -48,12 +48,16 @@ class ProducedGuards:
     hints: each bound symbol's example value (the traced size), for explanations.
     runtime_asserts: relations on data-dependent (unbacked) symbols that the traced code
         assumed; they cannot be checked before running, only inside it.
+    specialized: sources created dynamic whose value the trace nevertheless fixed (an
+        ``int()`` or an equality with a constant), mapped to that value; a frontend that
+        was asked to keep them dynamic (``mark_dynamic``) reports these.
     """
 
     guards: tuple[sympy.Basic, ...]
     sources: dict[sympy.Symbol, object]
     hints: dict[sympy.Symbol, int | float] = field(default_factory=dict)
     runtime_asserts: tuple[sympy.Basic, ...] = ()
+    specialized: dict[object, int | float] = field(default_factory=dict)
 
     def check(self, values: Mapping[object, int | float]) -> list[sympy.Basic]:
         """Return the guards that fail when each source takes ``values[source]``."""

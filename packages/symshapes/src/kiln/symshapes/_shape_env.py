@@ -89,6 +89,7 @@ class ShapeEnv:
         self._undecided_at: dict[tuple[sympy.Basic, bool], int] = {}
         self._hint_cache: dict[sympy.Basic, int | float | bool] = {}
         self._facts: dict[sympy.Basic, bool] = {}
+        self._dynamic: set[sympy.Symbol] = set()
         self._version = 0
 
     # ----------------------------------------------------------------- symbols
@@ -135,6 +136,7 @@ class ShapeEnv:
             self._ranges[sym] = ValueRange.point(hint)
             self._add_replacement(sym, sympy.Integer(hint))
             return sympy.Integer(hint)
+        self._dynamic.add(sym)
         if size_like:
             self._size_like.add(sym)
             if self.config.specialize_zero_one and not explicit:
@@ -470,11 +472,17 @@ class ShapeEnv:
                 out.append(expr)
         runtime += [g.expr for g in self._runtime_asserts]
         syms = set().union(*(g.free_symbols for g in out)) if out else set()
+        specialized = {
+            self._sources[s]: self._replacements[s]
+            for s in bound_syms
+            if s in self._dynamic and s in self._replacements and self._replacements[s].is_Number
+        }
         return ProducedGuards(
             guards=tuple(dict.fromkeys(out)),
             sources={s: self._sources[s] for s in bound_syms if s in syms},
             hints={s: self._hints[s] for s in bound_syms if s in syms},
             runtime_asserts=tuple(dict.fromkeys(runtime)),
+            specialized={src: int(v) if v.is_Integer else float(v) for src, v in specialized.items()},
         )
 
     def format_guards(self, guards: Iterable[sympy.Basic] | None = None) -> list[str]:
