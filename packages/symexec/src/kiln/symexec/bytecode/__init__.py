@@ -11,6 +11,7 @@ version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 from ._assemble import AssemblyError, assemble, assemble_concrete, const_key, stack_depths
 from ._build import call_instrs, make_code, prologue, with_null
 from ._bytecode import Bytecode, ExceptionRange, exception_ranges, localsplus_names
+from ._cfg import BasicBlock, ControlFlowGraph
 from ._concrete import (
     ConcreteBytecode,
     ConcreteInstr,
@@ -45,10 +46,12 @@ __all__ = [
     "ArgKind",
     "AssemblyError",
     "AttrArg",
+    "BasicBlock",
     "Bytecode",
     "CompareArg",
     "ConcreteBytecode",
     "ConcreteInstr",
+    "ControlFlowGraph",
     "DecodeError",
     "ExceptHandler",
     "ExceptionRange",
