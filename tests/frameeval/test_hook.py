@@ -3,12 +3,15 @@ recursion, install/uninstall and threads. Real frames throughout."""
 
 import gc
 import os
+import shlex
 import subprocess
 import sys
+import sysconfig
 import threading
 import traceback
 import warnings
 import weakref
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -763,3 +766,49 @@ def test_random_operation_sequences_match_a_model(ops):
     finally:
         fe.set_callback(None)
         fe.reset()
+
+
+CHAIN_SCRIPT = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("chainhook", sys.argv[1])
+chain = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(chain)
+import kiln.frameeval as fe
+
+def f(x):
+    return x
+
+def r(x):
+    return -x
+
+seen = []
+callback = lambda code, L, func: seen.append(code)
+fe.set_callback(callback)      # kiln installed over the default evaluator
+chain.install()                # a foreign hook over kiln's: it chains to kiln
+assert f(1) == 1 and seen.count(f.__code__) == 1
+fe.set_callback(None)          # kiln is not the current hook: it stays where it is
+fe.set_callback(callback)      # kiln installed again, over the foreign hook: a cycle
+assert fe.is_installed()
+assert f(2) == 2               # no endless recursion between the two hooks
+assert seen.count(f.__code__) == 2, seen.count(f.__code__)  # intercepted once, not twice
+fe.add_cache_entry(f.__code__, lambda L: True, r.__code__)
+assert f(3) == -3
+assert chain.count() > 0
+fe.set_callback(None)
+chain.uninstall()
+print("ok")
+"""
+
+
+def test_a_foreign_hook_chaining_back_to_kiln_does_not_loop(tmp_path):
+    """Another PEP 523 user installs over kiln and chains to it, then kiln installs over it
+    again: each hook's previous is the other; kiln must break the cycle."""
+    source = Path(__file__).parent / "helpers" / "chainhook.c"
+    library = tmp_path / ("chainhook" + sysconfig.get_config_var("EXT_SUFFIX"))
+    include = sysconfig.get_paths()["include"]
+    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    build = [*cc, "-shared", "-fPIC", "-O1", f"-I{include}", str(source), "-o", str(library)]
+    subprocess.run(build, check=True)
+    run = [sys.executable, "-c", CHAIN_SCRIPT, str(library)]
+    out = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip(), out.stderr) == (0, "ok", "")

@@ -27,6 +27,7 @@ typedef struct {
     PyObject *callback; /* borrowed from this thread's ThreadOwner; NULL when unset */
     PyObject *owner;    /* this thread's ThreadOwner (borrowed from its state dict) or NULL */
     int busy;           /* inside the callback, a guard, or kiln's own Python calls */
+    _PyInterpreterFrame *delegated; /* the frame handed to a previous, non-default hook */
 } ThreadSlot;
 
 static _Thread_local ThreadSlot slot;
@@ -39,10 +40,21 @@ static PyObject *owner_key = NULL;
 
 /* ------------------------------------------------------------------ evaluation */
 
+/* Hand the frame to the evaluation function that was installed before ours. When that is
+ * another PEP 523 hook which itself chains back to us (it was installed over ours and ours
+ * was installed again over it), the same frame comes back here: evaluate it by default
+ * instead of looping until the C stack overflows. */
 static inline PyObject *
 run_default(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
-    return previous_eval(tstate, frame, throwflag);
+    if (previous_eval == _PyEval_EvalFrameDefault || slot.delegated == frame) {
+        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    }
+    _PyInterpreterFrame *outer = slot.delegated;
+    slot.delegated = frame;
+    PyObject *result = previous_eval(tstate, frame, throwflag);
+    slot.delegated = outer;
+    return result;
 }
 
 static PyObject *
@@ -145,7 +157,7 @@ error:
 static PyObject *
 kiln_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
-    if (slot.callback == NULL || slot.busy || throwflag ||
+    if (slot.callback == NULL || slot.busy || throwflag || frame == slot.delegated ||
         frame->owner != FRAME_OWNED_BY_THREAD || frame->f_locals != NULL ||
         frame->frame_obj != NULL || !PyFunction_Check(KILN_FRAME_FUNC(frame))) {
         return run_default(tstate, frame, throwflag);
