@@ -97,3 +97,13 @@ def test_conversion_to_kiln_symbolic_values():
     assert from_torch(7) == 7
     back = to_torch(k.expr, x.node.shape_env)
     assert isinstance(back, torch.SymInt) and _value(env, back) == 16
+
+
+def test_expect_size_marks_unbacked_size_like():
+    env = ShapeEnv()
+    view = ShapeEnvView(env)
+    u = torch.SymInt(KilnSymNode(env.create_unbacked_symbol("int"), view, int, None))
+    assert not env.is_size_like(u.node.expr)
+    assert u.node.expect_size("", 0)
+    assert env.is_size_like(u.node.expr) and env.range_of(u.node.expr).lower == 0
+    assert guard_or_false(u == 1) is False and env.statically_known((u == 1).node.expr, size_oblivious=True) is False

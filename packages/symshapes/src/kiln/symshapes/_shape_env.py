@@ -193,6 +193,14 @@ class ShapeEnv:
 
         return SymInt(self.create_unbacked_symbol("int", size_like=size_like, min=min, max=max), self, None)
 
+    def mark_size_like(self, sym: sympy.Symbol) -> None:
+        """Declare an unbacked symbol a size: ``>= 0``, and ``>= 2`` for size-oblivious
+        decisions (what ``torch._check_is_size`` asks for)."""
+        if sym in self._unbacked and sym not in self._size_like:
+            self._size_like.add(sym)
+            r = self.range_of(sym)
+            self._set_range(sym, ValueRange(max(r.lower, 0), r.upper))
+
     def constrain_range(self, sym: sympy.Symbol, min: int | None = None, max: int | None = None) -> None:
         """Narrow ``sym``'s range to ``[min, max]`` (a user assertion, not a guard)."""
         sym = self.simplify(sym)

@@ -140,6 +140,8 @@ class KilnSymNode:
         return self.env.expect_true(self.expr, origin=_origin(file, line))
 
     def expect_size(self, file: str = "", line: int = 0) -> bool:
+        if isinstance(self.expr, sympy.Symbol):
+            self.env.mark_size_like(self.expr)
         return self.env.expect_true(sympy.Ge(self.expr, 0), origin=_origin(file, line))
 
     def int_(self) -> int:
