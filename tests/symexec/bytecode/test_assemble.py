@@ -207,3 +207,22 @@ def test_assemble_concrete_reports_the_stack_size():
     body = [*[Instr("LOAD_CONST", i) for i in range(5)], Instr("BUILD_TUPLE", 5), Instr("RETURN_VALUE")]
     cb = assemble_concrete(decode(make_code(body)))
     assert cb.stacksize == 5
+
+
+class Loud:
+    """Equal to everything, and refuses to be compared as a bool (like a tensor)."""
+
+    def __eq__(self, other):
+        raise AssertionError("constants must not be compared with ==")
+
+    __hash__ = object.__hash__
+
+
+def test_non_literal_constants_are_kept_by_identity():
+    a, b = Loud(), Loud()
+    body = [Instr("LOAD_CONST", a), Instr("LOAD_CONST", b), Instr("LOAD_CONST", a),
+            Instr("BUILD_TUPLE", 3), Instr("RETURN_VALUE")]
+    code = make_code(body)
+    out = types.FunctionType(code, {})()
+    assert out[0] is a and out[1] is b and out[2] is a
+    assert sum(c is a for c in code.co_consts) == 1 and sum(c is b for c in code.co_consts) == 1

@@ -7,9 +7,9 @@ from its direction (a label placed after the jump is forward, anything else back
 prefixes moves every later instruction), so the loop ends; (4) build exception-table
 entries from runs of instructions with the same handler; (5) compute the stack size.
 
-Invariants: a jump's oparg counts code units from the end of its caches; constants are
-shared by (type, value) like the compiler does (so ``0``, ``0.0``, ``False`` and ``-0.0``
-stay distinct); a decoded compiler-produced function re-assembles to the same ``co_code``,
+Invariants: a jump's oparg counts code units from the end of its caches; literal constants
+are shared by (type, value) like the compiler does (so ``0``, ``0.0``, ``False`` and
+``-0.0`` stay distinct), other objects by identity; a decoded compiler-produced function re-assembles to the same ``co_code``,
 ``co_linetable`` and ``co_exceptiontable`` (the round-trip tests measure this).
 """
 
@@ -35,21 +35,26 @@ class AssemblyError(ValueError):
     """An instruction list that cannot be encoded for the running version."""
 
 
+_LITERAL_TYPES = (type(None), type(...), bool, int, str, bytes)
+
+
 def const_key(value: Any) -> Any:
-    """Identity of a constant for sharing a co_consts slot (type-aware, -0.0 and NaN safe)."""
+    """Identity of a constant for sharing a co_consts slot.
+
+    Literal values are shared by type and value like the compiler does (``0``, ``0.0``,
+    ``False`` and ``-0.0`` stay apart; NaNs with the same repr share); any other object
+    (code objects, and whatever generated code loads with LOAD_CONST: functions, tensors,
+    modules) by identity, so that ``is`` still holds and no ``__eq__`` is ever called.
+    """
     kind = type(value)
     if kind in (tuple, frozenset):
         keys = [const_key(v) for v in value]
         return (kind, tuple(keys) if kind is tuple else frozenset(keys))
     if kind in (float, complex):
         return (kind, repr(value))
-    if kind is CodeType:
-        return (kind, id(value))
-    try:
-        hash(value)
-    except TypeError:
-        return (kind, id(value))
-    return (kind, value)
+    if kind in _LITERAL_TYPES:
+        return (kind, value)
+    return (kind, id(value))
 
 
 class _Pool:
