@@ -21,6 +21,7 @@ import torch
 import kiln.frameeval as fe
 from kiln.symexec import SourceLocation, Unsupported, capture
 
+from . import _policy
 from ._backends import resolve_backend
 from ._logs import configure_from_env
 from ._policy import FrameCompiler, reset_policy
@@ -76,9 +77,15 @@ def _entry_code(model: Any) -> types.CodeType | None:
 
 def _wrap(fn: Callable[..., Any], callback: FrameCompiler) -> Callable[..., Any]:
     set_callback = fe.set_callback
+    entry = callback.entry if callback.fullgraph else None
 
     @functools.wraps(fn)
     def compiled(*args: Any, **kwargs: Any) -> Any:
+        if entry is not None and entry in _policy.stats.eager_codes:
+            # An earlier compile without fullgraph gave up on this code; fullgraph promises
+            # an error rather than a silent eager run.
+            raise Unsupported(f"{entry.co_qualname} cannot be compiled in one graph: "
+                              f"{_policy.stats.eager_codes[entry]}")
         previous = set_callback(callback)
         try:
             return fn(*args, **kwargs)

@@ -2,8 +2,8 @@
 
 A backend is a name from ``backend_rules`` or any callable ``backend(gm, example_inputs)``
 returning a callable. ``"eager"`` runs the graph's generated Python (``gm.forward``).
-``"aot_eager"`` and ``"inductor"`` are reserved for kiln.aotgrad and kiln.inductor and
-raise a clear error until those land.
+``"aot_eager"`` and ``"inductor"`` are reserved for kiln.aotgrad and kiln.inductor:
+``kiln.compile`` raises a clear error for them until those land.
 """
 
 from __future__ import annotations
@@ -24,25 +24,22 @@ def _eager(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
     return gm.forward
 
 
-def _not_yet(name: str, package: str) -> Backend:
-    def backend(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
-        raise BackendUnavailable(f"backend {name!r} needs {package}, which is not available yet; "
-                                 "use backend='eager' or pass a callable backend")
-
-    return backend
-
-
 backend_rules: dict[str, Backend] = {
     "eager": _eager,
-    "aot_eager": _not_yet("aot_eager", "kiln.aotgrad"),
-    "inductor": _not_yet("inductor", "kiln.aotgrad and kiln.inductor"),
 }
+# Names reserved for backends still to come, with what they need.
+_PLANNED = {"aot_eager": "kiln.aotgrad", "inductor": "kiln.aotgrad and kiln.inductor"}
 
 
 def resolve_backend(backend: str | Backend) -> Backend:
-    """The backend callable for a name or callable; unknown names are an error."""
+    """The backend callable for a name or callable; unknown or unbuilt names are an error."""
     if callable(backend):
         return backend
     if isinstance(backend, str) and backend in backend_rules:
         return backend_rules[backend]
-    raise BackendUnavailable(f"unknown backend {backend!r}; known: {', '.join(sorted(backend_rules))}")
+    if isinstance(backend, str) and backend in _PLANNED:
+        raise BackendUnavailable(
+            f"backend {backend!r} needs {_PLANNED[backend]}, which is not available yet; "
+            "use backend='eager' or pass a callable backend(gm, example_inputs)")
+    known = sorted([*backend_rules, *_PLANNED])
+    raise BackendUnavailable(f"unknown backend {backend!r}; known: {', '.join(known)}")

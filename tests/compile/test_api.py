@@ -1,0 +1,174 @@
+"""The user API: forms of kiln.compile, backends, fullgraph errors, eager fallback, explain."""
+
+import logging
+
+import pytest
+import torch
+from e2e_support import CountingBackend
+from torch import nn
+
+import kiln
+import kiln.frameeval as fe
+
+
+def uses_item(x):
+    return x * x.sum().item()
+
+
+def simple(x, y=2):
+    return x * y + 1
+
+
+def test_decorator_forms():
+    @kiln.compile(backend="eager")
+    def f(x):
+        return x.cos() + 1
+
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), x.cos() + 1)
+    assert f.__name__ == "f"
+    # the default backend (inductor) is not built yet: a clear error at decoration time
+    with pytest.raises(kiln.BackendUnavailable, match="kiln.aotgrad and kiln.inductor"):
+        @kiln.compile
+        def g(x):
+            return x
+
+
+def test_module_form_shares_parameters_and_state():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    compiled = kiln.compile(model, backend="eager")
+    assert isinstance(compiled, nn.Module)
+    assert compiled.weight is model.weight
+    assert list(compiled.parameters()) == list(model.parameters())
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(compiled(x), model(x))
+    with torch.no_grad():
+        model.weight.add_(1.0)  # same tensor object: no recompile, new values used
+    torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_backends():
+    with pytest.raises(kiln.BackendUnavailable, match="unknown backend 'nope'"):
+        kiln.compile(simple, backend="nope")
+    with pytest.raises(kiln.BackendUnavailable, match="aot_eager.*kiln.aotgrad"):
+        kiln.compile(simple, backend="aot_eager")
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append((gm, [tuple(t.shape) for t in example_inputs]))
+        return gm
+
+    compiled = kiln.compile(simple, backend=backend)
+    torch.testing.assert_close(compiled(torch.ones(2)), simple(torch.ones(2)))
+    (gm, shapes), = seen
+    assert shapes == [(2,)]
+    assert "mul = x * 2" in gm.code
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(TypeError, match="function or nn.Module"):
+        kiln.compile(42)
+    with pytest.raises(ValueError, match="unknown mode"):
+        kiln.compile(simple, mode="fastest")
+    with pytest.raises(NotImplementedError, match="dynamic=True"):
+        kiln.compile(simple, dynamic=True)
+    assert kiln.compile(simple, disable=True) is simple
+
+
+def test_fullgraph_error_names_the_reason_and_user_line():
+    compiled = kiln.compile(uses_item, backend="eager", fullgraph=True)
+    with pytest.raises(kiln.Unsupported) as info:
+        compiled(torch.ones(2))
+    err = info.value
+    assert "item() needs the tensor's data" in err.reason
+    assert err.location.function == "uses_item"
+    assert err.location.text == "return x * x.sum().item()"
+    assert "test_api.py" in str(err)
+
+
+def test_without_fullgraph_falls_back_to_eager_logs_once_and_marks_the_code(caplog):
+    backend = CountingBackend()
+    compiled = kiln.compile(uses_item, backend=backend)
+    with caplog.at_level(logging.INFO, logger="kiln.graph_breaks"):
+        for _ in range(3):
+            torch.testing.assert_close(compiled(torch.ones(2)), uses_item(torch.ones(2)))
+    records = [r for r in caplog.records if r.name == "kiln.graph_breaks"]
+    assert len(records) == 1 and "item()" in records[0].getMessage()
+    assert backend.graphs == []
+    assert fe.is_skipped(uses_item.__code__)
+
+
+def test_inner_function_compiles_when_outer_cannot():
+    def inner(x):
+        return x.sin() * 2
+
+    def outer(x):
+        y = inner(x)
+        print_value = y.sum().item()  # not capturable: outer runs eagerly
+        return inner(y) + print_value
+
+    backend = CountingBackend()
+    compiled = kiln.compile(outer, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), outer(x))
+    assert len(backend.graphs) == 1  # inner, captured once, then a cache hit for the second call
+
+
+def test_disable():
+    calls = []
+
+    @kiln.disable
+    def helper(x):
+        calls.append(x)
+        return x + 1
+
+    def f(x):
+        return helper(x) * 2
+
+    with pytest.raises(kiln.Unsupported, match="marked kiln.disable"):
+        kiln.compile(f, backend="eager", fullgraph=True)(torch.ones(2))
+    kiln.reset()
+    torch.testing.assert_close(kiln.compile(f, backend="eager")(torch.ones(2)), f(torch.ones(2)))
+    assert len(calls) == 2  # the compiled call ran helper eagerly, like the plain call
+    # fullgraph after a non-fullgraph compile gave up on the same code: still an error
+    with pytest.raises(kiln.Unsupported, match="marked kiln.disable"):
+        kiln.compile(f, backend="eager", fullgraph=True)(torch.ones(2))
+
+
+def test_explain():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    out = kiln.explain(model)(torch.randn(3, 4))
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    assert out.op_count == 3
+    assert [op.split(".")[-1] for op in out.ops_per_graph[0]] == ["linear", "relu", "linear"]
+    assert len(out.guards) > 5
+    bad = kiln.explain(uses_item)(torch.ones(2))
+    assert bad.graph_count == 0
+    assert "item()" in bad.break_reasons[0].reason
+    assert bad.break_reasons[0].location.lineno == uses_item.__code__.co_firstlineno + 1
+
+
+def test_reset_forgets_everything():
+    backend = CountingBackend()
+    compiled = kiln.compile(simple, backend=backend)
+    compiled(torch.ones(2))
+    assert fe.get_cache_entries(simple.__code__)
+    kiln.reset()
+    assert not fe.get_cache_entries(simple.__code__)
+    compiled(torch.ones(2))
+    assert len(backend.graphs) == 2
+
+
+def test_logs_show_graph_guards_and_replacement(caplog):
+    kiln.set_logs("graph_code", "guards", "bytecode")
+    try:
+        with caplog.at_level(logging.INFO, logger="kiln"):
+            kiln.compile(simple, backend="eager")(torch.ones(2))
+    finally:
+        kiln.set_logs()
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "mul = x * 2" in text                       # graph_code
+    assert "tensor L['x']" in text                     # guards
+    assert "__kiln_out = __kiln_graph(x)" in text      # bytecode (the replacement's source)

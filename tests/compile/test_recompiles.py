@@ -1,0 +1,139 @@
+"""Guards at work: what recompiles, what never does, and what the recompile log says."""
+
+import logging
+
+import pytest
+import torch
+from e2e_support import CountingBackend
+from torch import nn
+
+import kiln
+
+SCALE = 2.0
+
+
+def scaled(x):
+    return x * SCALE
+
+
+def total(xs):
+    return sum(x * 2 for x in xs)
+
+
+def plain(x):
+    return torch.relu(x) + 1
+
+
+def _compile(fn):
+    backend = CountingBackend()
+    return kiln.compile(fn, backend=backend), backend
+
+
+def test_unchanged_inputs_never_recompile():
+    compiled, backend = _compile(plain)
+    for _ in range(20):
+        torch.testing.assert_close(compiled(torch.ones(3)), plain(torch.ones(3)))
+    assert len(backend.graphs) == 1
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param(lambda: torch.ones(3, dtype=torch.float64), id="dtype"),
+        pytest.param(lambda: torch.ones(4), id="shape"),
+        pytest.param(lambda: torch.ones(3, requires_grad=True), id="requires_grad"),
+        pytest.param(lambda: torch.ones(3, 2)[:, 0], id="stride"),
+    ],
+)
+def test_tensor_changes_recompile(second, caplog):
+    compiled, backend = _compile(plain)
+    compiled(torch.ones(3))
+    with caplog.at_level(logging.INFO, logger="kiln.recompiles"):
+        x = second()
+        torch.testing.assert_close(compiled(x), plain(x))
+    assert len(backend.graphs) == 2
+    (record,) = [r for r in caplog.records if r.name == "kiln.recompiles"]
+    assert "tensor L['x']" in record.getMessage()
+    # both entries stay usable
+    compiled(torch.ones(3))
+    compiled(second())
+    assert len(backend.graphs) == 2
+
+
+def test_module_flag_recompiles_and_log_names_it(caplog):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    model.eval()
+    compiled = kiln.compile(model, backend=(backend := CountingBackend()))
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    model.train()
+    with caplog.at_level(logging.INFO, logger="kiln.recompiles"):
+        compiled(x)
+    assert len(backend.graphs) == 2
+    message = " ".join(r.getMessage() for r in caplog.records if r.name == "kiln.recompiles")
+    assert "training" in message and "expected False, got True" in message
+
+
+def test_global_constant_change_recompiles():
+    global SCALE
+    compiled, backend = _compile(scaled)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), x * 2.0)
+    SCALE = 3.0
+    try:
+        torch.testing.assert_close(compiled(x), x * 3.0)
+    finally:
+        SCALE = 2.0
+    assert len(backend.graphs) == 2
+    torch.testing.assert_close(compiled(x), x * 2.0)
+    assert len(backend.graphs) == 2
+
+
+def test_list_length_change_recompiles():
+    compiled, backend = _compile(total)
+    xs = [torch.ones(2), torch.ones(2)]
+    torch.testing.assert_close(compiled(xs), total(xs))
+    xs3 = [*xs, torch.ones(2)]
+    torch.testing.assert_close(compiled(xs3), total(xs3))
+    assert len(backend.graphs) == 2
+
+
+def test_grad_mode_is_guarded():
+    compiled, backend = _compile(plain)
+    x = torch.ones(3, requires_grad=True)
+    assert compiled(x).requires_grad
+    with torch.no_grad():
+        assert not compiled(x).requires_grad
+    assert len(backend.graphs) == 2
+
+
+def test_recompile_limit_falls_back_to_eager_with_a_warning():
+    kiln.config.recompile_limit = 3
+    try:
+        compiled, backend = _compile(plain)
+        for n in range(1, 4):
+            compiled(torch.ones(n + 1))
+        with pytest.warns(UserWarning, match=r"plain .*recompile_limit=3.*tensor L\['x'\] size\(0\)"):
+            out = compiled(torch.ones(9))
+        torch.testing.assert_close(out, plain(torch.ones(9)))
+        assert len(backend.graphs) == 3
+        # the entries it has still serve their inputs; new shapes run eagerly, silently
+        compiled(torch.ones(2))
+        torch.testing.assert_close(compiled(torch.ones(11)), plain(torch.ones(11)))
+        assert len(backend.graphs) == 3
+    finally:
+        kiln.config.recompile_limit = 8
+
+
+def test_accumulated_limit_stops_new_compiles():
+    kiln.config.accumulated_recompile_limit = 2
+    try:
+        compiled, backend = _compile(plain)
+        compiled(torch.ones(2))
+        compiled(torch.ones(3))
+        with pytest.warns(UserWarning, match="accumulated_recompile_limit=2"):
+            compiled(torch.ones(4))
+        assert len(backend.graphs) == 2
+    finally:
+        kiln.config.accumulated_recompile_limit = 256
