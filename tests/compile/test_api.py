@@ -28,7 +28,7 @@ def test_decorator_forms():
     torch.testing.assert_close(f(x), x.cos() + 1)
     assert f.__name__ == "f"
     # the default backend (inductor) is not built yet: a clear error at decoration time
-    with pytest.raises(kiln.BackendUnavailable, match="kiln.aotgrad and kiln.inductor"):
+    with pytest.raises(kiln.BackendUnavailable, match=r"kiln\.aotgrad and kiln\.inductor"):
         @kiln.compile
         def g(x):
             return x
@@ -51,7 +51,7 @@ def test_module_form_shares_parameters_and_state():
 def test_backends():
     with pytest.raises(kiln.BackendUnavailable, match="unknown backend 'nope'"):
         kiln.compile(simple, backend="nope")
-    with pytest.raises(kiln.BackendUnavailable, match="aot_eager.*kiln.aotgrad"):
+    with pytest.raises(kiln.BackendUnavailable, match=r"aot_eager.*kiln\.aotgrad"):
         kiln.compile(simple, backend="aot_eager")
     seen = []
 
@@ -67,7 +67,7 @@ def test_backends():
 
 
 def test_bad_arguments_are_clear_errors():
-    with pytest.raises(TypeError, match="function or nn.Module"):
+    with pytest.raises(TypeError, match=r"function or nn\.Module"):
         kiln.compile(42)
     with pytest.raises(ValueError, match="unknown mode"):
         kiln.compile(simple, mode="fastest")
@@ -126,13 +126,13 @@ def test_disable():
     def f(x):
         return helper(x) * 2
 
-    with pytest.raises(kiln.Unsupported, match="marked kiln.disable"):
+    with pytest.raises(kiln.Unsupported, match=r"marked kiln\.disable"):
         kiln.compile(f, backend="eager", fullgraph=True)(torch.ones(2))
     kiln.reset()
     torch.testing.assert_close(kiln.compile(f, backend="eager")(torch.ones(2)), f(torch.ones(2)))
     assert len(calls) == 2  # the compiled call ran helper eagerly, like the plain call
     # fullgraph after a non-fullgraph compile gave up on the same code: still an error
-    with pytest.raises(kiln.Unsupported, match="marked kiln.disable"):
+    with pytest.raises(kiln.Unsupported, match=r"marked kiln\.disable"):
         kiln.compile(f, backend="eager", fullgraph=True)(torch.ones(2))
 
 
