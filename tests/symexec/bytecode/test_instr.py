@@ -75,6 +75,11 @@ def test_location_and_handler_are_keyword_fields():
     h = ExceptHandler(Label(), 2, True)
     ins = Instr("NOP", location=Location(3, 3, 0, 4), handler=h)
     assert ins.lineno == 3 and ins.handler is h and Instr("NOP").lineno is None
-    assert ins == Instr("NOP", location=Location(3, 3, 0, 4), handler=h)
-    assert ins != Instr("NOP", location=Location(3, 3, 0, 4), handler=ExceptHandler(Label(), 2, True))
+    twin = Instr("NOP", location=Location(3, 3, 0, 4), handler=h)
+    assert ins.same_as(twin) and ins != twin and len({ins, twin}) == 2
+    assert not ins.same_as(Instr("NOP", location=Location(3, 3, 0, 4), handler=ExceptHandler(Label(), 2, True)))
+    assert not Instr("LOAD_CONST", 0).same_as(Instr("LOAD_CONST", False))
+    assert Instr("LOAD_CONST", (1, "a")).same_as(Instr("LOAD_CONST", (1, "a")))
+    target = Label()
+    assert Instr("JUMP", target).same_as(Instr("JUMP", target)) and not Instr("JUMP", target).same_as(Instr("JUMP", Label()))
     assert repr(Instr("LOAD_CONST", 1)) == "Instr('LOAD_CONST', 1)"

@@ -8,7 +8,7 @@ fresh function body; ``disassemble`` formats either for logs. All knowledge of o
 version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 """
 
-from ._assemble import AssemblyError, assemble, assemble_concrete, const_key, stack_depths
+from ._assemble import AssemblyError, assemble, assemble_concrete, stack_depths
 from ._build import call_instrs, make_code, prologue, with_null
 from ._bytecode import Bytecode, ExceptionRange, exception_ranges, localsplus_names
 from ._cfg import BasicBlock, ControlFlowGraph
@@ -32,6 +32,7 @@ from ._instr import (
     Label,
     Location,
     SuperAttrArg,
+    const_key,
 )
 from ._linetable import decode_linetable, encode_linetable
 from ._stackdepth import FlowInstr, StackDepthError, basic_block_starts, compute_stacksize

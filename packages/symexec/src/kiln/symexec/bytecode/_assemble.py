@@ -23,38 +23,16 @@ from typing import Any
 from ._bytecode import Bytecode, localsplus_names
 from ._concrete import ConcreteBytecode, ConcreteInstr, extended_args_needed
 from ._exctable import ExceptionTableEntry
-from ._instr import ExceptHandler, Instr, Label
+from ._instr import ExceptHandler, Instr, Label, const_key
 from ._stackdepth import FlowInstr, compute_stacksize, depths_before
 from ._table import ArgKind, VersionTable
 from .versions import TABLE
 
-__all__ = ["AssemblyError", "assemble", "assemble_concrete", "const_key", "stack_depths"]
+__all__ = ["AssemblyError", "assemble", "assemble_concrete", "stack_depths"]
 
 
 class AssemblyError(ValueError):
     """An instruction list that cannot be encoded for the running version."""
-
-
-_LITERAL_TYPES = (type(None), type(...), bool, int, str, bytes)
-
-
-def const_key(value: Any) -> Any:
-    """Identity of a constant for sharing a co_consts slot.
-
-    Literal values are shared by type and value like the compiler does (``0``, ``0.0``,
-    ``False`` and ``-0.0`` stay apart; NaNs with the same repr share); any other object
-    (code objects, and whatever generated code loads with LOAD_CONST: functions, tensors,
-    modules) by identity, so that ``is`` still holds and no ``__eq__`` is ever called.
-    """
-    kind = type(value)
-    if kind in (tuple, frozenset):
-        keys = [const_key(v) for v in value]
-        return (kind, tuple(keys) if kind is tuple else frozenset(keys))
-    if kind in (float, complex):
-        return (kind, repr(value))
-    if kind in _LITERAL_TYPES:
-        return (kind, value)
-    return (kind, id(value))
 
 
 class _Pool:

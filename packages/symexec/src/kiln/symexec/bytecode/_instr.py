@@ -13,6 +13,7 @@ Invariants:
 - ``Instr.arg`` matches the name's ``ArgKind``; instructions without argument hold ``NO_ARG``.
 - ``Instr.handler`` is the exception handler covering the instruction (None: not covered);
   consecutive instructions with the same handler target form one exception-table entry.
+- Instructions are identities (``eq=False``): ``same_as`` compares their contents.
 - ``Instr.offset`` is informational (where a decoded instruction came from); the assembler
   ignores it.
 """
@@ -35,6 +36,7 @@ __all__ = [
     "Label",
     "Location",
     "SuperAttrArg",
+    "const_key",
 ]
 
 
@@ -116,6 +118,28 @@ class CompareArg:
     to_bool: bool = False
 
 
+_LITERAL_TYPES = (type(None), type(...), bool, int, str, bytes)
+
+
+def const_key(value: Any) -> Any:
+    """Identity of a constant for sharing a co_consts slot.
+
+    Literal values are shared by type and value like the compiler does (``0``, ``0.0``,
+    ``False`` and ``-0.0`` stay apart; NaNs with the same repr share); any other object
+    (code objects, and whatever generated code loads with LOAD_CONST: functions, tensors,
+    modules) by identity, so that ``is`` still holds and no ``__eq__`` is ever called.
+    """
+    kind = type(value)
+    if kind in (tuple, frozenset):
+        keys = [const_key(v) for v in value]
+        return (kind, tuple(keys) if kind is tuple else frozenset(keys))
+    if kind in (float, complex):
+        return (kind, repr(value))
+    if kind in _LITERAL_TYPES:
+        return (kind, value)
+    return (kind, id(value))
+
+
 _SHORTHANDS: dict[ArgKind, type] = {
     ArgKind.GLOBAL: GlobalArg,
     ArgKind.ATTR: AttrArg,
@@ -172,9 +196,14 @@ _KINDS = TABLE.arg_kinds
 _NEUTRAL = TABLE.neutral_names
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Instr:
-    """One abstract instruction: ``Instr("LOAD_GLOBAL", GlobalArg("len", push_null=True))``."""
+    """One abstract instruction: ``Instr("LOAD_GLOBAL", GlobalArg("len", push_null=True))``.
+
+    Compared and hashed by identity (so instructions can key dicts, ``list.index`` finds
+    this very instruction, and a constant's ``__eq__`` is never called); ``same_as``
+    compares name, argument, location and handler.
+    """
 
     name: str
     arg: Any = NO_ARG
@@ -210,6 +239,18 @@ class Instr:
     def has_fallthrough(self) -> bool:
         """False for returns, raises and unconditional jumps."""
         return self.name not in TABLE.no_fallthrough and self.name not in ("JUMP", "JUMP_NO_INTERRUPT")
+
+    def same_as(self, other: Instr) -> bool:
+        """True if ``other`` has the same name, argument, location and handler.
+
+        Constants compare by type and equality (identity for objects without literal
+        values), so ``LOAD_CONST 0`` is not the same as ``LOAD_CONST False``.
+        """
+        if (self.name, self.location, self.handler) != (other.name, other.location, other.handler):
+            return False
+        if self.kind is ArgKind.CONST:
+            return const_key(self.arg) == const_key(other.arg)
+        return self.arg is other.arg or self.arg == other.arg
 
     def __repr__(self) -> str:
         arg = "" if self.arg is NO_ARG else f", {self.arg!r}"
