@@ -109,10 +109,6 @@ def _py_ite(cond, then, other):
     return then if cond else other
 
 
-def _py_float_floordiv(a, b):
-    return float(math.floor(a / b))
-
-
 def _py_and(a, b):
     return bool(a) and bool(b)
 
@@ -130,7 +126,7 @@ _RULES = {
     "sub": (operator.sub, operator.sub, "same"),
     "mul": (operator.mul, operator.mul, "same"),
     "int_floordiv": (FloorDiv, operator.floordiv, "int"),
-    "float_floordiv": (_float_floordiv, _py_float_floordiv, "float"),
+    "float_floordiv": (_float_floordiv, operator.floordiv, "float"),
     "mod": (_mod, operator.mod, "same"),
     "int_truediv": (_truediv, operator.truediv, "float"),
     "float_truediv": (_truediv, operator.truediv, "float"),
