@@ -195,3 +195,16 @@ def test_exception_ranges_match_the_table():
         assert 2 * cb.instrs[r.first].offset == e.start
         assert 2 * cb.instrs[r.last].end == e.end
         assert (r.handler.depth, r.handler.lasti) == (e.depth, e.lasti)
+
+
+def test_localsplus_layout_matches_the_interpreter():
+    from kiln.symexec.bytecode import localsplus_names
+
+    def inlined(y):
+        a = 1
+        return [lambda: x + a for x in y]  # noqa: B023 (3.12+: x is a local and a cell of inlined)
+
+    codes = [inlined.__code__, *walk_code(compile(inspect.getsource(json.decoder), "d", "exec"))]
+    for code in codes:
+        names = localsplus_names(code.co_varnames, code.co_cellvars, code.co_freevars)
+        assert names == [code._varname_from_oparg(i) for i in range(len(names))]
