@@ -21,8 +21,9 @@ TORCH_FREE_SUBPACKAGES = {"symexec": ("bytecode",)}
 collect_ignore_glob: list[str] = []
 if os.environ.get("KILN_TORCH_FREE") == "1":
     here = os.path.dirname(__file__)
+    # whole folders, so that their conftest.py (which may import torch) is not loaded either
     collect_ignore_glob = [
-        os.path.join(here, name, "*")
+        os.path.join(here, name)
         for name in sorted(os.listdir(here))
         if os.path.isdir(os.path.join(here, name))
         and name not in TORCH_FREE_PACKAGES
