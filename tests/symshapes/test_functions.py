@@ -9,7 +9,7 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiln.symshapes import FloorDiv, TruncToInt
+from kiln.symshapes import FloorDiv, Mod, TruncToInt
 
 s = sympy.Symbol("s0", integer=True, nonnegative=True)
 
@@ -49,3 +49,16 @@ def test_floordiv_by_symbol_is_exact(x, y, k, c):
     value = expr.xreplace({s: sympy.Integer(y), t: sympy.Integer(x)})
     assert value == (k * y * x + y * y + c) // y
     assert FloorDiv(s * t, s) == t
+
+
+@given(st.integers(-40, 40), st.integers(-12, 12).filter(bool), st.integers(-5, 5), st.integers(-30, 30))
+def test_mod_rewrites_are_exact(x, y, k, c):
+    expr = Mod(k * s * t + s * s + c, s)
+    assert expr.xreplace({s: sympy.Integer(y), t: sympy.Integer(x)}) == (k * y * x + y * y + c) % y
+    negative = Mod(s, -2 * s)  # sympy.Mod simplifies this to s: wrong for Python's %
+    assert negative.xreplace({s: sympy.Integer(y)}) == y % (-2 * y)
+
+
+@given(st.integers(-1000, 1000), st.integers(-50, 50).filter(bool))
+def test_mod_numbers(a, b):
+    assert Mod(sympy.Integer(a), sympy.Integer(b)) == a % b

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy
 
-from kiln.symshapes import ProducedGuards
+from kiln.symshapes import Mod, ProducedGuards
 from kiln.symshapes._guards import learn_facts
 
 s0, s1, s2 = sympy.symbols("s0 s1 s2", integer=True, nonnegative=True)
@@ -31,8 +31,8 @@ def test_equalities_replace_the_newest_symbol():
 
 
 def test_divisibility_and_conjunctions():
-    facts = _learn(sympy.And(sympy.Eq(sympy.Mod(s0, 4), 0), sympy.Ge(s1, 3)))
-    assert facts.divisible == [sympy.Mod(s0, 4)]
+    facts = _learn(sympy.And(sympy.Eq(Mod(s0, 4), 0), sympy.Ge(s1, 3)))
+    assert facts.divisible == [Mod(s0, 4)]
     assert facts.lower == {s1: 3}
 
 

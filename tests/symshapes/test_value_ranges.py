@@ -8,12 +8,12 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiln.symshapes import FloorDiv, ValueRange
+from kiln.symshapes import FloorDiv, Mod, ValueRange
 from kiln.symshapes._value_ranges import bound, decide, decide_by_shift, simplify_with_ranges
 
 a, b = sympy.symbols("a b", integer=True)
 EXPRS = [
-    a + b, a * b, a - 3 * b, a**2, FloorDiv(a, 3), sympy.Mod(a, 4), sympy.Min(a, b), sympy.Max(a, b) - a,
+    a + b, a * b, a - 3 * b, a**2, FloorDiv(a, 3), Mod(a, 4), sympy.Min(a, b), sympy.Max(a, b) - a,
     sympy.Abs(a - b), FloorDiv(a * b + 7, 2), a**3 - b,
 ]
 
@@ -43,6 +43,6 @@ def test_unbounded_and_decide():
 def test_simplify_with_ranges():
     ranges = {a: ValueRange(2, math.inf), b: ValueRange(0, 3)}
     assert simplify_with_ranges(sympy.Max(1, a), ranges) == a
-    assert simplify_with_ranges(sympy.Mod(b, 4), ranges) == b
+    assert simplify_with_ranges(Mod(b, 4), ranges) == b
     assert simplify_with_ranges(FloorDiv(b, 4), ranges) == 0
     assert simplify_with_ranges(sympy.Min(a, b + 5), ranges) == sympy.Min(a, b + 5)

@@ -6,7 +6,7 @@ The core (this package) needs only sympy. The torch bridge lives in ``kiln.symsh
 
 from kiln.symshapes._config import ShapeEnvConfig
 from kiln.symshapes._errors import GuardOnDataDependentError, SymbolicShapeError
-from kiln.symshapes._functions import FloorDiv, TruncToInt
+from kiln.symshapes._functions import FloorDiv, Mod, TruncToInt
 from kiln.symshapes._guards import ProducedGuards, ShapeGuard
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes._sources import DimSource
@@ -35,6 +35,7 @@ __all__ = [
     "DimSource",
     "FloorDiv",
     "GuardOnDataDependentError",
+    "Mod",
     "ProducedGuards",
     "ShapeEnv",
     "ShapeEnvConfig",

@@ -2,13 +2,18 @@
 
 sympy's own ``floor(a / b)`` goes through rationals and simplifies poorly; shapes need
 Python's ``//`` as an atom that folds on integers and cancels exact factors. ``Mod`` is
-sympy's (its sign convention already matches Python's: the result takes the divisor's sign).
+kiln's too: sympy's ``Mod`` simplifies some symbolic cases against Python's sign convention
+(``sympy.Mod(s, -2*s)`` becomes ``s``, while ``2 % -4 == -2``), so kiln's only applies rewrites
+that hold for every integer value. It keeps the name ``Mod`` (printing, and consumers such
+as kiln.guards that translate nodes by class name).
 
 Invariants:
 - ``FloorDiv(a, b)`` evaluates to ``a // b`` whenever both arguments are integers, and every
   rewrite it performs is exact for integer-valued arguments (``(4*x + 3) // 4 == x`` for
   any integer ``x``); with a symbolic ``b`` it only splits off terms that are exact integer
   multiples of ``b`` (``(s0*s1) // s0 == s1``).
+- ``Mod(a, b)`` evaluates to ``a % b`` on numbers (the result has the divisor's sign) and
+  only drops terms of ``a`` that are integer multiples of ``b``.
 - ``TruncToInt(x)`` is ``math.trunc(x)`` on numbers.
 """
 
@@ -18,7 +23,7 @@ import math
 
 import sympy
 
-__all__ = ["FloorDiv", "TruncToInt"]
+__all__ = ["FloorDiv", "Mod", "TruncToInt"]
 
 
 class FloorDiv(sympy.Function):
@@ -67,9 +72,8 @@ class FloorDiv(sympy.Function):
         return f"({a}//{b})"
 
 
-def _divide_exact_terms(a, b):
-    """``(q*b + R) // b == q + R // b`` whenever ``q`` is integer-valued (since
-    ``floor(x + q) == floor(x) + q``), for a symbolic ``b`` dividing some terms exactly."""
+def _split_multiples(a, b):
+    """Terms of ``a`` that are integer multiples of ``b`` (as quotients), and the rest."""
     exact, rest = [], []
     for term in sympy.Add.make_args(a):
         quotient = term / b
@@ -77,6 +81,43 @@ def _divide_exact_terms(a, b):
             exact.append(quotient)
         else:
             rest.append(term)
+    return exact, rest
+
+
+class Mod(sympy.Function):
+    """Python's ``a % b`` (the result takes the sign of ``b``)."""
+
+    nargs = (2,)
+
+    @classmethod
+    def eval(cls, a, b):
+        if b.is_zero:
+            raise ZeroDivisionError("integer division or modulo by zero")
+        if a.is_Number and b.is_Number:
+            if a.is_Integer and b.is_Integer:
+                return sympy.Integer(int(a) % int(b))
+            return sympy.Float(float(a) % float(b))
+        if a.is_zero or a == b or (b.is_Integer and abs(int(b)) == 1 and a.is_integer):
+            return sympy.Integer(0)
+        if isinstance(a, Mod) and a.args[1] == b:
+            return a
+        exact, rest = _split_multiples(a, b)
+        if exact:
+            return Mod(sympy.Add(*rest), b)
+        return None
+
+    def _eval_is_integer(self):
+        a, b = self.args
+        return True if a.is_integer and b.is_integer else None
+
+    def _eval_is_nonnegative(self):
+        return True if self.args[1].is_positive else None
+
+
+def _divide_exact_terms(a, b):
+    """``(q*b + R) // b == q + R // b`` whenever ``q`` is integer-valued (since
+    ``floor(x + q) == floor(x) + q``), for a symbolic ``b`` dividing some terms exactly."""
+    exact, rest = _split_multiples(a, b)
     if not exact:
         return None
     return sympy.Add(*exact) + FloorDiv(sympy.Add(*rest), b)

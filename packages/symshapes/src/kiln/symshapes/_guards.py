@@ -23,6 +23,8 @@ from fractions import Fraction
 
 import sympy
 
+from kiln.symshapes._functions import Mod
+
 __all__ = ["Facts", "ProducedGuards", "ShapeGuard", "learn_facts"]
 
 
@@ -147,10 +149,10 @@ def learn_facts(guard: sympy.Basic, order: Callable[[sympy.Symbol], tuple], is_i
         if not part.is_Relational:
             continue
         rel = type(part)
-        if rel is sympy.Eq and part.rhs == 0 and isinstance(part.lhs, sympy.Mod):
+        if rel is sympy.Eq and part.rhs == 0 and isinstance(part.lhs, Mod):
             facts.divisible.append(part.lhs)
             continue
-        if rel is sympy.Eq and part.lhs == 0 and isinstance(part.rhs, sympy.Mod):
+        if rel is sympy.Eq and part.lhs == 0 and isinstance(part.rhs, Mod):
             facts.divisible.append(part.rhs)
             continue
         diff = part.lhs - part.rhs

@@ -26,7 +26,7 @@ import sympy
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import BooleanAtom, BooleanFunction
 
-from kiln.symshapes._functions import FloorDiv, TruncToInt
+from kiln.symshapes._functions import FloorDiv, Mod, TruncToInt
 
 __all__ = ["OpRule", "is_boolean_expr", "sym_op_rules", "to_sympy"]
 
@@ -90,7 +90,7 @@ def _float_floordiv(a, b):
 def _mod(a, b):
     if b.is_zero:
         raise ZeroDivisionError("integer modulo by zero")
-    return sympy.Mod(a, b)
+    return Mod(a, b)
 
 
 def _pow_natural(a, b):

@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import sympy
 
-from kiln.symshapes._functions import FloorDiv, TruncToInt
+from kiln.symshapes._functions import FloorDiv, Mod, TruncToInt
 
 __all__ = ["ValueRange", "bound", "decide", "decide_by_shift", "simplify_with_ranges"]
 
@@ -197,7 +197,7 @@ def _bound_compound(expr: sympy.Basic, ranges: Mapping[sympy.Basic, ValueRange])
         return _pow(bound(args[0], ranges), args[1])
     if isinstance(expr, FloorDiv):
         return _floordiv(bound(args[0], ranges), bound(args[1], ranges))
-    if isinstance(expr, sympy.Mod):
+    if isinstance(expr, Mod):
         return _mod(bound(args[0], ranges), bound(args[1], ranges))
     if isinstance(expr, (sympy.Min, sympy.Max)):
         pick = min if isinstance(expr, sympy.Min) else max
@@ -290,7 +290,7 @@ def decide_by_shift(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueRange]
 
 def simplify_with_ranges(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueRange]) -> sympy.Basic:
     """Drop Min/Max arguments, Mod and FloorDiv that the ranges make trivial."""
-    targets = expr.atoms(sympy.Min, sympy.Max, sympy.Mod, FloorDiv)
+    targets = expr.atoms(sympy.Min, sympy.Max, Mod, FloorDiv)
     if not targets:
         return expr
     mapping = {}
@@ -306,5 +306,5 @@ def simplify_with_ranges(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, ValueR
         else:
             a, b = bound(args[0], ranges), bound(args[1], ranges)
             if b.lower > 0 and a.lower >= 0 and a.upper < b.lower:
-                mapping[atom] = args[0] if isinstance(atom, sympy.Mod) else sympy.Integer(0)
+                mapping[atom] = args[0] if isinstance(atom, Mod) else sympy.Integer(0)
     return expr.xreplace(mapping) if mapping else expr
