@@ -28,14 +28,25 @@ __all__ = ["OutputGraph"]
 _ROOT = re.compile(r"^([LG])\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 
+_MODULE_SLOT = re.compile(r"\._(?:modules|parameters|buffers)\[")
+
+
 def _input_name(source: Source) -> str:
-    text = str(source)
+    # L['self']._modules['fc']._parameters['weight'] -> self_fc_weight
+    text = _MODULE_SLOT.sub("[", str(source))
     m = _ROOT.match(text)
     if m is not None:
         prefix = "" if m.group(1) == "L" else "G_"
         text = prefix + m.group(2) + text[m.end():]
     name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "input"
     return "_" + name if name[0].isdigit() else name
+
+
+def _owned_by_module(source: Source) -> bool:
+    from kiln.guards import AttrSource
+
+    base = getattr(source, "base", None)
+    return isinstance(base, AttrSource) and base.attr in ("_parameters", "_buffers")
 
 
 class OutputGraph:
@@ -55,6 +66,7 @@ class OutputGraph:
         self.attribute_writes: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}
         self.global_writes: dict[str, VariableTracker] = {}
         self._first_op: Node | None = None
+        self._input_names: set[str] = set()
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -69,9 +81,10 @@ class OutputGraph:
             return TensorVariable(known.node, known.fake, source, known.pytype)
         name = _input_name(source)
         base, i = name, 0
-        while any(n.name == name for n in self.graph.find_nodes("placeholder")):
+        while name in self._input_names:
             i += 1
             name = f"{base}_{i}"
+        self._input_names.add(name)
         anchor = self._first_op
         if anchor is None:
             node = self.graph.placeholder(name)
@@ -99,8 +112,13 @@ class OutputGraph:
         return None if entry is None else entry[1].get(name)
 
     def finish_inputs(self) -> None:
-        """Guard that distinct tensor inputs stay distinct objects (called once, at the end)."""
-        sources = [t.source for t in self.tensor_inputs.values() if t.source is not None]
+        """Guard that distinct tensor inputs stay distinct objects (called once, at the end).
+
+        Parameters and buffers are left out: they are fixed parts of a module's structure,
+        and checking them all on every call would cost more than the rest of the guards.
+        """
+        sources = [t.source for t in self.tensor_inputs.values()
+                   if t.source is not None and not _owned_by_module(t.source)]
         if len(sources) > 1:
             self.guards.add(NoAliasing(tuple(sources)))
 

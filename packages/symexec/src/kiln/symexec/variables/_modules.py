@@ -54,20 +54,26 @@ class NNModuleVariable(VariableTracker):
         what = type(self.module).__name__
         return f"module {self.source} ({what})" if self.source is not None else f"a {what} module"
 
-    def _child_source(self, name: str) -> Source | None:
-        from kiln.guards import AttrSource
+    def _child_source(self, name: str, slot: str = "_modules") -> Source | None:
+        # Parameters, buffers and submodules are reached through the dict that holds them
+        # (``L['self']._modules['fc']._parameters['weight']``, as nn.Module finds them): the
+        # guards and the generated code then read dicts instead of calling
+        # ``Module.__getattr__`` in Python.
+        from kiln.guards import AttrSource, ItemSource
 
-        return AttrSource(self.source, name) if self.source is not None else None
+        if self.source is None:
+            return None
+        return ItemSource(AttrSource(self.source, slot), name)
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         m = self.module
-        for table in (m.__dict__.get("_parameters", {}), m.__dict__.get("_buffers", {}),
-                      m.__dict__.get("_modules", {})):
+        for slot in ("_parameters", "_buffers", "_modules"):
+            table = m.__dict__.get(slot, {})
             if name in table:
                 value = table[name]
                 if value is None:
                     return ConstantVariable(None)
-                return tx.builder.wrap(value, self._child_source(name))
+                return tx.builder.wrap(value, self._child_source(name, slot))
         return tx.builder.read_attribute(tx, self, m, name)
 
     def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
@@ -149,17 +155,20 @@ class NNModuleVariable(VariableTracker):
 
     def _walk(self, tx: Translator, name: str) -> VariableTracker:
         """``modules()``, ``named_parameters()``, ...: the real walk, each item with its source."""
-        from kiln.guards import AttrSource
-
         from ._containers import TupleVariable
 
         named = name if name.startswith("named_") else f"named_{name}"
+        slot = {"parameters": "_parameters", "buffers": "_buffers"}.get(named[6:], "_modules")
         items = []
         for path, value in getattr(self.module, named)():
-            source = self.source
-            for part in path.split(".") if path else ():
-                source = AttrSource(source, part) if source is not None else None
-            tracker = tx.builder.wrap(value, source)
+            owner: NNModuleVariable = self
+            parts = path.split(".") if path else []
+            for part in parts[:-1]:
+                owner = tx.builder.wrap(owner.module._modules[part], owner._child_source(part))
+            if parts:
+                tracker = tx.builder.wrap(value, owner._child_source(parts[-1], slot))
+            else:
+                tracker = self
             items.append(TupleVariable([ConstantVariable(path), tracker]) if name.startswith("named_")
                          else tracker)
         return TupleVariable(items)
