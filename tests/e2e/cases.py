@@ -765,3 +765,272 @@ def global_store():
     # each count their own calls.
     own = dict(globals(), COUNTER=0)
     return types.FunctionType(_bump_counter.__code__, own), (t(3),), {}
+
+
+# -- more of torch.nn ----------------------------------------------------------------------------
+
+_module_case("conv_stride_groups", lambda: nn.Sequential(nn.Conv2d(4, 8, 3, stride=2, groups=2), nn.Hardswish()), t(1, 4, 9, 9))
+_module_case("conv_transpose_upsample", lambda: nn.Sequential(nn.ConvTranspose2d(3, 2, 2, stride=2), nn.Upsample(scale_factor=2)), t(1, 3, 4, 4))
+_module_case("pixel_shuffle", lambda: nn.Sequential(nn.Conv2d(2, 8, 1), nn.PixelShuffle(2)), t(1, 2, 3, 3))
+_module_case("lstm_cell", lambda: nn.LSTMCell(5, 4), t(3, 5), (t(3, 4, seed=1), t(3, 4, seed=2)))
+_module_case("gru_cell", lambda: nn.GRUCell(5, 4), t(3, 5), t(3, 4, seed=1))
+_module_case("bilinear_prelu", lambda: _BilinearPReLU(), t(2, 3), t(2, 4, seed=1))
+_module_case("mish_softplus_chain", lambda: nn.Sequential(nn.Linear(4, 4), nn.Mish(), nn.Softplus(beta=2.0), nn.LogSoftmax(dim=-1)), t(3, 4))
+_module_case("instance_norm", lambda: nn.Sequential(nn.Conv2d(2, 3, 3), nn.InstanceNorm2d(3, affine=True)), t(2, 2, 6, 6))
+_module_case("adaptive_pools", lambda: nn.Sequential(nn.AdaptiveAvgPool2d((2, 2)), nn.Flatten(), nn.Linear(12, 2)), t(1, 3, 7, 7))
+_module_case("zero_pad_unfold", lambda: nn.Sequential(nn.ZeroPad2d(1), nn.Unfold(kernel_size=2)), t(1, 1, 3, 3))
+_module_case("cosine_similarity", lambda: _Similarity(), t(4, 8), t(4, 8, seed=5))
+_module_case("transformer_decoder_layer", lambda: _DecoderWrapper(), t(2, 4, 16), t(2, 5, 16, seed=1))
+_module_case("embedding_padding_maxnorm", lambda: nn.Embedding(10, 3, padding_idx=0), torch.tensor([[0, 2, 9], [4, 0, 1]]))
+
+
+class _BilinearPReLU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bil = nn.Bilinear(3, 4, 2)
+        self.act = nn.PReLU()
+
+    def forward(self, a, b):
+        return self.act(self.bil(a, b))
+
+
+class _Similarity(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cos = nn.CosineSimilarity(dim=1)
+        self.dist = nn.PairwiseDistance()
+
+    def forward(self, a, b):
+        return self.cos(a, b) + self.dist(a, b)
+
+
+class _DecoderWrapper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerDecoderLayer(16, 4, dim_feedforward=32, dropout=0.0, batch_first=True)
+
+    def forward(self, tgt, memory):
+        return self.layer(tgt, memory)
+
+
+# -- losses ----------------------------------------------------------------------------------------
+
+@case()
+def loss_cross_entropy_label_smoothing():
+    def fn(logits, target):
+        return F.cross_entropy(logits, target, label_smoothing=0.1) + F.nll_loss(logits.log_softmax(-1), target)
+    return fn, (t(4, 5), torch.tensor([1, 0, 4, 2])), {}
+
+
+@case()
+def loss_modules():
+    mse, l1, huber = nn.MSELoss(), nn.L1Loss(reduction="sum"), nn.SmoothL1Loss(beta=0.5)
+
+    def fn(a, b):
+        return mse(a, b) + l1(a, b) + huber(a, b)
+    return fn, (t(3, 4), t(3, 4, seed=1)), {}
+
+
+@case()
+def loss_bce_kl():
+    def fn(a, b):
+        return (F.binary_cross_entropy_with_logits(a, b.sigmoid())
+                + F.kl_div(a.log_softmax(-1), b.softmax(-1), reduction="batchmean"))
+    return fn, (t(3, 4), t(3, 4, seed=1)), {}
+
+
+# -- more tensor math --------------------------------------------------------------------------------
+
+@case()
+def einsum_bmm_baddbmm():
+    def fn(a, b):
+        return torch.einsum("bij,bjk->bik", a, b) + torch.bmm(a, b) + torch.baddbmm(a @ b, a, b, alpha=0.5)
+    return fn, (t(2, 3, 4), t(2, 4, 3, seed=1)), {}
+
+
+@case()
+def outer_kron_cross():
+    def fn(a, b):
+        return torch.outer(a, b).sum() + torch.kron(a[:2], b[:2]).sum() + torch.linalg.cross(a[:3], b[:3]).sum()
+    return fn, (t(4), t(4, seed=1)), {}
+
+
+@case()
+def topk_sort_argsort():
+    def fn(x):
+        values, indices = x.topk(3, dim=-1)
+        s = torch.sort(x, dim=0, descending=True).values
+        return values * 2 + indices.float(), s, x.argsort(dim=1)
+    return fn, (t(4, 6),), {}
+
+
+@case()
+def max_with_dim_namedtuple():
+    def fn(x):
+        result = x.max(dim=1)
+        return result.values + result.indices.float(), torch.min(x, 0)[0]
+    return fn, (t(3, 5),), {}
+
+
+@case()
+def scatter_index_add():
+    def fn(x, idx):
+        out = torch.zeros(5, 3).index_add(0, idx, x)
+        return out.scatter(1, torch.zeros(5, 1, dtype=torch.long), 1.0)
+    return fn, (t(4, 3), torch.tensor([0, 2, 2, 4])), {}
+
+
+@case()
+def complex_and_fft():
+    def fn(x):
+        spec = torch.fft.rfft(x, dim=-1)
+        return spec.abs() + torch.view_as_real(spec).sum(-1)
+    return fn, (t(2, 8),), {}
+
+
+@case()
+def integer_tensor_ops():
+    def fn(a, b):
+        return (a // b) + (a % b) + (a << 1) + (a & b) + torch.bitwise_xor(a, b)
+    return fn, (torch.tensor([7, 12, 33, 4]), torch.tensor([2, 5, 3, 1])), {}
+
+
+@case()
+def bool_any_all_reductions():
+    def fn(x):
+        positive = x > 0
+        return positive.any(dim=1), positive.all(), positive.sum(dim=0), positive.float().mean()
+    return fn, (t(3, 4),), {}
+
+
+# -- Python constructs -------------------------------------------------------------------------------
+
+class Scaler:
+    factor = 3.0
+
+    @staticmethod
+    def twice(x):
+        return x * 2
+
+    @classmethod
+    def scaled(cls, x):
+        return x * cls.factor
+
+    def __call__(self, x):
+        return self.twice(x) + self.scaled(x)
+
+
+@case()
+def static_and_class_methods_and_call():
+    def fn(x, s):
+        return s(x) + Scaler.twice(x)
+    return fn, (t(3), Scaler()), {}
+
+
+@case()
+def while_break_for_else():
+    def fn(x):
+        i = 0
+        while True:
+            x = x + 1
+            i += 1
+            if i == 3:
+                break
+        for j in range(2):
+            if j > 5:
+                break
+        else:
+            x = x * 2
+        return x
+    return fn, (t(2),), {}
+
+
+@case()
+def try_without_exception():
+    def fn(x):
+        try:
+            y = x * 2
+        except RuntimeError:
+            y = x
+        finally:
+            z = 1
+        return y + z
+    return fn, (t(2),), {}
+
+
+@case()
+def chained_and_ternary_comparisons():
+    def fn(x, k=3):
+        lo, hi = 1, 5
+        scale = 2.0 if lo < k < hi else 0.5
+        return x * scale if x.dim() >= 1 and not (k == 4) else x
+    return fn, (t(3),), {}
+
+
+@case()
+def nonlocal_in_nested_function():
+    def fn(x):
+        total = 0
+
+        def bump(v):
+            nonlocal total
+            total = total + v
+        bump(1)
+        bump(2)
+        return x * total
+    return fn, (t(3),), {}
+
+
+@case()
+def dict_get_setdefault_and_in():
+    def fn(x, opts):
+        scale = opts.get("scale", 1.0)
+        shift = opts.get("shift", 0.5)
+        names = ["a", "b"]
+        if "a" in names and "c" not in names:
+            scale = scale * 2
+        return x * scale + shift
+    return fn, (t(3), {"scale": 3.0}), {}
+
+
+@case()
+def nested_containers_out():
+    def fn(x):
+        return {"stats": [x.mean(), (x.min(), x.max())], "meta": {"n": x.numel(), "tag": None}}
+    return fn, (t(4),), {}
+
+
+@case()
+def string_keyed_dispatch():
+    acts = {"relu": torch.relu, "tanh": torch.tanh, "gelu": F.gelu}
+
+    def fn(x, name="tanh"):
+        return acts[name](x) + acts[CONFIG["act"]](x)
+    return fn, (t(4),), {"name": "relu"}
+
+
+@case()
+def recursion_on_python_value():
+    def power(x, n):
+        return x if n == 1 else x * power(x, n - 1)
+
+    def fn(x):
+        return power(x, 4)
+    return fn, (t(3),), {}
+
+
+@case()
+def slicing_lists_and_negative_steps():
+    def fn(xs):
+        return sum(xs[::-1][:2]) + xs[-1] * len(xs[1:])
+    return fn, ([t(2, seed=i) for i in range(4)],), {}
+
+
+@case()
+def list_sort_and_reverse_of_constants():
+    def fn(x):
+        dims = [2, 0, 1]
+        dims.sort()
+        dims.reverse()
+        return x.permute(*dims)
+    return fn, (t(2, 3, 4),), {}

@@ -1,6 +1,7 @@
 """Helpers shared by the whole-pipeline tests."""
 
 import copy
+import types
 
 import torch
 
@@ -35,7 +36,7 @@ def assert_same(actual, expected, path="result"):
         assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
         for k in expected:
             assert_same(actual[k], expected[k], f"{path}[{k!r}]")
-    elif hasattr(expected, "__dict__") and not callable(expected):
+    elif hasattr(expected, "__dict__") and not isinstance(expected, (types.FunctionType, type)):
         assert_same(vars(actual), vars(expected), f"{path}.__dict__")
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"

@@ -182,7 +182,9 @@ class OutputGraph:
             if isinstance(out, list):
                 return ListVariable(items)
             return TupleVariable(items, tuple_type=type(out))
-        if out is None or isinstance(out, (bool, int, float)) or type(out).__module__ == "torch":
+        if not _holds_fake(out):
+            # no tensor in the result (a size, a flag, a tuple of ints from a torch helper):
+            # a trace-time constant, and the node computing it is not needed
             if not node.users and node.op != "placeholder":
                 from kiln.fxgraph import is_impure
 
@@ -190,8 +192,20 @@ class OutputGraph:
                     self.graph.erase_node(node)
                     if self._first_op is node:
                         self._first_op = None
-            return ConstantVariable(out)
+            from .variables._wrap import wrap_trace_value
+
+            return wrap_trace_value(out)
         raise Unsupported(f"{what} returned a {type(out).__name__}, which kiln cannot track yet")
+
+
+def _holds_fake(value: Any) -> bool:
+    if isinstance(value, FakeTensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_holds_fake(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_fake(v) for v in value.values())
+    return False
 
 
 def _rebuild_tuple(tuple_type: type, items: list[Any]) -> tuple:

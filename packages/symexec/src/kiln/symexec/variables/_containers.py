@@ -38,6 +38,14 @@ def _index(tx: Translator, container: VariableTracker, key: VariableTracker) -> 
     return key.as_constant()
 
 
+def field_names(tuple_type: type) -> tuple[str, ...] | None:
+    """Names of a namedtuple's or struct sequence's fields (``torch.return_types``), or None."""
+    fields = getattr(tuple_type, "_fields", None)
+    if fields is None and tuple_type is not tuple:
+        fields = getattr(tuple_type, "__match_args__", None)  # struct sequences
+    return tuple(fields) if fields is not None else None
+
+
 class _Sequence(VariableTracker):
     __slots__ = ("items",)
 
@@ -104,7 +112,7 @@ class TupleVariable(_Sequence):
         return tuple(i.as_constant() for i in self.items)
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
-        fields = getattr(self.tuple_type, "_fields", None)
+        fields = field_names(self.tuple_type)
         if fields is not None and name in fields:
             return self.items[fields.index(name)]
         return super().get_attr(tx, name)
@@ -151,6 +159,11 @@ class ListVariable(_Sequence):
             items.clear()
         elif name == "reverse" and not args:
             items.reverse()
+        elif name == "sort" and not args and set(kwargs) <= {"reverse"}:
+            if not all(i.is_constant() for i in items):
+                raise Unsupported(f"sorting {self.describe()}, whose items are unknown at trace time")
+            reverse = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
+            items.sort(key=lambda v: v.as_constant(), reverse=reverse)
         elif name == "__setitem__" and len(args) == 2:
             k = _index(tx, self, args[0])
             if isinstance(k, slice):
