@@ -963,7 +963,7 @@ def chained_and_ternary_comparisons():
     def fn(x, k=3):
         lo, hi = 1, 5
         scale = 2.0 if lo < k < hi else 0.5
-        return x * scale if x.dim() >= 1 and not (k == 4) else x
+        return x * scale if x.dim() >= 1 and not (k == 4) else x  # noqa: SIM201 (UNARY_NOT)
     return fn, (t(3),), {}
 
 
