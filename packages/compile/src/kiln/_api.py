@@ -140,8 +140,10 @@ def disable(fn: Callable[..., Any] | None = None) -> Any:
 
 
 def reset() -> None:
-    """Forget everything compiled: every cache entry, skip mark and policy decision."""
+    """Forget everything compiled: every cache entry, skip mark and policy decision, and
+    let the evaluation function go until the next ``kiln.compile``."""
     fe.reset()
+    fe.keep_installed(False)
     reset_policy()
 
 

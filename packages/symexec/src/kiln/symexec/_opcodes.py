@@ -170,10 +170,12 @@ def _store_deref(tx, instr):
 @rule("LOAD_ATTR")
 def _load_attr(tx, instr):
     obj = tx.pop()
-    attr = obj.get_attr(tx, instr.arg.name)
-    if instr.arg.method:  # 3.12: (NULL, attr) stands for (method, self)
+    if instr.arg.method:
+        # 3.12's method load (3.11's LOAD_METHOD): the call goes to call_method.
         tx.push(NULL)
-    tx.push(attr)
+        tx.push(_MethodOf(obj, instr.arg.name))
+        return
+    tx.push(obj.get_attr(tx, instr.arg.name))
 
 
 @rule("LOAD_METHOD")
