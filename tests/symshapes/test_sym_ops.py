@@ -7,7 +7,7 @@ import math
 
 import pytest
 import sympy
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiln.symshapes._sym_ops import is_boolean_expr, sym_op_rules, to_sympy
@@ -25,6 +25,7 @@ def _py(value: sympy.Basic):
 
 
 @pytest.mark.parametrize("name", INT_BINARY)
+@settings(deadline=None)
 @given(a=st.integers(-60, 60), b=st.integers(-60, 60))
 def test_int_binary_rules(name, a, b):
     rule = sym_op_rules[name]
@@ -38,6 +39,7 @@ def test_int_binary_rules(name, a, b):
 
 
 @pytest.mark.parametrize("name", FLOAT_BINARY)
+@settings(deadline=None)
 @given(a=st.floats(-1e3, 1e3), b=st.floats(-1e3, 1e3).filter(lambda v: abs(v) > 1e-3))
 def test_float_binary_rules(name, a, b):
     rule = sym_op_rules[name]
@@ -46,6 +48,7 @@ def test_float_binary_rules(name, a, b):
     assert math.isclose(got, expected, rel_tol=1e-12, abs_tol=1e-12) if not isinstance(expected, bool) else got == expected
 
 
+@settings(deadline=None)
 @given(a=st.integers(-100, 100), f=st.floats(-1e4, 1e4))
 def test_unary_rules(a, f):
     for name in UNARY_INT:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import sympy
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiln.symshapes import FloorDiv, Mod, ValueRange
@@ -18,6 +18,7 @@ EXPRS = [
 ]
 
 
+@settings(deadline=None)
 @given(st.integers(-20, 20), st.integers(0, 15), st.integers(-20, 20), st.integers(0, 15), st.data())
 def test_bound_is_sound(alo, awidth, blo, bwidth, data):
     ranges = {a: ValueRange(alo, alo + awidth), b: ValueRange(blo, blo + bwidth)}
