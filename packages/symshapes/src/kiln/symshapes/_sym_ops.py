@@ -84,6 +84,9 @@ def _truediv(a, b):
 def _float_floordiv(a, b):
     if b.is_zero:
         raise ZeroDivisionError("float floor division by zero")
+    if a.is_Number and b.is_Number:
+        # Python's float // floors the exact quotient; a 53-bit a / b can round up to it.
+        return sympy.Float(float(a) // float(b))
     return sympy.floor(a / b)
 
 
