@@ -13,14 +13,17 @@ from kiln.symexec.bytecode import (
     TABLE,
     AssemblyError,
     AttrArg,
+    Bytecode,
     CompareArg,
     ConcreteBytecode,
     Instr,
     Label,
     assemble_concrete,
+    conditional_jump,
     decode,
     extended_args_needed,
     make_code,
+    normalize_jumps,
 )
 
 
@@ -70,15 +73,26 @@ def test_backward_jump_loop(filler):
 def test_backward_conditional_jump_follows_the_version_table():
     top = Label()
     body = [top, Instr("LOAD_FAST", "x"), Instr("LOAD_CONST", 1), Instr("BINARY_OP", "-"),
-            Instr("STORE_FAST", "x"), Instr("LOAD_FAST", "x"), Instr("POP_JUMP_IF_TRUE", top),
-            Instr("LOAD_CONST", "done"), Instr("RETURN_VALUE")]
+            Instr("STORE_FAST", "x"), Instr("LOAD_FAST", "x"), *conditional_jump("POP_JUMP_IF_TRUE", top),
+            Instr("LOAD_FAST", "x"), Instr("RETURN_VALUE")]
     backward = TABLE.jump_families["POP_JUMP_IF_TRUE"][1]
+    bc = Bytecode(instrs=[Instr("RESUME", 0), *body], varnames=["x"], argcount=1)
     if backward is None:
         with pytest.raises(AssemblyError, match="backward"):
-            make_code(body, argnames=["x"])
+            bc.to_code()
     else:
-        assert run(body, 5) == "done"
-        assert [j.name for j in jump_args(make_code(body, argnames=["x"]))] == [backward]
+        assert [j.name for j in jump_args(bc.to_code())] == [backward]
+    # make_code rewrites what the version cannot encode; the loop runs either way
+    code = make_code(body, argnames=["x"])
+    assert types.FunctionType(code, {})(5) == 0  # looped down to zero
+    names = [j.name for j in jump_args(code)]
+    assert names == ([backward] if backward else ["POP_JUMP_IF_FALSE", "JUMP_BACKWARD"])
+
+
+def test_normalize_jumps_keeps_forward_jumps():
+    end = Label()
+    body = [Instr("LOAD_FAST", "x"), Instr("POP_JUMP_IF_NONE", end), end, Instr("RETURN_VALUE")]
+    assert normalize_jumps(body) == body
 
 
 def test_fixed_direction_jump_cannot_go_back():

@@ -8,8 +8,11 @@ import types
 import pytest
 
 from kiln.symexec.bytecode import (
+    TABLE,
     Instr,
+    Label,
     call_instrs,
+    conditional_jump,
     decode,
     disassemble,
     make_code,
@@ -82,3 +85,16 @@ def test_method_call_through_push_null_flag():
 def test_too_many_keyword_names():
     with pytest.raises(ValueError):
         call_instrs(1, ("a", "b"))
+
+
+def test_conditional_jump_tests_truth_of_any_value():
+    out = Label()
+    body = [Instr("LOAD_FAST", "x"), *conditional_jump("POP_JUMP_IF_FALSE", out),
+            Instr("LOAD_CONST", "truthy"), Instr("RETURN_VALUE"),
+            out, Instr("LOAD_CONST", "falsy"), Instr("RETURN_VALUE")]
+    fn = types.FunctionType(make_code(body, argnames=["x"]), {})
+    assert [fn(v) for v in (0, 3, "", "a", [], [0], None)] == [
+        "falsy", "truthy", "falsy", "truthy", "falsy", "truthy", "falsy"]
+    assert ("TO_BOOL" in disassemble(fn.__code__)) == TABLE.jump_if_needs_bool
+    with pytest.raises(ValueError):
+        conditional_jump("POP_JUMP_IF_NONE", out)

@@ -49,6 +49,7 @@ def test_version_differences_live_in_the_table():
     assert has("POP_JUMP_FORWARD_IF_TRUE") == (TABLE.version == (3, 11))
     assert (TABLE.jump_families["POP_JUMP_IF_TRUE"][1] is None) == (TABLE.version >= (3, 12))
     assert TABLE.null_after_callable == (TABLE.version >= (3, 13))
+    assert TABLE.jump_if_needs_bool == (TABLE.version >= (3, 13))
     assert TABLE.linetable_merges_runs == (TABLE.version >= (3, 12))
     assert TABLE.name_flag_bits["LOAD_ATTR"] == (0 if TABLE.version == (3, 11) else 1)
 

@@ -9,7 +9,7 @@ version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 """
 
 from ._assemble import AssemblyError, assemble, assemble_concrete, stack_depths
-from ._build import call_instrs, make_code, prologue, with_null
+from ._build import call_instrs, conditional_jump, make_code, normalize_jumps, prologue, with_null
 from ._bytecode import Bytecode, ExceptionRange, exception_ranges, localsplus_names
 from ._cfg import BasicBlock, ControlFlowGraph
 from ._concrete import (
@@ -71,6 +71,7 @@ __all__ = [
     "basic_block_starts",
     "call_instrs",
     "compute_stacksize",
+    "conditional_jump",
     "const_key",
     "decode",
     "decode_concrete",
@@ -88,6 +89,7 @@ __all__ = [
     "localsplus_names",
     "make_code",
     "map_code",
+    "normalize_jumps",
     "prologue",
     "stack_depths",
     "walk_code",

@@ -116,7 +116,8 @@ def _jump_opcode(name: str, forward: bool, table: VersionTable) -> str:
         real = family[0] if forward else family[1]
         if real is None:
             direction = "forward" if forward else "backward"
-            raise AssemblyError(f"{name} cannot jump {direction} on CPython {table.version}")
+            raise AssemblyError(f"{name} cannot jump {direction} on CPython {table.version} "
+                                "(normalize_jumps rewrites it)")
         return real
     if (table.jump_directions[name] > 0) != forward:
         raise AssemblyError(f"{name} cannot jump {'forward' if forward else 'backward'}")

@@ -19,7 +19,14 @@ from ._bytecode import DEFAULT_FLAGS, Bytecode
 from ._instr import Instr, Label
 from .versions import TABLE
 
-__all__ = ["call_instrs", "make_code", "prologue", "with_null"]
+__all__ = ["call_instrs", "conditional_jump", "make_code", "normalize_jumps", "prologue", "with_null"]
+
+_INVERSE = {
+    "POP_JUMP_IF_FALSE": "POP_JUMP_IF_TRUE",
+    "POP_JUMP_IF_TRUE": "POP_JUMP_IF_FALSE",
+    "POP_JUMP_IF_NONE": "POP_JUMP_IF_NOT_NONE",
+    "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NONE",
+}
 
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
@@ -33,6 +40,29 @@ def prologue(cellvars: Sequence[str], freevars: Sequence[str], flags: int) -> li
     if flags & _GENERATOR_FLAGS:
         out += [Instr("RETURN_GENERATOR"), Instr("POP_TOP")]
     out.append(Instr("RESUME", 0))
+    return out
+
+
+def normalize_jumps(items: Iterable[Instr | Label]) -> list[Instr | Label]:
+    """Rewrite conditional jumps that go backward where the version cannot encode them.
+
+    ``POP_JUMP_IF_X L`` with ``L`` placed before it becomes ``POP_JUMP_IF_<not X> skip;
+    JUMP L; skip:`` (what CPython 3.12's compiler emits). Other items are returned as they
+    are; on 3.11, which has backward conditional jumps, nothing changes.
+    """
+    items = list(items)
+    seen: set[Label] = set()
+    out: list[Instr | Label] = []
+    for item in items:
+        if isinstance(item, Label):
+            seen.add(item)
+        elif (item.name in _INVERSE and item.arg in seen
+              and TABLE.jump_families[item.name][1] is None):
+            skip = Label()
+            out += [Instr(_INVERSE[item.name], skip, location=item.location, handler=item.handler),
+                    Instr("JUMP", item.arg, location=item.location, handler=item.handler), skip]
+            continue
+        out.append(item)
     return out
 
 
@@ -60,7 +90,8 @@ def make_code(
     only), then ``kwonlyargnames``, ``*varargs`` and ``**varkw``; any other local the
     instructions use becomes a local variable. ``flags`` are added to CO_OPTIMIZED |
     CO_NEWLOCALS (and CO_VARARGS / CO_VARKEYWORDS as needed). ``consts`` seeds co_consts
-    (its first entry is the docstring slot). Returns the code object; attach it to a
+    (its first entry is the docstring slot). Backward conditional jumps are rewritten where
+    the version needs it (``normalize_jumps``). Returns the code object; attach it to a
     function with ``types.FunctionType(code, globals, name, defaults, closure)``.
     """
     varnames = [*argnames, *kwonlyargnames]
@@ -71,7 +102,7 @@ def make_code(
     if varkw is not None:
         varnames.append(varkw)
         all_flags |= inspect.CO_VARKEYWORDS
-    body = list(instrs)
+    body = normalize_jumps(instrs)
     if add_prologue:
         body = [*prologue(cellvars, freevars, all_flags), *body]
     bc = Bytecode(
@@ -97,6 +128,15 @@ def with_null(load_callable: Sequence[Instr]) -> list[Instr]:
     if TABLE.null_after_callable:
         return [*load_callable, Instr("PUSH_NULL")]
     return [Instr("PUSH_NULL"), *load_callable]
+
+
+def conditional_jump(name: str, target: Label) -> list[Instr]:
+    """``POP_JUMP_IF_TRUE``/``FALSE`` on any value's truth: TO_BOOL first where the version's
+    conditional jumps only accept an exact bool (3.13)."""
+    if name not in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"):
+        raise ValueError(f"{name} is not a truth-testing jump")
+    prefix = [Instr("TO_BOOL")] if TABLE.jump_if_needs_bool else []
+    return [*prefix, Instr(name, target)]
 
 
 def call_instrs(nargs: int, kw_names: Sequence[str] = ()) -> list[Instr]:

@@ -79,6 +79,8 @@ class VersionTable:
     # CALL's stack layout: True for [callable, NULL/self, args...] (3.13), False for
     # [NULL/method, callable/self, args...] (3.11, 3.12)
     null_after_callable: bool
+    # True if POP_JUMP_IF_TRUE/FALSE need an exact bool on the stack (3.13: TO_BOOL first)
+    jump_if_needs_bool: bool
     extended_arg: int
     cache: int
 

@@ -82,6 +82,7 @@ def _build() -> VersionTable:
         stack_effect=stack_effect_with({"RETURN_GENERATOR": 1}, tuple(opcode.opname[:256])),
         linetable_merges_runs=False,
         null_after_callable=False,
+        jump_if_needs_bool=False,
         extended_arg=opcode.EXTENDED_ARG,
         cache=opmap["CACHE"],
     )

@@ -88,6 +88,7 @@ def _build() -> VersionTable:
         stack_effect=dis.stack_effect,
         linetable_merges_runs=True,
         null_after_callable=True,
+        jump_if_needs_bool=True,
         extended_arg=opcode.EXTENDED_ARG,
         cache=opmap["CACHE"],
     )
