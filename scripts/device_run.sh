@@ -3,8 +3,13 @@
 # package's src folder goes on PYTHONPATH and frameeval's C extension is built in place with
 # the system compiler for the python3 found there. Then the given command runs.
 #
-#   scripts/device_run.sh python3 -m pytest tests/fxgraph tests/guards -q -n 8
+#   scripts/device_run.sh python3 -m pytest tests -q -n 16 -p no:randomly
 #   scripts/device_run.sh python3 benchmarks/fxgraph_bench.py
+#
+# The GPU machine has no network: tests/frameeval/test_build.py builds a wheel with
+# hatchling, so carry it (`pip download -d .whl hatchling pathspec pluggy trove-classifiers
+# packaging`, with .whl in .git/info/exclude) and install it first:
+#   pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
