@@ -246,3 +246,17 @@ def test_deepcopy_detach_and_parameter():
     assert copy.deepcopy(x).requires_grad
     assert detached.fake_storage is x.fake_storage and not detached.requires_grad
     assert isinstance(param, FakeTensor) and param.requires_grad
+
+
+def test_mode_reentry_and_exclusivity():
+    mode, other = FakeTensorMode(ShapeEnv()), FakeTensorMode()
+    x = from_real(mode, torch.randn(3, 4), dynamic_dims=(0,), name="x")
+    with mode:
+        with mode:
+            y = x + 1
+        z = torch.ones(2, device="cuda")  # still inside the outer ``with``
+        with pytest.raises(ValueError, match="another fake mode"), other:
+            pass
+    assert isinstance(y, FakeTensor) and isinstance(z, FakeTensor)
+    with mode:
+        assert isinstance(x * 2, FakeTensor)

@@ -142,23 +142,35 @@ class FakeTensorMode(TorchDispatchMode):
         self.env_view = ShapeEnvView(shape_env) if shape_env is not None else None
         self._infos: dict[object, _OpInfo] = {}
         self._storages: dict[tuple, tuple[FakeStorage, StorageWeakRef]] = {}
-        self._exits: list[contextlib.ExitStack] = []
+        self._exits: list[contextlib.ExitStack | None] = []
         self._materializing = 0
 
     # ------------------------------------------------------------ context
     def __enter__(self):
+        if self._exits:
+            # Re-entering the active mode (a helper that says ``with mode:`` again) is a
+            # no-op; torch allows one FAKE-key mode at a time.
+            self._exits.append(None)
+            return self
         allow_unavailable_devices()
         stack = contextlib.ExitStack()
         if self.shape_env is not None:
             stack.enter_context(python_dispatcher())
         self._exits.append(stack)
-        return super().__enter__()
+        try:
+            return super().__enter__()
+        except RuntimeError as err:
+            self._exits.pop().close()
+            raise ValueError(f"cannot enter this FakeTensorMode while another fake mode is active: {err}") from err
 
     def __exit__(self, *exc):
+        stack = self._exits.pop()
+        if stack is None:
+            return None
         try:
             return super().__exit__(*exc)
         finally:
-            self._exits.pop().close()
+            stack.close()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self._materializing:
