@@ -24,6 +24,7 @@ from kiln.symexec.bytecode import (
     Location,
     SuperAttrArg,
     decode,
+    decode_concrete_bytecode,
     walk_code,
 )
 
@@ -208,3 +209,14 @@ def test_localsplus_layout_matches_the_interpreter():
     for code in codes:
         names = localsplus_names(code.co_varnames, code.co_cellvars, code.co_freevars)
         assert names == [code._varname_from_oparg(i) for i in range(len(names))]
+
+
+def test_unknown_opcodes_are_rejected():
+    op = next(o for o in range(1, 256) if TABLE.opname[o] not in TABLE.opmap)
+    instrs = [ConcreteInstr("RESUME", TABLE.opmap["RESUME"], 0),
+              ConcreteInstr(TABLE.opname[op], op, 0),
+              ConcreteInstr("RETURN_VALUE", TABLE.opmap["RETURN_VALUE"], 0)]
+    # (a code object cannot carry it: co_code maps specialized opcodes back to their base)
+    cb = ConcreteBytecode(instrs, [None] * 3, [], [None], [], [], [], [], 1)
+    with pytest.raises(DecodeError, match="not in the CPython"):
+        decode_concrete_bytecode(cb)

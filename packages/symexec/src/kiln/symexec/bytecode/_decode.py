@@ -85,6 +85,9 @@ def decode_concrete_bytecode(cb: ConcreteBytecode) -> Bytecode:
     """The abstract level of a concrete-level code object."""
     table = cb.table
     concrete = cb.instrs
+    unknown = sorted({i.name for i in concrete if i.name not in table.arg_kinds})
+    if unknown:
+        raise DecodeError(f"{cb.qualname}: opcodes {unknown} are not in the CPython {table.version} table")
     offsets = [ins.offset for ins in concrete]
     starts = set(offsets)
     targets = {jump_target_offset(i, table) for i in concrete if i.name in table.jump_directions}
