@@ -10,7 +10,7 @@ version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 
 from ._assemble import AssemblyError, assemble, assemble_concrete, stack_depths
 from ._build import call_instrs, conditional_jump, make_code, normalize_jumps, prologue, with_null
-from ._bytecode import Bytecode, ExceptionRange, exception_ranges, localsplus_names
+from ._bytecode import Bytecode, ExceptionRange, copy_instrs, exception_ranges, localsplus_names
 from ._cfg import BasicBlock, ControlFlowGraph
 from ._concrete import (
     ConcreteBytecode,
@@ -73,6 +73,7 @@ __all__ = [
     "compute_stacksize",
     "conditional_jump",
     "const_key",
+    "copy_instrs",
     "decode",
     "decode_concrete",
     "decode_concrete_bytecode",

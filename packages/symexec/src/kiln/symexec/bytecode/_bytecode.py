@@ -22,7 +22,7 @@ from typing import Any
 
 from ._instr import ExceptHandler, Instr, Label
 
-__all__ = ["Bytecode", "ExceptionRange", "exception_ranges", "localsplus_names"]
+__all__ = ["Bytecode", "ExceptionRange", "copy_instrs", "exception_ranges", "localsplus_names"]
 
 DEFAULT_FLAGS = inspect.CO_OPTIMIZED | inspect.CO_NEWLOCALS
 
@@ -61,6 +61,34 @@ def exception_ranges(items) -> list[ExceptionRange]:
         else:
             ranges.append(ExceptionRange(index, index, h))
     return ranges
+
+
+def copy_instrs(items) -> list[Instr | Label]:
+    """A copy of an instruction list with fresh ``Instr`` and ``Label`` objects.
+
+    Jumps and handlers of the copy point at the copy's labels (a label not in ``items``
+    stays shared), so the copy can be edited or spliced into other code independently.
+    """
+    items = list(items)
+    fresh = {item: Label(item.hint) for item in items if isinstance(item, Label)}
+    handlers: dict[ExceptHandler, ExceptHandler] = {}
+
+    def handler_copy(h: ExceptHandler | None) -> ExceptHandler | None:
+        if h is None:
+            return None
+        if h not in handlers:
+            handlers[h] = ExceptHandler(fresh.get(h.target, h.target), h.depth, h.lasti)
+        return handlers[h]
+
+    out: list[Instr | Label] = []
+    for item in items:
+        if isinstance(item, Label):
+            out.append(fresh[item])
+            continue
+        arg = fresh.get(item.arg, item.arg) if isinstance(item.arg, Label) else item.arg
+        out.append(Instr(item.name, arg, location=item.location, handler=handler_copy(item.handler),
+                         offset=item.offset))
+    return out
 
 
 @dataclass(slots=True)
@@ -102,6 +130,17 @@ class Bytecode:
     def instructions(self) -> list[Instr]:
         """The instructions without the labels."""
         return [i for i in self.instrs if isinstance(i, Instr)]
+
+    def copy(self) -> Bytecode:
+        """An independent copy: fresh instructions and labels (``copy_instrs``), new lists."""
+        return Bytecode(
+            instrs=copy_instrs(self.instrs), name=self.name, qualname=self.qualname,
+            filename=self.filename, first_lineno=self.first_lineno, flags=self.flags,
+            argcount=self.argcount, posonlyargcount=self.posonlyargcount,
+            kwonlyargcount=self.kwonlyargcount, varnames=list(self.varnames),
+            cellvars=list(self.cellvars), freevars=list(self.freevars), consts=list(self.consts),
+            names=list(self.names),
+        )
 
     def exception_ranges(self) -> list[ExceptionRange]:
         """Runs of instructions with the same handler (see ``exception_ranges``)."""
