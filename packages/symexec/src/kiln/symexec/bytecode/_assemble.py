@@ -9,8 +9,9 @@ entries from runs of instructions with the same handler; (5) compute the stack s
 
 Invariants: a jump's oparg counts code units from the end of its caches; literal constants
 are shared by (type, value) like the compiler does (so ``0``, ``0.0``, ``False`` and
-``-0.0`` stay distinct), other objects by identity; a decoded compiler-produced function re-assembles to the same ``co_code``,
-``co_linetable`` and ``co_exceptiontable`` (the round-trip tests measure this).
+``-0.0`` stay distinct), other objects by identity (``const_key``); a decoded
+compiler-produced function re-assembles to the same ``co_code``, ``co_linetable`` and
+``co_exceptiontable`` (the round-trip tests measure this).
 """
 
 from __future__ import annotations
