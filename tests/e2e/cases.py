@@ -1034,3 +1034,24 @@ def list_sort_and_reverse_of_constants():
         dims.reverse()
         return x.permute(*dims)
     return fn, (t(2, 3, 4),), {}
+
+
+@case()
+def autocast_bfloat16_region():
+    def fn(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            z = torch.relu(y)
+        return z.float() + 1, y.dtype
+    return fn, (t(4, 8), t(8, 4, seed=1)), {}
+
+
+@case()
+def autocast_disabled_inside_enabled():
+    def fn(x):
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            a = x @ x
+            with torch.autocast(device_type="cpu", enabled=False):
+                b = x @ x
+        return a.dtype, b.dtype, b
+    return fn, (t(3, 3),), {}

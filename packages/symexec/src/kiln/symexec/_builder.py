@@ -45,7 +45,7 @@ from .variables._objects import (
     UserDefinedClassVariable,
     UserDefinedObjectVariable,
 )
-from .variables._torch import TorchFunctionVariable, is_torch_function
+from .variables._torch import TorchFunctionVariable, is_context_manager_class, is_torch_function
 
 if TYPE_CHECKING:
     from ._output_graph import OutputGraph
@@ -63,12 +63,6 @@ def _equals_guardable(value: Any) -> bool:
         return True
     tp = type(value)
     return tp.__module__ == "torch" and tp.__name__ in ("dtype", "device")
-
-
-def _is_grad_mode_class(value: Any) -> bool:
-    import torch
-
-    return value is torch.no_grad or value is torch.enable_grad or value is torch.set_grad_enabled
 
 
 def _literal_key(key: Any) -> bool:
@@ -106,10 +100,11 @@ class VariableBuilder:
         if isinstance(value, torch.Tensor):
             if not g:
                 raise Unsupported("a tensor reached without a source (a library global)")
-            if id(value) not in self.output.tensor_inputs:
-                # A tensor reached a second way (tied weights) is guarded by aliasing instead.
-                self._guard(TensorMatch.from_tensor(source, value))
-            return self.output.add_tensor_input(source, value)
+            with self.output.entry_state():
+                if id(value) not in self.output.tensor_inputs:
+                    # A tensor reached a second way (tied weights) is guarded by aliasing.
+                    self._guard(TensorMatch.from_tensor(source, value))
+                return self.output.add_tensor_input(source, value)
         if isinstance(value, torch.nn.Module):
             if g:
                 self._guard(ModuleStructureMatch.from_module(source, value, ordered=True))
@@ -131,7 +126,7 @@ class VariableBuilder:
             if g:
                 self._guard(IdMatch(source, value))
             return BuiltinVariable(value, source)
-        if is_torch_function(value) or _is_grad_mode_class(value):
+        if is_torch_function(value) or is_context_manager_class(value):
             if g:
                 self._guard(IdMatch(source, value))
             return TorchFunctionVariable(value)

@@ -23,7 +23,7 @@ from .variables._builtins import BuiltinVariable, builtin_rules
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
-from .variables._torch import GradModeVariable
+from .variables._torch import ContextManagerVariable
 from .variables._wrap import wrap_trace_value
 
 __all__ = ["opcode_rules"]
@@ -563,7 +563,7 @@ class _ExitVariable(VariableTracker):
 
     __slots__ = ("manager",)
 
-    def __init__(self, manager: GradModeVariable) -> None:
+    def __init__(self, manager: ContextManagerVariable) -> None:
         super().__init__(None)
         self.manager = manager
 
@@ -578,7 +578,7 @@ class _ExitVariable(VariableTracker):
 @rule("BEFORE_WITH")
 def _before_with(tx, instr):
     manager = tx.pop()
-    if not isinstance(manager, GradModeVariable):
+    if not isinstance(manager, ContextManagerVariable):
         raise Unsupported(f"with-block on {manager.describe()}")
     tx.push(_ExitVariable(manager))
     tx.push(manager.enter(tx))

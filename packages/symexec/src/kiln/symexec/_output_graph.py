@@ -9,7 +9,9 @@ anything. Guards accumulate in ``guards``; the builder adds them as it reads the
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from kiln.fxgraph import Graph, Node
@@ -28,6 +30,7 @@ __all__ = ["OutputGraph"]
 _ROOT = re.compile(r"^([LG])\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 
+_AUTOCAST_DEVICES = ("cpu", "cuda")
 _MODULE_SLOT = re.compile(r"\._(?:modules|parameters|buffers)\[")
 
 
@@ -67,6 +70,11 @@ class OutputGraph:
         self.global_writes: dict[str, VariableTracker] = {}
         self._first_op: Node | None = None
         self._input_names: set[str] = set()
+        import torch
+
+        # Autocast adds thread-local dispatch keys that tensor guards would record; guards
+        # are taken as at entry even when a tensor is first read inside an autocast region.
+        self._entry_autocast = {d: torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES}
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -111,6 +119,21 @@ class OutputGraph:
         entry = self.attribute_writes.get(id(owner))
         return None if entry is None else entry[1].get(name)
 
+    @contextlib.contextmanager
+    def entry_state(self) -> Iterator[None]:
+        """Torch's autocast switches as they were when tracing began, for the duration."""
+        import torch
+
+        now = {d: torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES}
+        changed = {d: v for d, v in self._entry_autocast.items() if now[d] != v}
+        for d, v in changed.items():
+            torch.set_autocast_enabled(d, v)
+        try:
+            yield
+        finally:
+            for d in changed:
+                torch.set_autocast_enabled(d, now[d])
+
     def finish_inputs(self) -> None:
         """Guard that distinct tensor inputs stay distinct objects (called once, at the end).
 
@@ -121,6 +144,13 @@ class OutputGraph:
                    if t.source is not None and not _owned_by_module(t.source)]
         if len(sources) > 1:
             self.guards.add(NoAliasing(tuple(sources)))
+
+    def record_effect(self, fn: Any, args: tuple[Any, ...]) -> Node:
+        """A node calling ``fn(*args)`` for its effect on global state (not run on fakes)."""
+        node = self.graph.create_node("call_function", fn, tuple(args))
+        if self._first_op is None:
+            self._first_op = node
+        return node
 
     def set_grad_enabled(self, enabled: bool) -> None:
         """Switch grad mode here and in the graph (the fake tensors see the new mode)."""

@@ -21,7 +21,8 @@ from ._constant import ConstantVariable, is_constant_value
 if TYPE_CHECKING:
     from .._translator import Translator
 
-__all__ = ["GradModeVariable", "TorchFunctionVariable", "is_torch_function"]
+__all__ = ["AutocastVariable", "ContextManagerVariable", "GradModeVariable", "TorchFunctionVariable",
+           "is_context_manager_class", "is_torch_function"]
 
 
 def _trace_time_functions() -> frozenset[Any]:
@@ -34,6 +35,19 @@ def _trace_time_functions() -> frozenset[Any]:
         torch.device, torch.Size, torch.finfo, torch.iinfo, torch.promote_types,
         torch.result_type, torch.can_cast,
     })
+
+
+def _autocast_classes() -> tuple[Any, ...]:
+    import torch
+
+    return (torch.autocast, torch.amp.autocast, torch.cpu.amp.autocast, torch.cuda.amp.autocast)
+
+
+def is_context_manager_class(value: Any) -> bool:
+    """Whether ``value`` is one of torch's context-manager classes kiln models."""
+    import torch
+
+    return value in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled) or value in _autocast_classes()
 
 
 def is_torch_function(value: Any) -> bool:
@@ -76,6 +90,8 @@ class TorchFunctionVariable(VariableTracker):
         fn = self.fn
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(fn is torch.enable_grad)
+        if fn in _autocast_classes():
+            return make_autocast(args, kwargs)
         if fn is torch.set_grad_enabled:
             (mode,) = args
             return GradModeVariable(bool(mode.as_constant()), immediate=True, tx=tx)
@@ -97,7 +113,70 @@ class TorchFunctionVariable(VariableTracker):
         return ConstantVariable(result)
 
 
-class GradModeVariable(VariableTracker):
+class ContextManagerVariable(VariableTracker):
+    """A context manager kiln models: ``enter`` and ``exit`` change the trace and the graph."""
+
+    __slots__ = ()
+
+    def enter(self, tx: Translator) -> VariableTracker:
+        raise NotImplementedError
+
+    def exit(self, tx: Translator) -> None:
+        raise NotImplementedError
+
+
+class AutocastVariable(ContextManagerVariable):
+    """``torch.autocast(...)`` in a ``with`` block.
+
+    Entering switches autocast on for real while tracing (so the fake tensors get the dtypes
+    autocast gives) and records ``torch.amp._enter_autocast(...)`` in the graph; exiting
+    records ``_exit_autocast`` on that node and switches the real one off again.
+    """
+
+    __slots__ = ("args", "mode_node", "real")
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        super().__init__(None)
+        self.args = args  # device_type, dtype, enabled, cache_enabled
+        self.real: Any = None
+        self.mode_node: Any = None
+
+    def describe(self) -> str:
+        return f"autocast({', '.join(map(repr, self.args))})"
+
+    def enter(self, tx: Translator) -> VariableTracker:
+        import torch
+        from torch.amp import autocast_mode
+
+        self.real = torch.autocast(*self.args)
+        self.real.__enter__()
+        self.mode_node = tx.output.record_effect(autocast_mode._enter_autocast, self.args)
+        return ConstantVariable(None)
+
+    def exit(self, tx: Translator) -> None:
+        from torch.amp import autocast_mode
+
+        tx.output.record_effect(autocast_mode._exit_autocast, (self.mode_node,))
+        self.real.__exit__(None, None, None)
+
+
+def make_autocast(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> AutocastVariable:
+    """An AutocastVariable from ``torch.autocast``'s arguments (all known at trace time)."""
+    import inspect
+
+    import torch
+
+    from ._containers import constant_args
+
+    values = constant_args("torch.autocast()", [*args, *kwargs.values()])
+    bound = inspect.signature(torch.autocast.__init__).bind(
+        None, *values[:len(args)], **dict(zip(kwargs, values[len(args):], strict=True)))
+    bound.apply_defaults()
+    a = bound.arguments
+    return AutocastVariable((a["device_type"], a["dtype"], a["enabled"], a["cache_enabled"]))
+
+
+class GradModeVariable(ContextManagerVariable):
     """A grad-mode switch used as a context manager (see the module docstring)."""
 
     __slots__ = ("enabled", "previous")
