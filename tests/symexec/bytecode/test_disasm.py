@@ -51,3 +51,7 @@ def test_instruction_list_disassembly():
     assert lines[1].split()[-1] == "L1" and lines[2] == "L1:"
     assert lines[3].endswith("...") and len(lines[3]) < 120
     assert "ExceptionTable" not in text
+
+
+def test_functions_are_accepted():
+    assert disassemble(looped) == disassemble(looped.__code__)

@@ -9,7 +9,6 @@ A label gets its own ``L<n>:`` line. Instructions covered by an exception handle
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from types import CodeType
 from typing import Any
 
@@ -71,9 +70,14 @@ def _header(bc: Bytecode) -> str:
     return " ".join(parts)
 
 
-def disassemble(obj: CodeType | Bytecode | Iterable[Instr | Label]) -> str:
-    """Format ``obj`` as text (see the module docstring); nested code objects are not shown."""
-    bc = decode(obj) if isinstance(obj, CodeType) else obj
+def disassemble(obj: Any) -> str:
+    """Format ``obj`` as text (see the module docstring); nested code objects are not shown.
+
+    ``obj`` is a code object, a function (or anything with ``__code__``), a ``Bytecode`` or
+    an iterable of instructions and labels.
+    """
+    code = getattr(obj, "__code__", obj)
+    bc = decode(code) if isinstance(code, CodeType) else obj
     items = list(bc.instrs if isinstance(bc, Bytecode) else bc)
     label_names: dict[Label, str] = {}
     for item in items:
