@@ -163,3 +163,20 @@ def test_random_state_changes_agree_across_paths():
         assert native_check({}) and python_check({})
 
     run()
+
+
+def test_global_module_hooks_are_part_of_the_state():
+    import torch
+
+    from kiln.guards import GuardSet, TorchGlobalState
+
+    for native in (True, False):
+        check = GuardSet([TorchGlobalState.capture()]).compile({}, native=native)
+        assert check({})
+        handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None)
+        try:
+            assert not check({})
+            assert "global_module_hooks" in GuardSet([TorchGlobalState.capture()]).ordered()[0].describe()
+        finally:
+            handle.remove()
+        assert check({})

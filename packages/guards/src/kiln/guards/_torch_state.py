@@ -50,11 +50,27 @@ def _readers() -> dict[str, Any]:
         "function_modes": native.function_mode_types,
         "dispatch_modes": native.dispatch_mode_types,
         "saved_tensors_hooks": native.saved_tensors_hooks_reader(),
+        "global_module_hooks": _global_module_hooks,
     }
 
 
+def _global_hook_dicts() -> tuple[dict, ...]:
+    # nn.Module hooks registered for every module (register_module_forward_hook & co.);
+    # traced module calls only run the ones present when they were traced.
+    from torch.nn.modules import module as m
+
+    names = ("_global_forward_pre_hooks", "_global_forward_hooks",
+             "_global_backward_pre_hooks", "_global_backward_hooks")
+    return tuple(getattr(m, n) for n in names if hasattr(m, n))
+
+
+def _global_module_hooks() -> tuple[int, ...]:
+    return tuple(len(d) for d in _global_hook_dicts())
+
+
 # Fields the native snapshot does not cover; the compiled check reads these in Python.
-_NOT_NATIVE = ("inference_mode", "function_modes", "dispatch_modes", "saved_tensors_hooks")
+_NOT_NATIVE = ("inference_mode", "function_modes", "dispatch_modes", "saved_tensors_hooks",
+               "global_module_hooks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +103,10 @@ class TorchGlobalState(Guard):
             names, conds = list(self.state), []
         depth = native.mode_stack_length_readers()
         for name, value in names:
+            if name == "global_module_hooks" and not any(value):
+                # the usual case, as cheap as it gets: each hook dict is empty
+                conds += [f"not {ctx.const(d, 'module_hooks')}" for d in _global_hook_dicts()]
+                continue
             if name in depth and value == ():
                 conds.append(f"{ctx.const(depth[name], name)}() == 0")
                 continue
