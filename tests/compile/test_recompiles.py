@@ -137,3 +137,20 @@ def test_accumulated_limit_stops_new_compiles():
         assert len(backend.graphs) == 2
     finally:
         kiln.config.accumulated_recompile_limit = 256
+
+
+def test_adding_a_module_hook_after_compiling_recompiles():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    backend = CountingBackend()
+    compiled = kiln.compile(model, backend=backend)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(x), model(x))
+    handle = model[0].register_forward_hook(lambda mod, args, out: out * 10)
+    try:
+        torch.testing.assert_close(compiled(x), model(x))  # the hook runs
+        assert len(backend.graphs) == 2
+    finally:
+        handle.remove()
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2  # the first entry serves again

@@ -1055,3 +1055,23 @@ def autocast_disabled_inside_enabled():
                 b = x @ x
         return a.dtype, b.dtype, b
     return fn, (t(3, 3),), {}
+
+
+class HookedNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 4)
+        self.fc2 = nn.Linear(4, 2)
+        self.fc1.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+        self.fc1.register_forward_hook(lambda mod, args, out: out + args[0].sum())
+        self.fc2.register_forward_hook(lambda mod, args, kwargs, out: out * 3, with_kwargs=True)
+        self.fc2.register_forward_pre_hook(lambda mod, args: None)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+@case()
+def module_forward_hooks():
+    torch.manual_seed(0)
+    return HookedNet(), (t(3, 4),), {}

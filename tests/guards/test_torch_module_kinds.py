@@ -123,3 +123,25 @@ def test_reading_structure_runs_no_user_getattr():
     assert check({"self": m})
     assert Noisy.calls == 0
     assert evaluate(ModuleStructureMatch.from_module(SELF, m), {"self": m}) is None
+
+
+def test_no_module_hooks_fails_on_any_hook_and_explains():
+    import torch
+
+    from kiln.guards import GuardSet, LocalSource, ModuleStructureMatch, NoModuleHooks
+
+    m = torch.nn.Linear(2, 2)
+    src = LocalSource("m")
+    gs = GuardSet([ModuleStructureMatch.from_module(src, m), NoModuleHooks(src)])
+    for native in (True, False):
+        check = gs.compile({}, native=native)
+        assert check({"m": m})
+        for register in (m.register_forward_hook, m.register_forward_pre_hook,
+                         m.register_full_backward_hook):
+            handle = register(lambda *a: None)
+            try:
+                assert not check({"m": m})
+                assert "hooks: expected none" in gs.explain({"m": m})
+            finally:
+                handle.remove()
+            assert check({"m": m})

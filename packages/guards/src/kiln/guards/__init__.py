@@ -15,7 +15,7 @@ from kiln.guards._base import CodeContext, Guard
 from kiln.guards._compiler import compile_guards
 from kiln.guards._explain import evaluate, explain_all, explain_failure
 from kiln.guards._guard_set import GuardSet, order_guards
-from kiln.guards._module_kinds import ModuleStructureMatch
+from kiln.guards._module_kinds import ModuleStructureMatch, NoModuleHooks
 from kiln.guards._python_kinds import (
     DictKeysMatch,
     EqualsMatch,
@@ -68,6 +68,7 @@ __all__ = [
     "ModuleStructureMatch",
     "NoAliasing",
     "NoHasAttr",
+    "NoModuleHooks",
     "NotNone",
     "ObjectAliasing",
     "ShapeRelation",

@@ -123,3 +123,33 @@ class ModuleStructureMatch(Guard):
                 return (f"module {src} {part.lstrip('_')} names: expected {list(names)}, "
                         f"got {safe_repr([*found])}")
         return None
+
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+
+
+@dataclass(frozen=True, slots=True)
+class NoModuleHooks(Guard):
+    """``source`` is an nn.Module with no forward or backward hooks of its own.
+
+    A trace that inlined the module's ``forward`` skipped ``Module.__call__``; a hook added
+    later must make the trace invalid. Needs the module's type established first (it reads
+    the instance dict)."""
+
+    source: Source
+    cost = 3
+
+    def describe(self) -> str:
+        return f"{self.source} has no module hooks"
+
+    def emit(self, ctx: CodeContext, expr: str) -> list[str]:
+        d = ctx.temp()
+        first = f"not ({d} := {expr}.__dict__).get({_HOOK_DICTS[0]!r})"
+        return [first, *(f"not {d}.get({name!r})" for name in _HOOK_DICTS[1:])]
+
+    def explain(self, module: Any) -> str | None:
+        state = getattr(module, "__dict__", {})
+        found = [name for name in _HOOK_DICTS if state.get(name)]
+        if not found:
+            return None
+        return f"{self.source} hooks: expected none, got {', '.join(found)}"

@@ -3,8 +3,9 @@
 A module is traced through, never called as a black box: parameters and buffers become graph
 inputs reached through their source (``L['self'].layers[0].weight``), so one graph serves
 every instance with the same structure; submodules are module trackers; other attributes
-are wrapped (and guarded) like any object's. Calling a module inlines ``forward`` (the
-module's hooks, when it has any, are not modelled yet and make the call Unsupported).
+are wrapped (and guarded) like any object's. Calling a module inlines its forward pre-hooks, ``forward`` and forward hooks in the order
+``Module.__call__`` runs them; a module called without hooks gets a guard that it still has
+none (backward hooks and global module hooks are not modelled: Unsupported).
 ``Sequential``, ``ModuleList`` and ``ModuleDict`` iterate and index at trace time.
 The structure guard (type, ``training``, names of submodules, parameters and buffers) is
 installed when the module is first read.
@@ -27,15 +28,16 @@ if TYPE_CHECKING:
 __all__ = ["NNModuleVariable"]
 
 
-def _has_hooks(module: Any) -> bool:
+def _has_global_hooks() -> bool:
     from torch.nn.modules import module as module_impl
 
-    own = (module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
-           getattr(module, "_backward_pre_hooks", {}))
-    shared = (module_impl._global_forward_hooks, module_impl._global_forward_pre_hooks,
-              module_impl._global_backward_hooks,
-              getattr(module_impl, "_global_backward_pre_hooks", {}))
-    return any(own) or any(shared)
+    names = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+             "_global_backward_pre_hooks")
+    return any(getattr(module_impl, n, None) for n in names)
+
+
+def _is_none(v: VariableTracker) -> bool:
+    return v.is_constant() and v.as_constant() is None
 
 
 class NNModuleVariable(VariableTracker):
@@ -89,12 +91,59 @@ class NNModuleVariable(VariableTracker):
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        if _has_hooks(self.module):
-            raise Unsupported(f"calling {self.describe()}, which has hooks (not supported yet)")
-        forward = type(self.module).forward
+        """``module(*args, **kwargs)``: its forward hooks and ``forward``, as ``Module.__call__``."""
+        from kiln.guards import NoModuleHooks
+
+        m = self.module
+        if _has_global_hooks():
+            raise Unsupported("calling modules while global module hooks are registered")
+        if m._backward_hooks or getattr(m, "_backward_pre_hooks", None):
+            raise Unsupported(f"{self.describe()} has backward hooks (not supported yet)")
+        forward = type(m).forward
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{self.describe()} has a forward kiln cannot inline")
-        return tx.inline_function(forward, [self, *args], kwargs)
+        if not (m._forward_hooks or m._forward_pre_hooks):
+            if self.source is not None:
+                tx.output.guards.add(NoModuleHooks(self.source))
+            return tx.inline_function(forward, [self, *args], kwargs)
+        return self._call_with_hooks(tx, forward, args, kwargs)
+
+    def _call_with_hooks(self, tx: Translator, forward: types.FunctionType,
+                         args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from kiln.guards import AttrSource
+
+        from ._containers import DictVariable, TupleVariable
+
+        m = self.module
+
+        def hooks(name: str) -> DictVariable:
+            source = AttrSource(self.source, name) if self.source is not None else None
+            table = tx.builder.wrap(getattr(m, name), source)
+            assert isinstance(table, DictVariable)
+            return table
+
+        args_v: VariableTracker = TupleVariable(list(args))
+        kwargs_v = DictVariable(dict(kwargs))
+        for hook_id, hook in hooks("_forward_pre_hooks").items.items():
+            if hook_id in m._forward_pre_hooks_with_kwargs:
+                result = hook.call(tx, [self, args_v, kwargs_v], {})
+                if not _is_none(result):
+                    args_v, kwargs_v = result.iterate(tx)
+            else:
+                result = hook.call(tx, [self, args_v], {})
+                if not _is_none(result):
+                    args_v = result if isinstance(result, TupleVariable) else TupleVariable([result])
+        if not isinstance(kwargs_v, DictVariable):
+            raise Unsupported(f"a forward pre-hook of {self.describe()} returned non-dict kwargs")
+        out = tx.inline_function(forward, [self, *args_v.iterate(tx)], dict(kwargs_v.items))
+        for hook_id, hook in hooks("_forward_hooks").items.items():
+            if hook_id in m._forward_hooks_with_kwargs:
+                result = hook.call(tx, [self, args_v, kwargs_v, out], {})
+            else:
+                result = hook.call(tx, [self, args_v, out], {})
+            if not _is_none(result):
+                out = result
+        return out
 
     # -- containers --------------------------------------------------------------------------
 
