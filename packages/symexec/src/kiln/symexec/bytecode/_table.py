@@ -84,6 +84,9 @@ class VersionTable:
     extended_arg: int
     cache: int
 
+    def __repr__(self) -> str:
+        return f"<VersionTable CPython {self.version[0]}.{self.version[1]}>"
+
     def has_arg(self, opcode: int) -> bool:
         """True if the real opcode ``opcode`` takes an oparg."""
         return opcode in self.arg_opcodes
