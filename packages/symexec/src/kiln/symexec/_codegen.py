@@ -6,9 +6,9 @@ It is generated as Python source, readable in logs::
         __kiln_out = __kiln_graph(x, self.fc.weight, self.fc.bias)
         return (__kiln_out[0], 3)
 
-then compiled, and its ``LOAD_GLOBAL __kiln_*`` instructions are rewritten into
-``LOAD_CONST`` of the objects they stand for (the compiled graph, constants that have no
-literal), so nothing is added to the user's module globals. The generated function has the
+then compiled with the ``__kiln_*`` names of objects that have no literal (the compiled graph,
+types, other constants) turned into constants of the code object, so nothing is added to
+the user's module globals and loading them costs one LOAD_CONST. The generated function has the
 original's exact argument layout and free variables (frameeval requires it): parameters are
 listed in the original order and every free variable is referenced once.
 """
@@ -19,13 +19,14 @@ import hashlib
 import inspect
 import keyword
 import linecache
+import re
 import types
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from kiln.guards import GlobalSource, LocalSource, Source
 
-from .bytecode import GlobalArg, Instr, decode
 
 __all__ = ["ReplacementSource", "build_replacement", "render_source"]
 
@@ -99,9 +100,20 @@ def build_replacement(code: types.CodeType, body: ReplacementSource) -> types.Co
     digest = hashlib.sha1(full.encode()).hexdigest()[:10]
     filename = f"<kiln replacement of {code.co_qualname} {digest}>"
     linecache.cache[filename] = (len(full), None, full.splitlines(True), filename)
-    module = compile(full, filename, "exec")
+    # Objects without a literal are loaded as constants: the source names them
+    # (``__kiln_graph``), the compiled text holds a placeholder string in their place, and
+    # the placeholder is swapped for the object in co_consts.
+    compiled_text = full
+    placeholders = {}
+    for ref, obj in body.objects.items():
+        placeholders[_placeholder(ref)] = obj
+        literal = repr(_placeholder(ref))
+        compiled_text = re.sub(rf"\b{re.escape(ref)}\b", lambda _m, lit=literal: lit, compiled_text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
+        module = compile(compiled_text, filename, "exec")
     fn_code = _find_code(module, name)
-    fn_code = _bind_objects(fn_code, body.objects)
+    fn_code = _bind_objects(fn_code, placeholders)
     return fn_code.replace(co_qualname=code.co_qualname)
 
 
@@ -117,19 +129,13 @@ def _find_code(module: types.CodeType, name: str) -> types.CodeType:
 
 
 def _bind_objects(code: types.CodeType, objects: dict[str, Any]) -> types.CodeType:
-    """Rewrite ``LOAD_GLOBAL __kiln_*`` into ``[PUSH_NULL] LOAD_CONST obj``."""
+    """Swap the placeholder string constants for the objects they stand for."""
     if not objects:
         return code
-    bc = decode(code)
-    out: list[Any] = []
-    for item in bc.instrs:
-        if isinstance(item, Instr) and item.name == "LOAD_GLOBAL" and item.arg.name in objects:
-            arg: GlobalArg = item.arg
-            if arg.push_null:
-                out.append(Instr("PUSH_NULL", location=item.location, handler=item.handler))
-            out.append(Instr("LOAD_CONST", objects[arg.name], location=item.location,
-                             handler=item.handler))
-        else:
-            out.append(item)
-    bc.instrs = out
-    return bc.to_code()
+    consts = tuple(objects.get(c, c) if type(c) is str else c for c in code.co_consts)
+    return code.replace(co_consts=consts)
+
+
+def _placeholder(name: str) -> str:
+    # A string constant no user code contains; it becomes the object in co_consts.
+    return f"\x00kiln:{name}"
