@@ -27,7 +27,6 @@ from typing import Any
 
 from kiln.guards import GlobalSource, LocalSource, Source
 
-
 __all__ = ["ReplacementSource", "build_replacement", "render_source"]
 
 
