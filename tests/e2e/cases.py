@@ -1075,3 +1075,59 @@ class HookedNet(nn.Module):
 def module_forward_hooks():
     torch.manual_seed(0)
     return HookedNet(), (t(3, 4),), {}
+
+
+# -- objects created inside the compiled region ----------------------------------------------------
+
+@dataclasses.dataclass
+class Stats:
+    mean: torch.Tensor
+    spread: torch.Tensor
+    count: int = 0
+
+    @property
+    def upper(self):
+        return self.mean + self.spread
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    value: torch.Tensor
+    tag: str = "f"
+
+
+class Accumulator:
+    def __init__(self, start):
+        self.total = start
+        self.steps = 0
+
+    def add(self, x):
+        self.total = self.total + x
+        self.steps += 1
+        return self
+
+
+@case()
+def dataclass_created_and_returned():
+    def fn(x):
+        s = Stats(x.mean(0), x.std(0), count=x.shape[0])
+        return s, s.upper, Frozen(x.sum(), tag="sum")
+    return fn, (t(5, 3),), {}
+
+
+@case()
+def object_created_and_used_internally():
+    def fn(xs):
+        acc = Accumulator(torch.zeros(3))
+        for x in xs:
+            acc.add(x)
+        return acc.total / acc.steps
+    return fn, ([t(3, seed=i) for i in range(4)],), {}
+
+
+@case()
+def new_object_stored_on_input_object():
+    def fn(x, rec):
+        rec.last = Accumulator(x * 2).add(x)
+        return rec.last.total
+    return fn, (t(2), Recorder()), {}

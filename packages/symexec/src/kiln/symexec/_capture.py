@@ -29,6 +29,7 @@ from ._unsupported import Unsupported
 from .variables._base import VariableTracker
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .variables._objects import NewObjectVariable, new_object
 from .variables._tensor import TensorVariable
 
 __all__ = ["Capture", "capture"]
@@ -127,6 +128,7 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
         body.lines.append(f"__kiln_out = {graph_name}({inputs})")
     elif op_count:
         body.lines.append(f"{graph_name}({inputs})")
+    body.lines += writer.prelude
     body.lines += effect_lines
     body.lines.append(f"return {returned}")
     gm = GraphModule({}, graph, class_name="GraphModule")
@@ -152,6 +154,8 @@ class _Writer:
         self.outputs = outputs
         self.params = params
         self.input_names: dict[Node, str] = {}  # graph inputs the body refers to again
+        self.built: dict[int, str] = {}  # objects created by the trace -> their local
+        self.prelude: list[str] = []     # lines building them, before effects and return
 
     def input(self, v: TensorVariable) -> str:
         name = self.input_names.get(v.node)
@@ -188,11 +192,23 @@ class _Writer:
             return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
         if isinstance(v, DictVariable):
             return "{" + ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items()) + "}"
+        if isinstance(v, NewObjectVariable):
+            return self.new_object(v)
         if v.source is not None:
             return render_source(v.source, self.params)
         if v.is_constant():
             return self.body.ref(v.as_constant())
         raise Unsupported(f"returning {v.describe()} from a compiled region")
+
+    def new_object(self, v: NewObjectVariable) -> str:
+        """A local holding the object, built once before it is used (identity kept)."""
+        name = self.built.get(id(v))
+        if name is None:
+            name = self.built[id(v)] = f"__kiln_obj{len(self.built)}"
+            attrs = ", ".join(f"{k!r}: {self.expr(a)}" for k, a in v.attrs.items())
+            make = self.body.ref(new_object, "new")
+            self.prelude.append(f"{name} = {make}({self.body.ref(v.cls, 'type')}, {{{attrs}}})")
+        return name
 
     def key(self, k: Any) -> str:
         return repr(k) if _literal(k) else self.body.ref(k)

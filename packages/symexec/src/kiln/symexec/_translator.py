@@ -283,6 +283,16 @@ class Translator:
             return TupleVariable(bound, tuple_type=cls)
         if cls in (torch.Size,) and len(args) == 1:
             return TupleVariable(args[0].iterate(self), tuple_type=torch.Size)
+        from .variables._objects import NewObjectVariable, can_construct
+
+        if can_construct(cls):
+            obj = NewObjectVariable(cls)
+            init = next(k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__)
+            if isinstance(init, types.FunctionType):
+                self.inline_function(init, [obj, *args], kwargs)
+            elif args or kwargs:
+                raise Unsupported(f"{cls.__qualname__}() takes no arguments")
+            return obj
         raise Unsupported(f"creating a {cls.__qualname__} object inside a compiled region")
 
 

@@ -440,6 +440,27 @@ def _getattr(tx, args, kwargs):
         raise
 
 
+@rule(setattr)
+def _setattr(tx, args, kwargs):
+    obj, name, value = args
+    obj.store_attr(tx, constant_args("setattr()", [name])[0], value)
+    return ConstantVariable(None)
+
+
+@rule(object.__setattr__)
+def _object_setattr(tx, args, kwargs):
+    # what frozen dataclasses' __init__ calls: a plain store that skips the class's __setattr__
+    from ._objects import NewObjectVariable
+
+    obj, name, value = args
+    attr = constant_args("object.__setattr__()", [name])[0]
+    if isinstance(obj, NewObjectVariable):
+        obj.store_attr(tx, attr, value, force=True)
+    else:
+        obj.store_attr(tx, attr, value)
+    return ConstantVariable(None)
+
+
 @rule(hasattr)
 def _hasattr(tx, args, kwargs):
     obj, name = args

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .._translator import Translator
 
 __all__ = [
+    "NewObjectVariable",
     "PythonModuleVariable",
     "UserDefinedClassVariable",
     "UserDefinedObjectVariable",
@@ -155,3 +156,77 @@ def _is_data_descriptor_on(cls: type, name: str) -> bool:
             tp = type(klass.__dict__[name])
             return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
     return False
+
+
+class NewObjectVariable(VariableTracker):
+    """An instance of a plain Python class created while tracing (``Point(x, y)``).
+
+    Its attributes live here as trackers; if the object outlives the trace (returned, or
+    stored into a frame object), the replacement code builds it: ``object.__new__(cls)``
+    plus its final ``__dict__``.
+    """
+
+    __slots__ = ("attrs", "cls")
+
+    def __init__(self, cls: type) -> None:
+        super().__init__(None)
+        self.cls = cls
+        self.attrs: dict[str, VariableTracker] = {}
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"a new {self.cls.__qualname__} object"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        if name in self.attrs:
+            return self.attrs[name]
+        for klass in self.cls.__mro__:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                break
+        else:
+            raise _missing(self.describe(), name)
+        from ._functions import UserMethodVariable
+
+        if isinstance(attr, types.FunctionType):
+            return UserMethodVariable(attr, self)
+        if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+            return tx.inline_function(attr.fget, [self], {})
+        if isinstance(attr, staticmethod):
+            return tx.builder.wrap(attr.__func__, None)
+        if isinstance(attr, classmethod):
+            return UserMethodVariable(attr.__func__, UserDefinedClassVariable(self.cls))
+        return tx.builder.wrap(attr, None)
+
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker, *, force: bool = False) -> None:
+        if not force and self.cls.__setattr__ is not object.__setattr__:
+            raise Unsupported(f"assigning {name!r} of {self.describe()}, whose class defines __setattr__")
+        if _is_data_descriptor_on(self.cls, name):
+            raise Unsupported(f"assigning {name!r} of {self.describe()} runs a descriptor")
+        self.attrs[name] = value
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        call = _class_call(self.cls) if "__call__" not in self.cls.__dict__ else self.cls.__dict__["__call__"]
+        if isinstance(call, types.FunctionType):
+            from ._functions import UserMethodVariable
+
+            return UserMethodVariable(call, self).call(tx, args, kwargs)
+        return super().call(tx, args, kwargs)
+
+
+def new_object(cls: type, attrs: dict[str, Any]) -> Any:
+    """Build an object the way a traced constructor left it (used by replacement code)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+def can_construct(cls: type) -> bool:
+    """Whether ``cls(...)`` can be traced: a plain Python class built by ``object.__new__``."""
+    import torch
+
+    return (type(cls) is type and cls.__new__ is object.__new__ and "__slots__" not in cls.__dict__
+            and not issubclass(cls, (BaseException, torch.nn.Module, torch.Tensor)))
