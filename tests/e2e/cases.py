@@ -668,6 +668,14 @@ class SubclassModule(PropertyModule):
         return PropertyModule.helper(self, x, k) - k
 
 
+class SuperModule(PropertyModule):
+    def helper(self, x, k=5):
+        return super().helper(x, k) + 1
+
+    def forward(self, x):
+        return super().forward(x) * 2 + super(SuperModule, self).helper(x)
+
+
 _module_case("residual_block", ResidualBlock, t(2, 5, 16))
 _module_case("convnet", ConvNet, t(2, 3, 16, 16))
 _module_case("convnet_nobn", lambda: ConvNet(bn=False), t(1, 3, 8, 8))
@@ -682,6 +690,7 @@ _module_case("hand_lstm_cell", HandLSTMCell, t(2, 6), (t(2, 5, seed=1), t(2, 5, 
 _module_case("conv_bn_eval", ConvBN, t(1, 3, 8, 8))
 _module_case("property_and_helper", PropertyModule, t(2, 4))
 _module_case("subclass_override", SubclassModule, t(2, 4))
+_module_case("super_calls", SuperModule, t(2, 4))
 _module_case("layernorm_gelu_chain", lambda: nn.Sequential(*[m for _ in range(3) for m in (nn.Linear(8, 8), nn.LayerNorm(8), nn.GELU())]), t(4, 8))
 _module_case("embedding_bag_of_ops", lambda: nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(12, 3)), torch.tensor([[1, 2, 3], [4, 5, 6]]))
 _module_case("multihead_attention", lambda: _MHAWrapper(), t(2, 5, 16))

@@ -205,6 +205,23 @@ class _MethodOf(VariableTracker):
         return self.obj.get_attr(tx, self.name).get_attr(tx, name)
 
 
+@rule("LOAD_SUPER_ATTR")
+def _load_super_attr(tx, instr):
+    # 3.12: super-global, class, self on the stack; the argument says whether a method is
+    # loaded and whether super was called with two arguments.
+    from .variables._objects import SuperVariable
+
+    obj = tx.realize(tx.pop())
+    cls = tx.realize(tx.pop())
+    tx.pop()  # the global ``super``
+    sup = SuperVariable(cls.as_constant(), obj)
+    if instr.arg.method:
+        tx.push(NULL)
+        tx.push(_MethodOf(sup, instr.arg.name))
+    else:
+        tx.push(sup.get_attr(tx, instr.arg.name))
+
+
 @rule("STORE_ATTR")
 def _store_attr(tx, instr):
     obj = tx.pop()

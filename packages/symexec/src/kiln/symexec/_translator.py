@@ -215,6 +215,10 @@ class Translator:
             raise Unsupported(f"reading global {name!r} of module {where} from an inlined function")
         return self.builder.wrap(self.f_globals[name], None)
 
+    def realize(self, v: VariableTracker) -> VariableTracker:
+        """The tracker itself, or a frame argument wrapped now if it was still lazy."""
+        return v.realize(self) if isinstance(v, LazyVariable) else v
+
     def root(self) -> Translator:
         tx = self
         while tx.parent is not None:

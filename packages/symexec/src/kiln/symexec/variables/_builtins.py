@@ -440,6 +440,26 @@ def _getattr(tx, args, kwargs):
         raise
 
 
+@rule(super)
+def _super(tx, args, kwargs):
+    from ._objects import SuperVariable
+
+    if len(args) == 2:
+        cls = args[0].as_constant()
+        return SuperVariable(cls, args[1])
+    if args:
+        raise Unsupported("super() with one argument")
+    # zero-argument super(): the method's __class__ cell and its first argument
+    cell = tx.cells.get("__class__")
+    first = tx.code.co_varnames[0] if tx.code.co_argcount else None
+    if cell is None or cell.contents is None or first is None:
+        raise Unsupported("super() outside a method")
+    contents = tx.realize(cell.contents)
+    cell.contents = contents
+    owner = tx.cells[first].contents if first in tx.cells else tx.locals.get(first)
+    return SuperVariable(contents.as_constant(), tx.realize(owner))
+
+
 @rule(setattr)
 def _setattr(tx, args, kwargs):
     obj, name, value = args

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NewObjectVariable",
+    "SuperVariable",
     "PythonModuleVariable",
     "UserDefinedClassVariable",
     "UserDefinedObjectVariable",
@@ -230,3 +231,40 @@ def can_construct(cls: type) -> bool:
 
     return (type(cls) is type and cls.__new__ is object.__new__ and "__slots__" not in cls.__dict__
             and not issubclass(cls, (BaseException, torch.nn.Module, torch.Tensor)))
+
+
+class SuperVariable(VariableTracker):
+    """``super()`` / ``super(cls, obj)``: attribute lookup starting after ``cls`` in the MRO."""
+
+    __slots__ = ("cls", "obj")
+
+    def __init__(self, cls: type, obj: VariableTracker) -> None:
+        super().__init__(None)
+        self.cls = cls
+        self.obj = obj
+
+    def describe(self) -> str:
+        return f"super({self.cls.__qualname__}, {self.obj.describe()})"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        from ._functions import UserMethodVariable
+
+        mro = self.obj.python_type().__mro__
+        start = mro.index(self.cls) + 1 if self.cls in mro else len(mro)
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                break
+        else:
+            raise _missing(self.describe(), name)
+        if isinstance(attr, types.FunctionType):
+            return UserMethodVariable(attr, self.obj)
+        if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+            return tx.inline_function(attr.fget, [self.obj], {})
+        if isinstance(attr, staticmethod):
+            return tx.builder.wrap(attr.__func__, None)
+        if isinstance(attr, classmethod):
+            return UserMethodVariable(attr.__func__, UserDefinedClassVariable(self.obj.python_type()))
+        if attr is object.__init__ or isinstance(attr, types.WrapperDescriptorType):
+            raise Unsupported(f"calling {klass.__qualname__}.{name} through super()")
+        return tx.builder.wrap(attr, None)
