@@ -673,7 +673,7 @@ class SuperModule(PropertyModule):
         return super().helper(x, k) + 1
 
     def forward(self, x):
-        return super().forward(x) * 2 + super(SuperModule, self).helper(x)
+        return super().forward(x) * 2 + super().helper(x)
 
 
 _module_case("residual_block", ResidualBlock, t(2, 5, 16))

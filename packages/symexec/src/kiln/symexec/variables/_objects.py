@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NewObjectVariable",
-    "SuperVariable",
     "PythonModuleVariable",
+    "SuperVariable",
     "UserDefinedClassVariable",
     "UserDefinedObjectVariable",
     "is_trusted_module",
