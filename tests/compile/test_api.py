@@ -171,4 +171,5 @@ def test_logs_show_graph_guards_and_replacement(caplog):
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "mul = x * 2" in text                       # graph_code
     assert "tensor L['x']" in text                     # guards
-    assert "__kiln_out = __kiln_graph(x)" in text      # bytecode (the replacement's source)
+    assert "__kiln_out = __kiln_graph(x)" in text      # bytecode: the replacement's source
+    assert "RETURN_VALUE" in text                       # ... and its disassembly

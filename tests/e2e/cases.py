@@ -1140,3 +1140,17 @@ def new_object_stored_on_input_object():
         rec.last = Accumulator(x * 2).add(x)
         return rec.last.total
     return fn, (t(2), Recorder()), {}
+
+
+@case()
+def sets_of_names_and_modules():
+    def fn(x, names):
+        seen = set()
+        kinds = {"relu", "gelu"}
+        out = x
+        for n in names:
+            if n in kinds and n not in seen:
+                out = out + (torch.relu(x) if n == "relu" else F.gelu(x))
+                seen.add(n)
+        return out * len(seen), len(seen), len({1, 2, 2, 3})
+    return fn, (t(3), ["relu", "gelu", "relu", "tanh"]), {}

@@ -160,7 +160,7 @@ class FrameCompiler:
         stats.guard_sets[id(entry.guard)] = cap.guards
         stats.entries += 1
         stats.unique_graphs += bool(cap.op_count)
-        _log_capture(code, cap, check)
+        _log_capture(code, cap, replacement)
         return replacement
 
     def _give_up(self, code: types.CodeType, entries: list[Any], reason: str) -> Any:
@@ -174,7 +174,7 @@ class FrameCompiler:
         return fe.SKIP
 
 
-def _log_capture(code: types.CodeType, cap: Any, check: Any) -> None:
+def _log_capture(code: types.CodeType, cap: Any, replacement: types.CodeType) -> None:
     graph_log = artifact_logger("graph_code")
     if graph_log.isEnabledFor(logging.INFO):
         graph_log.info("graph of %s (%d ops):\n%s", code.co_qualname, cap.op_count,
@@ -185,4 +185,7 @@ def _log_capture(code: types.CodeType, cap: Any, check: Any) -> None:
                        "\n".join(g.describe() for g in cap.guards.ordered()))
     bc_log = artifact_logger("bytecode")
     if bc_log.isEnabledFor(logging.INFO):
-        bc_log.info("replacement of %s:\n%s", code.co_qualname, cap.source_text)
+        from kiln.symexec.bytecode import disassemble
+
+        bc_log.info("replacement of %s:\n%s\n%s", code.co_qualname, cap.source_text,
+                    disassemble(replacement))

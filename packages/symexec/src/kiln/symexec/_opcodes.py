@@ -380,6 +380,25 @@ def _build_const_key_map(tx, instr):
     tx.push(DictVariable(dict(zip(keys, values, strict=True))))
 
 
+@rule("BUILD_SET")
+def _build_set(tx, instr):
+    from .variables._containers import SetVariable
+
+    tx.push(SetVariable(tx.popn(instr.arg)))
+
+
+@rule("SET_ADD")
+def _set_add(tx, instr):
+    value = tx.pop()
+    tx.stack[-instr.arg].call_method(tx, "add", [value], {})
+
+
+@rule("SET_UPDATE")
+def _set_update(tx, instr):
+    other = tx.pop()
+    tx.stack[-instr.arg].call_method(tx, "update", [other], {})
+
+
 @rule("BUILD_STRING")
 def _build_string(tx, instr):
     parts = tx.popn(instr.arg)

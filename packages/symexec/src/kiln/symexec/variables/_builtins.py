@@ -240,8 +240,10 @@ def _delitem(tx, args, kwargs):
 
 @rule(operator.contains)
 def _contains(tx, args, kwargs):
+    from ._containers import SetVariable
+
     container, item = args
-    if isinstance(container, DictVariable):
+    if isinstance(container, (DictVariable, SetVariable)):
         return container.call_method(tx, "__contains__", [item], {})
     if container.is_constant() and item.is_constant():
         return _fold(operator.contains, args, kwargs)
@@ -323,6 +325,13 @@ def _dict(tx, args, kwargs):
                 items[constant_args("a dict key", [k])[0]] = v
     items.update(kwargs)
     return DictVariable(items)
+
+
+@rule(set, frozenset)
+def _set(tx, args, kwargs):
+    from ._containers import SetVariable
+
+    return SetVariable(args[0].iterate(tx) if args else [])
 
 
 @rule(zip)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["DictVariable", "IteratorVariable", "ListVariable", "RangeVariable", "TupleVariable", "constant_args"]
+__all__ = ["DictVariable", "IteratorVariable", "SetVariable", "ListVariable", "RangeVariable", "TupleVariable", "constant_args"]
 
 
 def constant_args(what: str, args: list[VariableTracker]) -> list[Any]:
@@ -320,3 +320,62 @@ class IteratorVariable(VariableTracker):
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest
+
+
+class SetVariable(VariableTracker):
+    """A set made while tracing, of items known at trace time (constants, or objects by
+    identity): membership, ``add``/``discard``/``update``, iteration in insertion order."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[VariableTracker]) -> None:
+        super().__init__(None)
+        self.items: list[VariableTracker] = []
+        for item in items:
+            self._add(item)
+
+    def python_type(self) -> type:
+        return set
+
+    @staticmethod
+    def _key(item: VariableTracker) -> Any:
+        if item.is_constant():
+            value = item.as_constant()
+            try:
+                hash(value)
+            except TypeError:
+                raise Unsupported(f"an unhashable {type(value).__name__} in a set") from None
+            return ("value", value)
+        return ("id", id(item))
+
+    def _add(self, item: VariableTracker) -> None:
+        if all(self._key(i) != self._key(item) for i in self.items):
+            self.items.append(item)
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return list(self.items)
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.items)
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name == "__contains__" and len(args) == 1:
+            key = self._key(args[0])
+            return ConstantVariable(any(self._key(i) == key for i in self.items))
+        if name == "__len__" and not args:
+            return ConstantVariable(len(self.items))
+        if name == "add" and len(args) == 1:
+            self._add(args[0])
+        elif name == "update":
+            for a in args:
+                for item in a.iterate(tx):
+                    self._add(item)
+        elif name == "discard" and len(args) == 1:
+            key = self._key(args[0])
+            self.items = [i for i in self.items if self._key(i) != key]
+        elif name == "copy" and not args:
+            return SetVariable(list(self.items))
+        else:
+            raise Unsupported(f"method {name!r} of a set is not supported")
+        return ConstantVariable(None)
