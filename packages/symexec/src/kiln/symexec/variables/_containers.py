@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["DictVariable", "IteratorVariable", "SetVariable", "ListVariable", "RangeVariable", "TupleVariable", "constant_args"]
+__all__ = ["DictVariable", "IteratorVariable", "ListVariable", "RangeVariable", "SetVariable", "TupleVariable", "constant_args"]
 
 
 def constant_args(what: str, args: list[VariableTracker]) -> list[Any]:
