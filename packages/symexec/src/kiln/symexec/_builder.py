@@ -41,9 +41,12 @@ from .variables._containers import DictVariable, ListVariable, RangeVariable, Tu
 from .variables._functions import UserFunctionVariable, UserMethodVariable
 from .variables._modules import NNModuleVariable
 from .variables._objects import (
+    MISSING,
     PythonModuleVariable,
     UserDefinedClassVariable,
     UserDefinedObjectVariable,
+    bind_class_attribute,
+    lookup_class_attribute,
 )
 from .variables._torch import TorchFunctionVariable, is_context_manager_class, is_torch_function
 
@@ -191,33 +194,17 @@ class VariableBuilder:
         if written is not None:
             return written
         source = AttrSource(owner.source, name) if owner.source is not None else None
-        cls_attr = _lookup_class(type(obj), name)
-        if cls_attr is not _MISSING and _is_data_descriptor(cls_attr):
+        cls_attr = lookup_class_attribute(type(obj), name)
+        if cls_attr is not MISSING and _is_data_descriptor(cls_attr):
             if isinstance(cls_attr, property) and isinstance(cls_attr.fget, types.FunctionType):
-                return tx.inline_function(cls_attr.fget, [owner], {})
+                return bind_class_attribute(tx, owner, cls_attr)
             return self.wrap(getattr(obj, name), source)
         inst = getattr(obj, "__dict__", {})
         if name in inst:
             return self.wrap(inst[name], source)
-        if cls_attr is not _MISSING:
-            if isinstance(cls_attr, types.FunctionType):
-                return UserMethodVariable(cls_attr, owner)
-            if isinstance(cls_attr, staticmethod):
-                return self.wrap(cls_attr.__func__, None)
-            if isinstance(cls_attr, classmethod):
-                return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(type(obj)))
-            return self.wrap(cls_attr, source)
+        if cls_attr is not MISSING:
+            return bind_class_attribute(tx, owner, cls_attr, source)
         raise Unsupported(f"{owner.describe()} has no attribute {name!r}")
-
-
-_MISSING = object()
-
-
-def _lookup_class(cls: type, name: str) -> Any:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return _MISSING
 
 
 def _is_data_descriptor(attr: Any) -> bool:

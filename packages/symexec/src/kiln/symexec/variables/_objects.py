@@ -37,6 +37,35 @@ def is_trusted_module(module: types.ModuleType) -> bool:
     return module.__name__.split(".")[0] in _TRUSTED_ROOTS
 
 
+def lookup_class_attribute(cls: type, name: str, start: int = 0) -> Any:
+    """``name`` in the ``__dict__`` of ``cls.__mro__[start:]`` (first found), or MISSING."""
+    for klass in cls.__mro__[start:]:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return MISSING
+
+
+MISSING: Any = object()
+
+
+def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
+                         source: Any = None) -> VariableTracker:
+    """What ``owner.name`` gives when the class attribute ``attr`` answers it: a bound
+    method, a property's value (its getter inlined), a static or class method, or the
+    attribute itself (wrapped through ``source`` when there is one)."""
+    from ._functions import UserMethodVariable
+
+    if isinstance(attr, types.FunctionType):
+        return UserMethodVariable(attr, owner)
+    if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+        return tx.inline_function(attr.fget, [owner], {})
+    if isinstance(attr, staticmethod):
+        return tx.builder.wrap(attr.__func__, None)
+    if isinstance(attr, classmethod):
+        return UserMethodVariable(attr.__func__, UserDefinedClassVariable(owner.python_type()))
+    return tx.builder.wrap(attr, source)
+
+
 def _missing(what: str, name: str) -> Unsupported:
     return Unsupported(f"{what} has no attribute {name!r}")
 
@@ -183,23 +212,10 @@ class NewObjectVariable(VariableTracker):
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         if name in self.attrs:
             return self.attrs[name]
-        for klass in self.cls.__mro__:
-            if name in klass.__dict__:
-                attr = klass.__dict__[name]
-                break
-        else:
+        attr = lookup_class_attribute(self.cls, name)
+        if attr is MISSING:
             raise _missing(self.describe(), name)
-        from ._functions import UserMethodVariable
-
-        if isinstance(attr, types.FunctionType):
-            return UserMethodVariable(attr, self)
-        if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
-            return tx.inline_function(attr.fget, [self], {})
-        if isinstance(attr, staticmethod):
-            return tx.builder.wrap(attr.__func__, None)
-        if isinstance(attr, classmethod):
-            return UserMethodVariable(attr.__func__, UserDefinedClassVariable(self.cls))
-        return tx.builder.wrap(attr, None)
+        return bind_class_attribute(tx, self, attr)
 
     def store_attr(self, tx: Translator, name: str, value: VariableTracker, *, force: bool = False) -> None:
         if not force and self.cls.__setattr__ is not object.__setattr__:
@@ -247,24 +263,11 @@ class SuperVariable(VariableTracker):
         return f"super({self.cls.__qualname__}, {self.obj.describe()})"
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
-        from ._functions import UserMethodVariable
-
         mro = self.obj.python_type().__mro__
         start = mro.index(self.cls) + 1 if self.cls in mro else len(mro)
-        for klass in mro[start:]:
-            if name in klass.__dict__:
-                attr = klass.__dict__[name]
-                break
-        else:
+        attr = lookup_class_attribute(self.obj.python_type(), name, start)
+        if attr is MISSING:
             raise _missing(self.describe(), name)
-        if isinstance(attr, types.FunctionType):
-            return UserMethodVariable(attr, self.obj)
-        if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
-            return tx.inline_function(attr.fget, [self.obj], {})
-        if isinstance(attr, staticmethod):
-            return tx.builder.wrap(attr.__func__, None)
-        if isinstance(attr, classmethod):
-            return UserMethodVariable(attr.__func__, UserDefinedClassVariable(self.obj.python_type()))
-        if attr is object.__init__ or isinstance(attr, types.WrapperDescriptorType):
-            raise Unsupported(f"calling {klass.__qualname__}.{name} through super()")
-        return tx.builder.wrap(attr, None)
+        if isinstance(attr, types.WrapperDescriptorType):  # object.__init__ and friends
+            raise Unsupported(f"calling {name} of a builtin base class through super()")
+        return bind_class_attribute(tx, self.obj, attr)
