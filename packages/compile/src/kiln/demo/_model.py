@@ -68,7 +68,7 @@ class GPT(nn.Module):
         self.head.weight = self.tok.weight
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        b, s = idx.shape
+        s = idx.shape[1]
         x = self.tok(idx) + self.pos(torch.arange(s, device=idx.device))
         for block in self.blocks:
             x = block(x)
