@@ -57,8 +57,9 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """Token and position embeddings, ``layers`` pre-norm blocks, a tied output head."""
 
-    def __init__(self, cfg: GPTConfig = GPTConfig()) -> None:
+    def __init__(self, cfg: GPTConfig | None = None) -> None:
         super().__init__()
+        cfg = cfg or GPTConfig()
         self.cfg = cfg
         self.tok = nn.Embedding(cfg.vocab, cfg.width)
         self.pos = nn.Embedding(cfg.block, cfg.width)

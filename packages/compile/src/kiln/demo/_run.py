@@ -93,10 +93,12 @@ def _close(a: Any, b: Any) -> bool:
     return True
 
 
-def run_demo(device: str | None = None, *, rounds: int = 10, config: GPTConfig = GPTConfig(),
+def run_demo(device: str | None = None, *, rounds: int = 10, config: GPTConfig | None = None,
              batch: int = 8) -> DemoResult:
     """Run the demo on ``device`` (CUDA when available, else CPU); returns the figures."""
     import torch._dynamo
+
+    config = config or GPTConfig()
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     versions = {"python": platform.python_version(), "torch": torch.__version__,
