@@ -10,13 +10,14 @@ def test_demo_on_a_small_gpt(tmp_path):
     result = run_demo("cpu", rounds=1, config=GPTConfig(vocab=64, block=16, layers=2, heads=2, width=32),
                       batch=2)
     assert result.graphs == 1 and result.graph_breaks == 0 and result.break_reasons == []
+    assert result.compiled_graphs == 1  # really compiled, not a silent eager fallback
     assert result.ops > 30 and result.guards > 10
     assert result.numerics == {"inference output": True, "training loss": True, "gradients": True,
                                "parameters after SGD step": True}
     assert set(result.inference_ms) == set(result.train_step_ms) == {"eager", "kiln", "torch.compile"}
     assert all(v > 0 for v in result.compile_s.values())
     text = render_text(result)
-    assert "graphs captured              1" in text and "numerics match eager         yes" in text
+    assert "graphs captured              1 (compiled by kiln.compile: 1)" in text and "numerics match eager         yes" in text
     page = render_html(result)
     assert page.count("<svg") == 1 and page.count("<rect") >= 6
     assert "training step" in page and "match" in page

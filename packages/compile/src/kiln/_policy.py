@@ -46,6 +46,13 @@ def _kiln_dirs() -> tuple[str, ...]:
     return tuple(os.path.normcase(p) + os.sep for p in kiln.__path__)
 
 
+def _user_dirs() -> tuple[str, ...]:
+    # Model code shipped inside kiln (the demo's GPT) is user code, not kiln's machinery.
+    import kiln.demo
+
+    return (os.path.normcase(os.path.dirname(kiln.demo.__file__)) + os.sep,)
+
+
 @dataclass(slots=True)
 class Stats:
     """Counters over the process (reset by ``kiln.reset``)."""
@@ -77,7 +84,7 @@ def never_root(code: types.CodeType) -> bool:
     if not _KILN_PREFIXES:
         _KILN_PREFIXES = _kiln_dirs()
     if path.startswith(_KILN_PREFIXES):
-        return True
+        return not path.startswith(_user_dirs())
     if path.startswith(_TORCH):
         return code.co_name != "forward"
     return path.startswith(_STDLIB) and "site-packages" not in path

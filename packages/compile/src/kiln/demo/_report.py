@@ -16,7 +16,7 @@ def _rows(result: Any) -> list[tuple[str, str]]:
     ok = all(r.numerics.values())
     return [
         ("device", f"{r.device} (Python {r.versions['python']}, torch {r.versions['torch']})"),
-        ("graphs captured", str(r.graphs)),
+        ("graphs captured", f"{r.graphs} (compiled by kiln.compile: {r.compiled_graphs})"),
         ("graph breaks", f"{r.graph_breaks}" + (f": {'; '.join(r.break_reasons)}" if r.break_reasons else "")),
         ("ops in the graph", str(r.ops)),
         ("guards", str(r.guards)),
