@@ -1,0 +1,125 @@
+"""Running suites: each workload timed for eager, torch.compile and kiln in one process.
+
+Per workload: kiln and torch.compile are reset, then each compiles it with a counting
+``backend="eager"`` (the comparison is between frontends until kiln's own backends exist);
+the first call of each is the compile time; outputs are checked against eager; then the
+three run interleaved, median of ``rounds`` rounds after warm-up.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+from typing import Any
+
+import torch
+
+import kiln
+from kiln.demo import measure, time_once
+
+from .suites import SUITES, Workload
+
+__all__ = ["compare", "format_table", "run_suites"]
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.graphs = 0
+
+    def __call__(self, gm: Any, example_inputs: list[Any]) -> Any:
+        self.graphs += 1
+        return gm.forward
+
+
+def _matches(a: Any, b: Any) -> bool:
+    try:
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    except AssertionError:
+        return False
+    return True
+
+
+def run_workload(w: Workload, device: str, rounds: int) -> dict[str, Any]:
+    """The figures of one workload (times in ms, compile times in s)."""
+    import torch._dynamo
+
+    fn, args = w.make(device)
+    kiln.reset()
+    torch._dynamo.reset()
+    ours, theirs = _Counting(), _Counting()
+    k = kiln.compile(fn, backend=ours)
+    tc = torch.compile(fn, backend=theirs)
+    with torch.no_grad():
+        expected = fn(*args)
+        row: dict[str, Any] = {"suite": w.suite, "name": w.name}
+        row["kiln_compile_s"] = time_once(lambda: k(*args), device)
+        row["torch_compile_s"] = time_once(lambda: tc(*args), device)
+        row["matches_eager"] = _matches(k(*args), expected)
+        row["kiln_graphs"], row["torch_graphs"] = ours.graphs, theirs.graphs
+        explained = kiln.explain(fn)(*args)
+        row["kiln_breaks"] = explained.graph_break_count + (0 if explained.graph_count else 1)
+        row["break_reasons"] = [r.reason for r in explained.break_reasons]
+        t = measure({"eager": lambda: fn(*args), "kiln": lambda: k(*args),
+                     "torch.compile": lambda: tc(*args)}, device=device, rounds=rounds, number=5)
+    row.update({f"{name}_ms": v * 1000 for name, v in t.items()})
+    return row
+
+
+def run_suites(names: list[str], device: str, rounds: int = 15) -> dict[str, Any]:
+    """Run the named suites; a JSON-ready dict with the machine, versions and every row."""
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise ValueError(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
+    meta = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": device,
+        "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else None,
+        "machine": platform.machine(), "processor": platform.processor(),
+        "python": platform.python_version(), "torch": torch.__version__, "kiln": kiln.__version__,
+        "backend": "eager (both)", "rounds": rounds,
+    }
+    rows = [run_workload(w, device, rounds) for n in names for w in SUITES[n]]
+    return {"meta": meta, "rows": rows}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The rows as an aligned text table (ratios: kiln / torch.compile; < 1 is better)."""
+    headers = ("suite", "workload", "eager ms", "kiln ms", "torch ms", "kiln/torch",
+               "compile kiln s", "compile torch s", "graphs k/t", "breaks", "ok")
+    lines = []
+    for r in result["rows"]:
+        lines.append((r["suite"], r["name"], f"{r['eager_ms']:.4f}", f"{r['kiln_ms']:.4f}",
+                      f"{r['torch.compile_ms']:.4f}", f"{r['kiln_ms'] / r['torch.compile_ms']:.2f}",
+                      f"{r['kiln_compile_s']:.3f}", f"{r['torch_compile_s']:.3f}",
+                      f"{r['kiln_graphs']}/{r['torch_graphs']}", str(r["kiln_breaks"]),
+                      "yes" if r["matches_eager"] else "NO"))
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+    m = result["meta"]
+    out.append(f"{m['date']}  {m['device']}{' ' + m['gpu'] if m['gpu'] else ''}  Python {m['python']}  "
+               f"torch {m['torch']}  backend {m['backend']}  median of {m['rounds']} rounds")
+    return "\n".join(out)
+
+
+def compare(old: dict[str, Any], new: dict[str, Any], threshold: float = 0.05) -> str:
+    """Per workload: kiln's time and compile time, old vs new; regressions past ``threshold``."""
+    before = {(r["suite"], r["name"]): r for r in old["rows"]}
+    lines = []
+    for r in new["rows"]:
+        o = before.get((r["suite"], r["name"]))
+        if o is None:
+            lines.append(f"{r['suite']}/{r['name']}: new")
+            continue
+        for key in ("kiln_ms", "kiln_compile_s"):
+            ratio = r[key] / o[key] if o[key] else float("inf")
+            flag = "REGRESSION" if ratio > 1 + threshold else ("improved" if ratio < 1 - threshold else "")
+            lines.append(f"{r['suite']}/{r['name']} {key}: {o[key]:.4g} -> {r[key]:.4g} ({ratio:.2f}x) {flag}".rstrip())
+    return "\n".join(lines)
+
+
+def save(result: dict[str, Any], path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)

@@ -1,0 +1,133 @@
+"""The suites: named lists of workloads (a callable and its inputs, built on a device).
+
+- ``overhead``: per-call cost of a cache hit (tiny functions, where the frontend dominates);
+- ``capture``: graphs, graph breaks and compile time on model code;
+- ``kernels``: softmax, LayerNorm, GELU and reductions on mid-sized tensors;
+- ``models``: an MLP, a convnet, a transformer block, the demo's GPT, and models from
+  ``transformers`` built from small random configurations when that package is installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["SUITES", "Workload"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One thing to time: ``make(device) -> (callable, args)``."""
+
+    suite: str
+    name: str
+    make: Callable[[str], tuple[Callable[..., Any], tuple[Any, ...]]]
+
+
+def _randn(device: str, *shape: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(*shape, generator=g).to(device)
+
+
+def _module(build: Callable[[], nn.Module], *shape: int) -> Callable[[str], tuple[Any, tuple]]:
+    def make(device: str) -> tuple[Any, tuple]:
+        torch.manual_seed(0)
+        return build().to(device).eval(), (_randn(device, *shape),)
+
+    return make
+
+
+def _fn(fn: Callable[..., Any], *shapes: tuple[int, ...]) -> Callable[[str], tuple[Any, tuple]]:
+    def make(device: str) -> tuple[Any, tuple]:
+        return fn, tuple(_randn(device, *s) for s in shapes)
+
+    return make
+
+
+def _add_one(x):
+    return x + 1
+
+
+def _three_ops(x, y):
+    return torch.relu(x * y + 1)
+
+
+def _softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def _layer_norm(x):
+    return F.layer_norm(x, x.shape[-1:])
+
+
+def _gelu(x):
+    return F.gelu(x)
+
+
+def _reductions(x):
+    return x.sum(dim=-1) + x.amax(dim=-1) - x.mean(dim=-1)
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(256, 256), nn.GELU())])
+
+
+def _convnet() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(32, 10))
+
+
+def _block() -> nn.Module:
+    from kiln.demo._model import Block, GPTConfig
+
+    return Block(GPTConfig(width=256, heads=8))
+
+
+def _gpt(device: str) -> tuple[Any, tuple]:
+    from kiln.demo import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    cfg = GPTConfig()
+    idx = torch.randint(0, cfg.vocab, (8, cfg.block), generator=torch.Generator().manual_seed(0))
+    return GPT(cfg).to(device).eval(), (idx.to(device),)
+
+
+def _transformers_models() -> list[Workload]:
+    try:
+        import transformers
+    except ImportError:
+        return []
+
+    def bert(device: str) -> tuple[Any, tuple]:
+        cfg = transformers.BertConfig(vocab_size=512, hidden_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, intermediate_size=256)
+        torch.manual_seed(0)
+        model = transformers.BertModel(cfg).to(device).eval()
+        ids = torch.randint(0, 512, (4, 32), generator=torch.Generator().manual_seed(0)).to(device)
+        return (lambda i: model(input_ids=i).last_hidden_state), (ids,)
+
+    return [Workload("models", "hf_bert_small", bert)]
+
+
+SUITES: dict[str, list[Workload]] = {
+    "overhead": [Workload("overhead", "x+1 (1 element)", _fn(_add_one, (1,))),
+                 Workload("overhead", "3 ops (8 elements)", _fn(_three_ops, (8,), (8,)))],
+    "capture": [Workload("capture", "mlp", _module(_mlp, 32, 256)),
+                Workload("capture", "transformer block", _module(_block, 4, 64, 256)),
+                Workload("capture", "gpt", _gpt)],
+    "kernels": [Workload("kernels", "softmax", _fn(_softmax, (512, 1024))),
+                Workload("kernels", "layer_norm", _fn(_layer_norm, (512, 1024))),
+                Workload("kernels", "gelu", _fn(_gelu, (512, 1024))),
+                Workload("kernels", "reductions", _fn(_reductions, (512, 1024)))],
+    "models": [Workload("models", "mlp", _module(_mlp, 32, 256)),
+               Workload("models", "convnet", _module(_convnet, 8, 3, 32, 32)),
+               Workload("models", "transformer block", _module(_block, 4, 64, 256)),
+               Workload("models", "gpt", _gpt),
+               *_transformers_models()],
+}

@@ -1,0 +1,31 @@
+"""The benchmark harness: every suite's workloads run for the three variants and compare."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the benchmarks package
+
+from benchmarks.harness import SUITES, compare, run_suites
+from benchmarks.harness.run import format_table
+
+
+def test_overhead_suite_rows_and_table():
+    result = run_suites(["overhead"], "cpu", rounds=1)
+    assert result["meta"]["device"] == "cpu" and result["meta"]["torch"]
+    assert [r["name"] for r in result["rows"]] == [w.name for w in SUITES["overhead"]]
+    for row in result["rows"]:
+        assert row["matches_eager"] and row["kiln_graphs"] == 1 and row["kiln_breaks"] == 0
+        assert row["eager_ms"] > 0 and row["kiln_ms"] > 0 and row["torch.compile_ms"] > 0
+        assert row["kiln_compile_s"] > 0 and row["torch_compile_s"] > 0
+    table = format_table(result)
+    assert "x+1 (1 element)" in table and "kiln/torch" in table
+
+
+def test_compare_flags_regressions():
+    old = {"rows": [{"suite": "s", "name": "w", "kiln_ms": 1.0, "kiln_compile_s": 1.0}]}
+    new = {"rows": [{"suite": "s", "name": "w", "kiln_ms": 1.5, "kiln_compile_s": 0.5},
+                    {"suite": "s", "name": "v", "kiln_ms": 1.0, "kiln_compile_s": 1.0}]}
+    text = compare(old, new).splitlines()
+    assert text[0] == "s/w kiln_ms: 1 -> 1.5 (1.50x) REGRESSION"
+    assert text[1] == "s/w kiln_compile_s: 1 -> 0.5 (0.50x) improved"
+    assert text[2] == "s/v: new"
