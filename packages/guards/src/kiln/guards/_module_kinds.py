@@ -143,9 +143,12 @@ class NoModuleHooks(Guard):
         return f"{self.source} has no module hooks"
 
     def emit(self, ctx: CodeContext, expr: str) -> list[str]:
+        # nn.Module.__init__ puts all four dicts in the instance dict: plain subscripts (a
+        # module without them fails the check, which is safe)
         d = ctx.temp()
-        first = f"not ({d} := {expr}.__dict__).get({_HOOK_DICTS[0]!r})"
-        return [first, *(f"not {d}.get({name!r})" for name in _HOOK_DICTS[1:])]
+        tests = [f"({d} := {expr}.__dict__)[{_HOOK_DICTS[0]!r}]",
+                 *(f"{d}[{name!r}]" for name in _HOOK_DICTS[1:])]
+        return [f"not ({' or '.join(tests)})"]
 
     def explain(self, module: Any) -> str | None:
         state = getattr(module, "__dict__", {})
