@@ -46,6 +46,7 @@ from .variables._objects import (
     UserDefinedClassVariable,
     UserDefinedObjectVariable,
     bind_class_attribute,
+    is_data_descriptor,
     lookup_class_attribute,
 )
 from .variables._torch import TorchFunctionVariable, is_context_manager_class, is_torch_function
@@ -195,7 +196,7 @@ class VariableBuilder:
             return written
         source = AttrSource(owner.source, name) if owner.source is not None else None
         cls_attr = lookup_class_attribute(type(obj), name)
-        if cls_attr is not MISSING and _is_data_descriptor(cls_attr):
+        if cls_attr is not MISSING and is_data_descriptor(cls_attr):
             if isinstance(cls_attr, property) and isinstance(cls_attr.fget, types.FunctionType):
                 return bind_class_attribute(tx, owner, cls_attr)
             return self.wrap(getattr(obj, name), source)
@@ -205,8 +206,3 @@ class VariableBuilder:
         if cls_attr is not MISSING:
             return bind_class_attribute(tx, owner, cls_attr, source)
         raise Unsupported(f"{owner.describe()} has no attribute {name!r}")
-
-
-def _is_data_descriptor(attr: Any) -> bool:
-    tp = type(attr)
-    return hasattr(tp, "__set__") or hasattr(tp, "__delete__")

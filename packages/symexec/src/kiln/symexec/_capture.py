@@ -10,6 +10,7 @@ and rebuilds the Python return value.
 
 from __future__ import annotations
 
+import inspect
 import keyword
 import math
 import types
@@ -66,9 +67,7 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any]) 
     saved_grad = torch.is_grad_enabled()
     try:
         symbolic_locals: dict[str, VariableTracker] = {}
-        n_params = code.co_argcount + code.co_kwonlyargcount
-        n_params += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
-        for name in code.co_varnames[:n_params]:
+        for name in code.co_varnames[:_parameter_count(code)]:
             if name in L:
                 symbolic_locals[name] = lazy_local(L[name], LocalSource(name))
         cells = {name: CellVariable(lazy_local(L[name], LocalSource(name)) if name in L else None)
@@ -83,7 +82,7 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any]) 
 
 def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) -> Capture:
     graph = output.graph
-    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount + 2]) | set(code.co_freevars)
+    params = set(code.co_varnames[:_parameter_count(code)]) | set(code.co_freevars)
     body = ReplacementSource()
     outputs: list[Node] = []
     writer = _Writer(body, outputs, params)
@@ -135,6 +134,12 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
     return Capture(code, gm, keep_examples, keep_sources, output.guards, op_count, body, graph_name)
 
 
+def _parameter_count(code: types.CodeType) -> int:
+    """How many of ``co_varnames`` are parameters (``*args`` and ``**kwargs`` included)."""
+    return (code.co_argcount + code.co_kwonlyargcount
+            + bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS))
+
+
 def _literal(value: Any) -> bool:
     t = type(value)
     if value is None or t in (bool, int, str, bytes):
@@ -179,7 +184,7 @@ class _Writer:
             return render_source(v.source, self.params)  # identity matters: the real object
         if isinstance(v, (ConstantVariable, RangeVariable)):
             value = v.as_constant()
-            return repr(value) if _literal(value) and not keyword.iskeyword(repr(value)) else self.body.ref(value)
+            return repr(value) if _literal(value) else self.body.ref(value)
         if isinstance(v, TupleVariable):
             items = [self.expr(i) for i in v.items]
             if v.tuple_type is tuple:

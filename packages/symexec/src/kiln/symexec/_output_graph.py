@@ -157,9 +157,7 @@ class OutputGraph:
         import torch
 
         torch.set_grad_enabled(enabled)
-        node = self.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,))
-        if self._first_op is None:
-            self._first_op = node
+        self.record_effect(torch._C._set_grad_enabled, (enabled,))
 
     # -- operations --------------------------------------------------------------------------
 
@@ -176,10 +174,10 @@ class OutputGraph:
     def _record(self, op: str, target: Any, args: list[VariableTracker],
                 kwargs: dict[str, VariableTracker]) -> VariableTracker:
         what = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-        node_args = tuple(_as_graph_arg(a, what) for a in args)
-        node_kwargs = {k: _as_graph_arg(v, what) for k, v in kwargs.items()}
-        fake_args = tuple(_as_fake(a) for a in args)
-        fake_kwargs = {k: _as_fake(v) for k, v in kwargs.items()}
+        node_args = tuple(_unwrap(a, _node_of, what) for a in args)
+        node_kwargs = {k: _unwrap(v, _node_of, what) for k, v in kwargs.items()}
+        fake_args = tuple(_unwrap(a, _fake_of, what) for a in args)
+        fake_kwargs = {k: _unwrap(v, _fake_of, what) for k, v in kwargs.items()}
         try:
             with self.fake_mode:
                 if op == "call_function":
@@ -244,29 +242,25 @@ def _rebuild_tuple(tuple_type: type, items: list[Any]) -> tuple:
     return tuple_type(*items) if hasattr(tuple_type, "_fields") else tuple(items)
 
 
-def _as_graph_arg(v: VariableTracker, what: str) -> Any:
+def _unwrap(v: VariableTracker, tensor_leaf: Any, what: str) -> Any:
+    """The value a torch call receives for ``v``: containers rebuilt, constants as they are,
+    tensors through ``tensor_leaf`` (the graph node, or the fake tensor)."""
     if isinstance(v, TensorVariable):
-        return v.node
+        return tensor_leaf(v)
     if isinstance(v, (ConstantVariable, RangeVariable)):
         return v.as_constant()
     if isinstance(v, TupleVariable):
-        return _rebuild_tuple(v.tuple_type, [_as_graph_arg(i, what) for i in v.items])
+        return _rebuild_tuple(v.tuple_type, [_unwrap(i, tensor_leaf, what) for i in v.items])
     if isinstance(v, ListVariable):
-        return [_as_graph_arg(i, what) for i in v.items]
+        return [_unwrap(i, tensor_leaf, what) for i in v.items]
     if isinstance(v, DictVariable):
-        return {k: _as_graph_arg(i, what) for k, i in v.items.items()}
+        return {k: _unwrap(i, tensor_leaf, what) for k, i in v.items.items()}
     raise Unsupported(f"passing {v.describe()} to {what} is not supported")
 
 
-def _as_fake(v: VariableTracker) -> Any:
-    if isinstance(v, TensorVariable):
-        return v.fake
-    if isinstance(v, (ConstantVariable, RangeVariable)):
-        return v.as_constant()
-    if isinstance(v, TupleVariable):
-        return _rebuild_tuple(v.tuple_type, [_as_fake(i) for i in v.items])
-    if isinstance(v, ListVariable):
-        return [_as_fake(i) for i in v.items]
-    if isinstance(v, DictVariable):
-        return {k: _as_fake(i) for k, i in v.items.items()}
-    raise Unsupported(f"{v.describe()} cannot be passed to a torch operation")
+def _node_of(v: TensorVariable) -> Any:
+    return v.node
+
+
+def _fake_of(v: TensorVariable) -> Any:
+    return v.fake

@@ -23,7 +23,6 @@ from ._output_graph import OutputGraph
 from ._unsupported import SourceLocation, Unsupported
 from .bytecode import Bytecode, Instr, Label, decode
 from .variables._base import VariableTracker
-from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
 
@@ -351,8 +350,3 @@ def bind_arguments(code: types.CodeType, qualname: str, args: list[VariableTrack
     if has_varkw:
         bound[names[index]] = DictVariable(extra_kw)
     return bound
-
-
-def constant(value: Any) -> VariableTracker:
-    """A ConstantVariable, for rules."""
-    return ConstantVariable(value)

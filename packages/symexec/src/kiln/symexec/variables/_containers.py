@@ -59,9 +59,6 @@ class _Sequence(VariableTracker):
     def truth(self, tx: Translator) -> bool:
         return bool(self.items)
 
-    def is_constant(self) -> bool:
-        return False
-
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
         k = _index(tx, self, key)
         if isinstance(k, slice):

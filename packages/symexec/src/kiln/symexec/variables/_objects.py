@@ -159,33 +159,30 @@ class UserDefinedObjectVariable(VariableTracker):
         return tx.builder.read_attribute(tx, self, self.obj, name)
 
     def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
-        if _is_data_descriptor_on(type(self.obj), name):
+        if is_data_descriptor(lookup_class_attribute(type(self.obj), name)):
             raise Unsupported(f"assigning {name!r} of {self.describe()} runs a descriptor (property)")
         tx.output.store_attribute(self, name, value)
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        call = type(self.obj).__dict__.get("__call__") or _class_call(type(self.obj))
-        if isinstance(call, types.FunctionType):
-            from ._functions import UserMethodVariable
-
-            return UserMethodVariable(call, self).call(tx, args, kwargs)
-        return super().call(tx, args, kwargs)
+        result = _call_method(tx, self, type(self.obj), args, kwargs)
+        return result if result is not None else super().call(tx, args, kwargs)
 
 
-def _class_call(cls: type) -> Any:
-    for klass in cls.__mro__[1:]:
-        if "__call__" in klass.__dict__:
-            return klass.__dict__["__call__"]
+def is_data_descriptor(attr: Any) -> bool:
+    """Whether a class attribute takes precedence over the instance dict (property, slot)."""
+    tp = type(attr)
+    return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
+
+
+def _call_method(tx: Translator, owner: VariableTracker, cls: type, args: list[VariableTracker],
+                 kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
+    call = lookup_class_attribute(cls, "__call__")
+    if isinstance(call, types.FunctionType):
+        from ._functions import UserMethodVariable
+
+        return UserMethodVariable(call, owner).call(tx, args, kwargs)
     return None
-
-
-def _is_data_descriptor_on(cls: type, name: str) -> bool:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            tp = type(klass.__dict__[name])
-            return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
-    return False
 
 
 class NewObjectVariable(VariableTracker):
@@ -220,18 +217,14 @@ class NewObjectVariable(VariableTracker):
     def store_attr(self, tx: Translator, name: str, value: VariableTracker, *, force: bool = False) -> None:
         if not force and self.cls.__setattr__ is not object.__setattr__:
             raise Unsupported(f"assigning {name!r} of {self.describe()}, whose class defines __setattr__")
-        if _is_data_descriptor_on(self.cls, name):
+        if is_data_descriptor(lookup_class_attribute(self.cls, name)):
             raise Unsupported(f"assigning {name!r} of {self.describe()} runs a descriptor")
         self.attrs[name] = value
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        call = _class_call(self.cls) if "__call__" not in self.cls.__dict__ else self.cls.__dict__["__call__"]
-        if isinstance(call, types.FunctionType):
-            from ._functions import UserMethodVariable
-
-            return UserMethodVariable(call, self).call(tx, args, kwargs)
-        return super().call(tx, args, kwargs)
+        result = _call_method(tx, self, self.cls, args, kwargs)
+        return result if result is not None else super().call(tx, args, kwargs)
 
 
 def new_object(cls: type, attrs: dict[str, Any]) -> Any:
