@@ -64,9 +64,7 @@ def compile(
     # hook's ~20 ns on other Python calls while no callback is set.
     fe.keep_installed(True)
     resolved = resolve_backend(backend)  # an unknown or unavailable backend fails here, early
-    name = backend if isinstance(backend, str) else getattr(backend, "__name__", "callable")
-    callback = FrameCompiler(resolved, fullgraph=fullgraph, backend_name=name,
-                             entry=_entry_code(model))
+    callback = FrameCompiler(resolved, fullgraph=fullgraph, entry=_entry_code(model))
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, callback)
     return _wrap(model, callback)

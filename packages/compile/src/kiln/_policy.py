@@ -62,7 +62,6 @@ class Stats:
     entries: int = 0
     unique_graphs: int = 0
     eager_codes: dict[types.CodeType, str] = field(default_factory=dict)
-    guard_sets: dict[int, Any] = field(default_factory=dict)  # id(entry guard) -> GuardSet
 
 
 stats = Stats()
@@ -93,11 +92,9 @@ def never_root(code: types.CodeType) -> bool:
 class FrameCompiler:
     """The frameeval callback of one ``kiln.compile`` configuration."""
 
-    def __init__(self, backend: Any, *, fullgraph: bool, backend_name: str,
-                 entry: types.CodeType | None = None) -> None:
+    def __init__(self, backend: Any, *, fullgraph: bool, entry: types.CodeType | None = None) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
-        self.backend_name = backend_name
         # ``fullgraph`` is about the compiled function itself; other frames that start during
         # the call (callees of code run eagerly, constructors the replacement calls) fall back.
         self.entry = entry
@@ -126,21 +123,21 @@ class FrameCompiler:
 
     def _may_recompile(self, code: types.CodeType, L: dict[str, Any], func: Any,
                        entries: list[Any]) -> bool:
-        reasons = []
-        for entry in entries:
-            guards = stats.guard_sets.get(id(entry.guard))
-            if guards is not None:
-                reasons.append(guards.explain(L, func.__globals__) or "(passes now)")
+        # Each entry's checker explains its own first failing guard; explanations are only
+        # worked out for a log that is on or for the limit's warning.
+        def reason(entry: Any) -> str:
+            return entry.guard.explain(L, func.__globals__) or "(passes now)"
+
         rec = artifact_logger("recompiles")
         if rec.isEnabledFor(logging.INFO):
             rec.info("recompiling %s (%s:%s): %s", code.co_qualname, code.co_filename,
-                     code.co_firstlineno, reasons[0] if reasons else "?")
+                     code.co_firstlineno, reason(entries[0]))
         verbose = artifact_logger("recompiles_verbose")
         if verbose.isEnabledFor(logging.INFO):
-            for i, r in enumerate(reasons):
-                verbose.info("  entry %d of %s: %s", i, code.co_qualname, r)
+            for i, entry in enumerate(entries):
+                verbose.info("  entry %d of %s: %s", i, code.co_qualname, reason(entry))
         if len(entries) >= config.recompile_limit:
-            why = reasons[0] if reasons else "guards failed"
+            why = reason(entries[0])
             warnings.warn(
                 f"kiln: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) reached "
                 f"recompile_limit={config.recompile_limit}; it runs eagerly from now on. "
@@ -163,8 +160,7 @@ class FrameCompiler:
         compiled = self.backend(gm, list(cap.example_inputs)) if cap.op_count else None
         replacement = cap.replacement(compiled)
         check = cap.guards.compile(func.__globals__)
-        entry = fe.add_cache_entry(code, check, replacement)
-        stats.guard_sets[id(entry.guard)] = cap.guards
+        fe.add_cache_entry(code, check, replacement)
         stats.entries += 1
         stats.unique_graphs += bool(cap.op_count)
         _log_capture(code, cap, replacement)

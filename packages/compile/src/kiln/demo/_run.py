@@ -88,7 +88,7 @@ class _Progress:
 
 def _close(a: Any, b: Any) -> bool:
     try:
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(a, b)  # the same ops run: float32 defaults
     except AssertionError:
         return False
     return True
