@@ -16,6 +16,7 @@ are logged (``KILN_LOGS=recompiles``) with the guard that failed for each existi
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sysconfig
@@ -37,15 +38,16 @@ __all__ = ["FrameCompiler", "Stats", "reset_policy", "stats"]
 _log = logging.getLogger("kiln")
 _STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"]) + os.sep
 _TORCH = os.path.normcase(os.path.dirname(torch.__file__)) + os.sep
-_KILN_PREFIXES: tuple[str, ...] = ()
 
 
+@functools.cache
 def _kiln_dirs() -> tuple[str, ...]:
     import kiln
 
     return tuple(os.path.normcase(p) + os.sep for p in kiln.__path__)
 
 
+@functools.cache
 def _user_dirs() -> tuple[str, ...]:
     # Model code shipped inside kiln (the demo's GPT) is user code, not kiln's machinery.
     import kiln.demo
@@ -75,14 +77,11 @@ def reset_policy() -> None:
 
 def never_root(code: types.CodeType) -> bool:
     """Whether ``code`` must never be captured as the root of a graph."""
-    global _KILN_PREFIXES
     filename = code.co_filename
     if filename.startswith("<kiln"):
         return True
     path = os.path.normcase(filename)
-    if not _KILN_PREFIXES:
-        _KILN_PREFIXES = _kiln_dirs()
-    if path.startswith(_KILN_PREFIXES):
+    if path.startswith(_kiln_dirs()):
         return not path.startswith(_user_dirs())
     if path.startswith(_TORCH):
         return code.co_name != "forward"
