@@ -173,3 +173,20 @@ def test_logs_show_graph_guards_and_replacement(caplog):
     assert "tensor L['x']" in text                     # guards
     assert "__kiln_out = __kiln_graph(x)" in text      # bytecode: the replacement's source
     assert "RETURN_VALUE" in text                       # ... and its disassembly
+
+
+def test_is_compiling_is_true_inside_the_trace_and_false_outside():
+    # Library code asks torch.compiler.is_compiling() to pick its compile-friendly branch;
+    # under kiln the captured code is what runs compiled, so it sees True (as under
+    # torch.compile) and the eager call sees False.
+    import library_code as lib
+
+    def fn(x):
+        return lib.compile_friendly(x)
+
+    counting = CountingBackend()
+    x = torch.arange(3.0)
+    compiled = kiln.compile(fn, backend=counting, fullgraph=True)
+    torch.testing.assert_close(compiled(x), x + 1)
+    torch.testing.assert_close(fn(x), x - 1)
+    assert len(counting.graphs) == 1

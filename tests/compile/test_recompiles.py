@@ -90,6 +90,28 @@ def test_global_constant_change_recompiles():
     assert len(backend.graphs) == 2
 
 
+def test_global_of_another_module_read_by_inlined_code_is_guarded(caplog):
+    import library_code as lib
+
+    def fn(x):
+        return lib.scaled(x)
+
+    compiled, backend = _compile(fn)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), x * 3.0)
+    lib.SCALE = 5.0
+    try:
+        with caplog.at_level(logging.INFO, logger="kiln.recompiles"):
+            torch.testing.assert_close(compiled(x), x * 5.0)
+    finally:
+        lib.SCALE = 3.0
+    assert len(backend.graphs) == 2
+    message = " ".join(r.getMessage() for r in caplog.records if r.name == "kiln.recompiles")
+    assert "M['library_code'].SCALE" in message
+    torch.testing.assert_close(compiled(x), x * 3.0)
+    assert len(backend.graphs) == 2
+
+
 def test_list_length_change_recompiles():
     compiled, backend = _compile(total)
     xs = [torch.ones(2), torch.ones(2)]

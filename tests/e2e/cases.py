@@ -1154,3 +1154,84 @@ def sets_of_names_and_modules():
                 seen.add(n)
         return out * len(seen), len(seen), len({1, 2, 3})
     return fn, (t(3), ["relu", "gelu", "relu", "tanh"]), {}
+
+
+# -- library code: globals of other modules, imports, registries, dict outputs -------------------
+
+@case()
+def globals_of_another_module():
+    import library_code as lib
+
+    def fn(x):
+        return lib.scaled(x) + lib.activation("tanh")(x)
+    return fn, (t(4),), {}
+
+
+@case()
+def imports_inside_functions():
+    import library_code as lib
+
+    def fn(x):
+        import operator
+
+        from torch.nn import functional as F
+        return operator.add(lib.with_local_imports(x), F.relu(x))
+    return fn, (t(4),), {}
+
+
+@case()
+def dict_subclass_registry_read_through_super():
+    import library_code as lib
+
+    lib.REGISTRY[nn.Linear] = {"hidden": 0}
+
+    def fn(m, x):
+        flags = lib.REGISTRY.get(m)
+        missing = lib.REGISTRY.get(x)
+        return m(x) * len(flags), len(missing), "hidden" in flags
+    return fn, (nn.Linear(3, 3), t(2, 3)), {}
+
+
+@case()
+def mapping_with_python_special_methods():
+    import library_code as lib
+
+    def fn(x):
+        out = x
+        if "double" in lib.INTERFACE and "cube" not in lib.INTERFACE:
+            out = lib.INTERFACE["double"](out)
+        return out + len(lib.INTERFACE), sorted(lib.INTERFACE)
+    return fn, (t(3),), {}
+
+
+@case()
+def dataclass_dict_output_built_read_and_returned():
+    import library_code as lib
+
+    def fn(x):
+        out = lib.LayerOutput(hidden=x.relu(), attention=x.softmax(-1))
+        first = out[0]
+        by_name = out["attention"]
+        return out, first + by_name, out.to_tuple(), len(out), out.extra is None, list(out.keys())
+    return fn, (t(2, 3),), {}
+
+
+@case()
+def signature_of_a_bound_method_and_code_names():
+    import library_code as lib
+
+    class Chunked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def chunk(self, x):
+            return self.fc(x)
+
+        def forward(self, x):
+            n = lib.arity(self.chunk)
+            k = 2 if "x" in self.chunk.__func__.__code__.co_varnames else 1
+            return self.chunk(x) * n * k
+
+    torch.manual_seed(0)
+    return Chunked(), (t(2, 4),), {}

@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 
 from kiln.guards import (
@@ -10,6 +12,7 @@ from kiln.guards import (
     ItemSource,
     LengthMatch,
     LocalSource,
+    ModuleSource,
     NoHasAttr,
     TypeMatch,
     compile_guards,
@@ -162,3 +165,21 @@ def test_generated_code_cannot_be_injected():
     check = GuardSet([EqualsMatch(odd, 1)]).compile()
     assert "import os" not in [line.strip() for line in check.source.splitlines()]
     assert check({"a\nb\x00": type("T", (), {"c\nimport os": 1})()})
+
+
+def test_module_sources_are_checked_against_sys_modules():
+    import types
+
+    mod = types.ModuleType("kiln_test_guarded_module")
+    mod.FLAG = 1
+    sys.modules[mod.__name__] = mod
+    try:
+        check = compile_guards(GuardSet([EqualsMatch(AttrSource(ModuleSource(mod.__name__), "FLAG"), 1)]).ordered())
+        assert check({}) is True
+        mod.FLAG = 2
+        assert check({}) is False
+        assert "M['kiln_test_guarded_module'].FLAG" in check.explain({})
+        del sys.modules[mod.__name__]
+        assert check({}) is False  # a module no longer imported fails, never raises
+    finally:
+        sys.modules.pop(mod.__name__, None)

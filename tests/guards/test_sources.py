@@ -7,6 +7,7 @@ from kiln.guards import (
     GlobalSource,
     ItemSource,
     LocalSource,
+    ModuleSource,
     TypeSource,
 )
 
@@ -91,3 +92,19 @@ def test_chain_and_globals():
     assert src.uses_globals()
     assert not AttrSource(LocalSource("x"), "a").uses_globals()
     assert LocalSource("x").base is None
+
+
+def test_module_source_reaches_an_imported_module_by_name():
+    import json
+    import sys
+
+    src = AttrSource(ModuleSource("json"), "dumps")
+    assert str(src) == "M['json'].dumps"
+    assert src.fetch({}, None) is json.dumps
+    assert eval(str(src), {"M": sys.modules}) is json.dumps  # the text is the code
+    assert not src.uses_globals()
+    assert ModuleSource("json") != GlobalSource("json")
+    with pytest.raises(KeyError):
+        ModuleSource("kiln_no_such_module").fetch({}, None)
+    with pytest.raises(TypeError):
+        ModuleSource(3)

@@ -126,6 +126,28 @@ def test_data_dependent_branch_is_unsupported_not_wrong():
         capture(*_frame(f, torch.ones(2)))
 
 
+def test_imports_inside_the_trace_only_look_up_loaded_modules():
+    import sys
+
+    def loaded(x):
+        import json  # noqa: F401
+
+        from torch.nn import functional as F
+        return F.relu(x)
+
+    cap = capture(*_frame(loaded, torch.ones(2)))
+    torch.testing.assert_close(_run(cap, loaded, -torch.ones(2)), torch.zeros(2))
+
+    def not_loaded(x):
+        import kiln_never_imported_module  # noqa: F401
+        return x
+
+    assert "kiln_never_imported_module" not in sys.modules
+    with pytest.raises(Unsupported, match="'kiln_never_imported_module', which is not imported yet"):
+        capture(*_frame(not_loaded, torch.ones(2)))
+    assert "kiln_never_imported_module" not in sys.modules  # nothing was loaded while tracing
+
+
 def test_tracing_restores_grad_mode_on_error():
     def f(x):
         with torch.no_grad():
@@ -142,7 +164,7 @@ def test_tracing_restores_grad_mode_on_error():
 _NEVER_TRACED = {
     "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START", "RERAISE",
     "CLEANUP_THROW", "CHECK_EG_MATCH", "PREP_RERAISE_STAR", "SETUP_ANNOTATIONS",
-    "IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR", "LOAD_NAME", "STORE_NAME", "DELETE_NAME",
+    "IMPORT_STAR", "LOAD_NAME", "STORE_NAME", "DELETE_NAME",
     "LOAD_BUILD_CLASS", "SEND", "END_SEND", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT",
     "BEFORE_ASYNC_WITH", "END_ASYNC_FOR", "ASYNC_GEN_WRAP", "GET_YIELD_FROM_ITER",
     "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS", "GET_LEN",

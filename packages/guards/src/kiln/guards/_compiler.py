@@ -3,7 +3,8 @@
 Calling convention (what kiln.frameeval relies on): ``check(L)`` where ``L`` is the frame's
 locals as a dict (names to values). The frame's globals are bound at compile time as the
 default of a second parameter, ``check(L, G=<globals given to compile>)``, the way torch
-binds ``f_globals`` when it builds guards; a caller whose code object may run under
+binds ``f_globals`` when it builds guards (``M``, the root of module sources, is
+``sys.modules``, bound the same way); a caller whose code object may run under
 several globals dicts passes ``G`` explicitly. The result is a bool, and the checker never
 raises an ``Exception`` on any ``L``: the whole body sits in one ``try`` (free until
 something raises) and any exception — a missing key or attribute, a hostile ``__eq__`` —
@@ -27,6 +28,7 @@ The function carries ``source`` (the generated text), ``guards`` (the check orde
 from __future__ import annotations
 
 import builtins
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -165,6 +167,7 @@ def compile_guards(
     source = generate(order, ctx)
     namespace = dict(ctx.namespace)
     namespace["_G"] = globals
+    namespace["M"] = sys.modules  # the root of ModuleSource
     namespace["__builtins__"] = builtins
     code = compile(source, "<kiln.guards checker>", "exec")
     exec(code, namespace)

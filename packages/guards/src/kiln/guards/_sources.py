@@ -1,7 +1,8 @@
 """Sources: how to reach a value from a frame.
 
-A source is a path from one of two roots — the frame's locals ``L`` (a dict of names to
-values) or its globals ``G`` — through attribute, item, closure-cell, function-default,
+A source is a path from one of three roots — the frame's locals ``L`` (a dict of names to
+values), its globals ``G``, or an imported module ``M['name']`` (``M`` is ``sys.modules``,
+for globals of modules whose functions the trace inlined) — through attribute, item, closure-cell, function-default,
 type-of and tensor-property steps. Every source can
 
 * render itself as the Python expression that reaches it (``str(source)``), for example
@@ -30,6 +31,8 @@ __all__ = [
     "GlobalSource",
     "ItemSource",
     "LocalSource",
+    "MappingGetSource",
+    "ModuleSource",
     "Source",
     "TensorSizeSource",
     "TensorStorageOffsetSource",
@@ -129,6 +132,29 @@ class GlobalSource(Source):
 
 
 @dataclass(frozen=True, slots=True, repr=False)
+class ModuleSource(Source):
+    """An imported module by name: ``M['name']``, where ``M`` is ``sys.modules``.
+
+    The root of a global read by code of another module than the frame's
+    (``M['transformers.activations'].ACT2FN``): such a module is not reachable from the
+    frame's own locals or globals, only by its name."""
+
+    name: str
+    base = None
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "module name")
+
+    def access(self, base_expr: str) -> str:
+        return f"M[{self.name!r}]"
+
+    def fetch(self, L, G):
+        import sys
+
+        return sys.modules[self.name]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class AttrSource(Source):
     """An attribute: ``base.attr`` (``getattr(base, 'attr')`` when not an identifier)."""
 
@@ -166,6 +192,27 @@ class ItemSource(Source):
 
     def fetch(self, L, G):
         return self.base.fetch(L, G)[self.key]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class MappingGetSource(Source):
+    """A mapping's value for a key, None when the key is missing: ``base.get(key)`` (for
+    mappings whose ``get`` only reads, like ``os.environ``); the key is a literal."""
+
+    base: Source
+    key: Any
+    key_text: str = field(init=False, compare=True)
+
+    def __post_init__(self) -> None:
+        if not _is_literal(self.key):
+            raise TypeError(f"mapping key must be a literal, got {type(self.key).__name__}")
+        object.__setattr__(self, "key_text", repr(self.key))
+
+    def access(self, base_expr: str) -> str:
+        return f"{base_expr}.get({self.key!r})"
+
+    def fetch(self, L, G):
+        return self.base.fetch(L, G).get(self.key)
 
 
 @dataclass(frozen=True, slots=True, repr=False)

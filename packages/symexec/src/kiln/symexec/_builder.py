@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import os
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +34,12 @@ from kiln.guards import (
     TypeMatch,
 )
 
-from ._unsupported import Unsupported
+from ._unsupported import MissingAttribute, Unsupported
 from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, is_builtin_function
 from .variables._constant import ConstantVariable, is_constant_value
 from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .variables._environ import EnvironVariable
 from .variables._functions import UserFunctionVariable, UserMethodVariable
 from .variables._modules import NNModuleVariable
 from .variables._objects import (
@@ -109,6 +111,8 @@ class VariableBuilder:
                     # A tensor reached a second way (tied weights) is guarded by aliasing.
                     self._guard(TensorMatch.from_tensor(source, value))
                 return self.output.add_tensor_input(source, value)
+        if value is os.environ:
+            return EnvironVariable()  # each variable read is guarded on its own
         if isinstance(value, torch.nn.Module):
             if g:
                 self._guard(ModuleStructureMatch.from_module(source, value, ordered=True))
@@ -189,13 +193,23 @@ class VariableBuilder:
     # -- attributes --------------------------------------------------------------------------
 
     def read_attribute(self, tx: Translator, owner: VariableTracker, obj: Any,
-                       name: str) -> VariableTracker:
-        """``obj.name`` following Python's lookup order, for the tracker ``owner`` of ``obj``."""
+                       name: str, *, plain: bool = False) -> VariableTracker:
+        """``obj.name`` following Python's lookup order, for the tracker ``owner`` of ``obj``:
+        a ``__getattribute__`` the class defines in Python is inlined (``plain``: the lookup
+        of ``object.__getattribute__`` itself), then instance and class attributes, then
+        the class's ``__getattr__``."""
+        from .variables._functions import UserMethodVariable
+
+        cls = type(obj)
+        if not plain:
+            hook = lookup_class_attribute(cls, "__getattribute__")
+            if isinstance(hook, types.FunctionType):
+                return UserMethodVariable(hook, owner).call(tx, [ConstantVariable(name)], {})
         written = self.output.written_attribute(owner, name)
         if written is not None:
             return written
         source = AttrSource(owner.source, name) if owner.source is not None else None
-        cls_attr = lookup_class_attribute(type(obj), name)
+        cls_attr = lookup_class_attribute(cls, name)
         if cls_attr is not MISSING and is_data_descriptor(cls_attr):
             if isinstance(cls_attr, property) and isinstance(cls_attr.fget, types.FunctionType):
                 return bind_class_attribute(tx, owner, cls_attr)
@@ -205,4 +219,7 @@ class VariableBuilder:
             return self.wrap(inst[name], source)
         if cls_attr is not MISSING:
             return bind_class_attribute(tx, owner, cls_attr, source)
-        raise Unsupported(f"{owner.describe()} has no attribute {name!r}")
+        fallback = lookup_class_attribute(cls, "__getattr__")
+        if isinstance(fallback, types.FunctionType):
+            return UserMethodVariable(fallback, owner).call(tx, [ConstantVariable(name)], {})
+        raise MissingAttribute(f"{owner.describe()} has no attribute {name!r}")

@@ -93,7 +93,7 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
             effects.append(tracker)
     effect_lines = [line for t in effects for line in writer.replay(t)]
     for owner, writes in output.attribute_writes.values():
-        target = render_source(owner.source, params)
+        target = render_source(owner.source, params, body)
         for name, value in writes.items():
             if name.isidentifier() and not keyword.iskeyword(name):
                 effect_lines.append(f"{target}.{name} = {writer.expr(value)}")
@@ -118,10 +118,10 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
     # the return value or a replay needs again come from these reads.
     names = writer.input_names
     for node, name in names.items():
-        expr = render_source(node.meta["source"], params)
+        expr = render_source(node.meta["source"], params, body)
         if name != expr:
             body.lines.append(f"{name} = {expr}")
-    inputs = ", ".join(names.get(n) or render_source(n.meta["source"], params)
+    inputs = ", ".join(names.get(n) or render_source(n.meta["source"], params, body)
                        for n in graph.find_nodes("placeholder"))
     if outputs:
         body.lines.append(f"__kiln_out = {graph_name}({inputs})")
@@ -165,7 +165,7 @@ class _Writer:
     def input(self, v: TensorVariable) -> str:
         name = self.input_names.get(v.node)
         if name is None:
-            direct = render_source(v.source, self.params)
+            direct = render_source(v.source, self.params, self.body)
             name = direct if direct.isidentifier() else f"__kiln_in_{v.node.name}"
             self.input_names[v.node] = name
         return name
@@ -181,7 +181,7 @@ class _Writer:
                 return self.input(v)  # the caller's own tensor
             return self.tensor(v)
         if isinstance(v, (ListVariable, DictVariable)) and v.source is not None:
-            return render_source(v.source, self.params)  # identity matters: the real object
+            return render_source(v.source, self.params, self.body)  # identity matters: the real object
         if isinstance(v, (ConstantVariable, RangeVariable)):
             value = v.as_constant()
             return repr(value) if _literal(value) else self.body.ref(value)
@@ -200,7 +200,7 @@ class _Writer:
         if isinstance(v, NewObjectVariable):
             return self.new_object(v)
         if v.source is not None:
-            return render_source(v.source, self.params)
+            return render_source(v.source, self.params, self.body)
         if v.is_constant():
             return self.body.ref(v.as_constant())
         raise Unsupported(f"returning {v.describe()} from a compiled region")
@@ -212,7 +212,10 @@ class _Writer:
             name = self.built[id(v)] = f"__kiln_obj{len(self.built)}"
             attrs = ", ".join(f"{k!r}: {self.expr(a)}" for k, a in v.attrs.items())
             make = self.body.ref(new_object, "new")
-            self.prelude.append(f"{name} = {make}({self.body.ref(v.cls, 'type')}, {{{attrs}}})")
+            items = ""
+            if v.items is not None:
+                items = ", {" + ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items.items()) + "}"
+            self.prelude.append(f"{name} = {make}({self.body.ref(v.cls, 'type')}, {{{attrs}}}{items})")
         return name
 
     def key(self, k: Any) -> str:
@@ -220,7 +223,7 @@ class _Writer:
 
     def replay(self, v: ListVariable | DictVariable) -> list[str]:
         """Lines giving the real container its traced final contents (values built first)."""
-        target = render_source(v.source, self.params)
+        target = render_source(v.source, self.params, self.body)
         if isinstance(v, ListVariable):
             return [f"{target}[:] = [{', '.join(self.expr(i) for i in v.items)}]"]
         items = ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items())

@@ -20,24 +20,28 @@ import inspect
 import keyword
 import linecache
 import re
+import sys
 import types
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiln.guards import GlobalSource, LocalSource, Source
+from kiln.guards import GlobalSource, LocalSource, ModuleSource, Source
 
 __all__ = ["ReplacementSource", "build_replacement", "render_source"]
 
 
-def render_source(source: Source, params: set[str]) -> str:
-    """The expression reaching ``source`` from inside the replacement function."""
+def render_source(source: Source, params: set[str], body: ReplacementSource) -> str:
+    """The expression reaching ``source`` from inside the replacement function (``body``
+    binds what it needs that has no literal: ``sys.modules`` for a module source)."""
     chain = source.chain()
     root = chain[0]
     if isinstance(root, LocalSource):
         expr = root.name
     elif isinstance(root, GlobalSource):
         expr = root.name if root.name not in params else f"globals()[{root.name!r}]"
+    elif isinstance(root, ModuleSource):
+        expr = f"{body.ref(sys.modules, 'modules')}[{root.name!r}]"
     else:
         raise ValueError(f"cannot render a source rooted at {root!r}")
     for step in chain[1:]:

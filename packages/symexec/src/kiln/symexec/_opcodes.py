@@ -16,13 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ._translator import NULL, CellVariable, LazyVariable, Translator, opcode_rules
-from ._unsupported import Unsupported
+from ._unsupported import MissingAttribute, Unsupported
 from .bytecode import Instr
 from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, builtin_rules
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
+from .variables._objects import ExceptionVariable
 from .variables._torch import ContextManagerVariable
 from .variables._wrap import wrap_trace_value
 
@@ -592,6 +593,51 @@ def _make_function(tx, instr):
     tx.push(NestedFunctionVariable(code, code.co_qualname, tx.f_globals, defaults, kwdefaults, closure))
 
 
+# -- imports: modules already imported are looked up, never loaded --------------------------------
+
+def _imported(tx: Translator, name: str) -> VariableTracker:
+    import sys
+
+    from kiln.guards import ModuleSource
+
+    from .variables._objects import is_trusted_module
+
+    module = sys.modules[name]
+    return tx.builder.wrap(module, None if is_trusted_module(module) else ModuleSource(name))
+
+
+@rule("IMPORT_NAME")
+def _import_name(tx, instr):
+    import importlib.util
+    import sys
+
+    fromlist, level = tx.pop(), tx.pop()
+    level = level.as_constant()
+    names = fromlist.as_constant() or ()
+    name = instr.arg
+    if level:
+        package = tx.f_globals.get("__package__") or ""
+        try:
+            name = importlib.util.resolve_name("." * level + instr.arg, package)
+        except ImportError as e:
+            raise Unsupported(f"relative import of {instr.arg!r}: {e}") from None
+    # Loading a module runs its code; only imports that are already done are traced.
+    needed = [name] if names else [".".join(name.split(".")[:i + 1]) for i in range(name.count(".") + 1)]
+    for n in needed:
+        if n not in sys.modules:
+            raise Unsupported(f"import of {n!r}, which is not imported yet, inside a compiled region")
+    module = sys.modules[name]
+    for item in names:
+        if item != "*" and not hasattr(module, item) and f"{name}.{item}" not in sys.modules:
+            raise Unsupported(f"'from {name} import {item}' would load a module inside a compiled region")
+    tx.push(_imported(tx, name if names else name.partition(".")[0]))
+
+
+@rule("IMPORT_FROM")
+def _import_from(tx, instr):
+    tx.push(tx.stack[-1].get_attr(tx, instr.arg))
+
+
 # -- with blocks, asserts, raises -----------------------------------------------------------------
 
 class _ExitVariable(VariableTracker):
@@ -629,6 +675,16 @@ def _load_assertion_error(tx, instr):
 def _raise(tx, instr):
     args = tx.popn(instr.arg)
     what = args[0].describe() if args else "the current exception"
+    raised = args[0] if args else None
+    if isinstance(raised, ExceptionVariable):
+        cls = raised.cls
+    elif raised is not None and raised.is_constant() and isinstance(raised.as_constant(), type):
+        cls = raised.as_constant()
+    else:
+        cls = None
+    if cls is not None and issubclass(cls, AttributeError):
+        # hasattr()/getattr(o, n, default) around this read answer it; elsewhere it stops.
+        raise MissingAttribute(f"traced code raised {what}")
     raise Unsupported(f"raising {what} inside a compiled region")
 
 

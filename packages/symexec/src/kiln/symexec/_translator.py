@@ -202,17 +202,22 @@ class Translator:
 
     def _foreign_global(self, name: str) -> VariableTracker:
         # A global of another module (an inlined function defined elsewhere). Globals of
-        # trusted libraries (torch.nn's ``F``) are fixed; others would need a guard that
-        # reaches the module from the frame, which kiln cannot express yet.
+        # trusted libraries (torch.nn's ``F``) are fixed; others are reached by the module's
+        # name, ``M['pkg.mod'].name``, and guarded like the frame's own globals.
         import sys
+
+        from kiln.guards import AttrSource, ModuleSource
 
         from .variables._objects import is_trusted_module
 
-        module = sys.modules.get(self.f_globals.get("__name__", ""))
-        if module is None or vars(module) is not self.f_globals or not is_trusted_module(module):
-            where = self.f_globals.get("__name__", "?")
-            raise Unsupported(f"reading global {name!r} of module {where} from an inlined function")
-        return self.builder.wrap(self.f_globals[name], None)
+        where = self.f_globals.get("__name__")
+        module = sys.modules.get(where) if isinstance(where, str) else None
+        if module is None or vars(module) is not self.f_globals:
+            raise Unsupported(f"reading global {name!r} of code whose module {where!r} is not "
+                              "imported under that name")
+        if is_trusted_module(module):
+            return self.builder.wrap(self.f_globals[name], None)
+        return self.builder.wrap(self.f_globals[name], AttrSource(ModuleSource(where), name))
 
     def realize(self, v: VariableTracker) -> VariableTracker:
         """The tracker itself, or a frame argument wrapped now if it was still lazy."""
@@ -286,13 +291,19 @@ class Translator:
             return TupleVariable(bound, tuple_type=cls)
         if cls in (torch.Size,) and len(args) == 1:
             return TupleVariable(args[0].iterate(self), tuple_type=torch.Size)
-        from .variables._objects import NewObjectVariable, can_construct
+        from .variables._objects import ExceptionVariable, NewObjectVariable, can_construct
 
+        if issubclass(cls, BaseException) and not kwargs:
+            return ExceptionVariable(cls, args)
         if can_construct(cls):
             obj = NewObjectVariable(cls)
             init = next(k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__)
             if isinstance(init, types.FunctionType):
                 self.inline_function(init, [obj, *args], kwargs)
+            elif init is dict.__init__:
+                from .variables._objects import BaseMethodVariable
+
+                BaseMethodVariable(init, obj).call(self, args, kwargs)
             elif args or kwargs:
                 raise Unsupported(f"{cls.__qualname__}() takes no arguments")
             return obj

@@ -13,7 +13,7 @@ import linecache
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SourceLocation", "Unsupported"]
+__all__ = ["MissingAttribute", "SourceLocation", "Unsupported"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +61,9 @@ class Unsupported(Exception):
         lines = [self.reason, f"  at {self.location}"]
         lines += [f"  called from {loc}" for loc in reversed(self.stack)]
         return "\n".join(lines)
+
+
+class MissingAttribute(Unsupported):
+    """An attribute read that raises AttributeError when the code runs (the attribute is
+    missing, or traced code raised AttributeError): ``hasattr`` and ``getattr`` with a
+    default answer it at trace time; anywhere else tracing cannot go on."""

@@ -10,13 +10,15 @@ otherwise.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import Unsupported
+from .._unsupported import MissingAttribute, Unsupported
 from ._base import VariableTracker
-from ._constant import ConstantVariable, is_constant_value
+from ._constant import ConstantVariable, FrozenObjectVariable, is_constant_value
 from ._containers import (
     DictVariable,
     ListVariable,
@@ -24,6 +26,7 @@ from ._containers import (
     TupleVariable,
     constant_args,
 )
+from ._objects import call_special_method
 from ._tensor import TensorVariable
 from ._wrap import wrap_trace_value
 
@@ -199,7 +202,7 @@ def _truth(tx, args, kwargs):
 @rule(operator.is_, operator.is_not)
 def _is(tx, args, kwargs):
     a, b = args
-    if a.is_constant() and b.is_constant() and is_constant_value(a.as_constant()):
+    if a.is_constant() and b.is_constant():
         same = a.as_constant() is b.as_constant()
     else:
         same = a is b
@@ -241,10 +244,14 @@ def _delitem(tx, args, kwargs):
 @rule(operator.contains)
 def _contains(tx, args, kwargs):
     from ._containers import SetVariable
+    from ._environ import EnvironVariable
 
     container, item = args
-    if isinstance(container, (DictVariable, SetVariable)):
+    if isinstance(container, (DictVariable, SetVariable, EnvironVariable)):
         return container.call_method(tx, "__contains__", [item], {})
+    found = call_special_method(tx, container, "__contains__", [item])
+    if found is not None:
+        return ConstantVariable(found.truth(tx))
     if container.is_constant() and item.is_constant():
         return _fold(operator.contains, args, kwargs)
     return ConstantVariable(any(values_equal(tx, v, item) for v in container.iterate(tx)))
@@ -264,6 +271,9 @@ def _len(tx, args, kwargs):
         return ConstantVariable(len(obj.items))
     if obj.is_constant():
         return _fold(len, args, kwargs)
+    n = call_special_method(tx, obj, "__len__", [])
+    if n is not None:
+        return n
     return ConstantVariable(len(obj.iterate(tx)))
 
 
@@ -443,10 +453,8 @@ def _getattr(tx, args, kwargs):
         return obj.get_attr(tx, attr)
     try:
         return obj.get_attr(tx, attr)
-    except Unsupported as e:
-        if "has no attribute" in e.reason:
-            return default[0]
-        raise
+    except MissingAttribute:
+        return default[0]
 
 
 @rule(super)
@@ -490,16 +498,48 @@ def _object_setattr(tx, args, kwargs):
     return ConstantVariable(None)
 
 
+@rule(inspect.signature)
+def _signature(tx, args, kwargs):
+    # The signature of a guarded function is fixed by its guard: computed at trace time.
+    from ._functions import UserFunctionVariable, UserMethodVariable
+
+    if len(args) != 1 or kwargs:
+        raise Unsupported("inspect.signature() with options")
+    (fn,) = args
+    if isinstance(fn, UserFunctionVariable):
+        return FrozenObjectVariable(inspect.signature(fn.fn))
+    if isinstance(fn, UserMethodVariable):
+        sig = inspect.signature(fn.fn)
+        return FrozenObjectVariable(sig.replace(parameters=list(sig.parameters.values())[1:]))
+    raise Unsupported(f"inspect.signature() of {fn.describe()}")
+
+
+def _dataclass_of(v: VariableTracker) -> Any:
+    # the class, or the instance's class: what a dataclass query looks at (its identity is
+    # guarded wherever the value came from)
+    return v.as_constant() if v.is_constant() and isinstance(v.as_constant(), type) else v.python_type()
+
+
+@rule(dataclasses.fields)
+def _dataclass_fields(tx, args, kwargs):
+    (obj,) = args
+    return TupleVariable([FrozenObjectVariable(f) for f in dataclasses.fields(_dataclass_of(obj))])
+
+
+@rule(dataclasses.is_dataclass)
+def _is_dataclass(tx, args, kwargs):
+    (obj,) = args
+    return ConstantVariable(dataclasses.is_dataclass(_dataclass_of(obj)))
+
+
 @rule(hasattr)
 def _hasattr(tx, args, kwargs):
     obj, name = args
     attr = constant_args("hasattr()", [name])[0]
     try:
         obj.get_attr(tx, attr)
-    except Unsupported as e:
-        if "has no attribute" in e.reason:
-            return ConstantVariable(False)
-        raise
+    except MissingAttribute:
+        return ConstantVariable(False)
     return ConstantVariable(True)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import Unsupported
+from .._unsupported import MissingAttribute, Unsupported
 from ._base import VariableTracker
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["ConstantVariable", "is_constant_value"]
+__all__ = ["ConstantVariable", "FrozenObjectVariable", "frozen_types", "is_constant_value"]
 
 _SCALARS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
             types.CodeType)
@@ -71,7 +71,7 @@ class ConstantVariable(VariableTracker):
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}") from e
+            raise MissingAttribute(f"{self.describe()} has no attribute {name!r}") from e
         if is_constant_value(attr):
             return ConstantVariable(attr)
         if callable(attr):
@@ -109,3 +109,61 @@ class ConstantMethodVariable(VariableTracker):
         from ._wrap import wrap_trace_value
 
         return wrap_trace_value(result)
+
+
+def frozen_types() -> tuple[type, ...]:
+    """Types whose instances traced code only reads, made from guarded values (a dataclass's
+    fields, a guarded function's signature): tracked as FrozenObjectVariable."""
+    import dataclasses
+    import inspect
+
+    return (dataclasses.Field, inspect.Signature, inspect.Parameter, types.MappingProxyType,
+            type(dataclasses.MISSING), type(inspect.Parameter.empty))
+
+
+class FrozenObjectVariable(VariableTracker):
+    """An immutable object computed at trace time from guarded values (the
+    ``inspect.Signature`` of a guarded function): attribute reads, constant-argument method
+    calls and iteration are evaluated on the real object."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(None)
+        self.value = value
+
+    @staticmethod
+    def wrap(value: Any) -> VariableTracker:
+        return ConstantVariable(value) if is_constant_value(value) else FrozenObjectVariable(value)
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.value
+
+    def describe(self) -> str:
+        return f"a {type(self.value).__name__} computed at trace time"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        try:
+            return self.wrap(getattr(self.value, name))
+        except AttributeError as e:
+            raise MissingAttribute(f"{self.describe()} has no attribute {name!r}") from e
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"method {name!r} of {self.describe()} called with values unknown at trace time")
+        method = getattr(self.value, name)
+        return self.wrap(method(*[a.as_constant() for a in args],
+                                **{k: v.as_constant() for k, v in kwargs.items()}))
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return [self.wrap(v) for v in self.value]
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.value)

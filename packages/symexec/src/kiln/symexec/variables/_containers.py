@@ -221,7 +221,7 @@ class DictVariable(VariableTracker):
         if name == "__len__" and not args:
             return ConstantVariable(len(items))
         if name == "keys" and not args:
-            return TupleVariable([ConstantVariable(k) for k in items])
+            return DictKeysVariable(self)
         if name == "values" and not args:
             return TupleVariable(list(items.values()))
         if name == "items" and not args:
@@ -317,6 +317,33 @@ class IteratorVariable(VariableTracker):
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest
+
+
+class DictKeysVariable(VariableTracker):
+    """``d.keys()``: a live view of a dict tracker's keys (all constants). As a constant it
+    is a real ``dict_keys`` of the keys at that moment, so set operators, ``in`` and
+    ``len`` fold at trace time."""
+
+    __slots__ = ("dict",)
+
+    def __init__(self, d: DictVariable) -> None:
+        super().__init__(None)
+        self.dict = d
+
+    def python_type(self) -> type:
+        return type({}.keys())
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return dict.fromkeys(self.dict.items).keys()
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return [ConstantVariable(k) for k in self.dict.items]
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.dict.items)
 
 
 class SetVariable(VariableTracker):

@@ -50,8 +50,8 @@ class UserFunctionVariable(VariableTracker):
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         from ._constant import ConstantVariable
 
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return ConstantVariable(getattr(self.fn, name))
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
+            return ConstantVariable(getattr(self.fn, name))  # the code is part of the guard
         return super().get_attr(tx, name)
 
 
@@ -71,6 +71,13 @@ class UserMethodVariable(VariableTracker):
 
     def describe(self) -> str:
         return f"method {self.fn.__qualname__}"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        if name == "__self__":
+            return self.obj
+        if name == "__func__":
+            return UserFunctionVariable(self.fn)
+        return UserFunctionVariable(self.fn).get_attr(tx, name)  # a method reads through
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:

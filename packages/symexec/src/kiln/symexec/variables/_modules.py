@@ -179,7 +179,12 @@ class NNModuleVariable(VariableTracker):
                     raise Unsupported(f"{self.describe()} has no key {key!r}")
                 return self.get_attr(tx, key)
             if isinstance(key, slice):
-                raise Unsupported(f"slicing {self.describe()}")
+                if not isinstance(m, torch.nn.ModuleList):
+                    raise Unsupported(f"slicing {self.describe()}")
+                # a new ModuleList of the same children: read-only use (iterate, index, len)
+                from ._containers import TupleVariable
+
+                return TupleVariable([self.get_attr(tx, k) for k, _ in self._children()[key]])
             names = [k for k, _ in self._children()]
             try:
                 return self.get_attr(tx, names[key])

@@ -8,10 +8,11 @@ treated as fixed, which keeps guards on ``torch.relu`` and friends off the hot p
 
 from __future__ import annotations
 
+import collections
 import types
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import Unsupported
+from .._unsupported import MissingAttribute, Unsupported
 from ._base import VariableTracker
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from .._translator import Translator
 
 __all__ = [
+    "BaseMethodVariable",
+    "ExceptionVariable",
     "NewObjectVariable",
     "PythonModuleVariable",
     "SuperVariable",
@@ -57,6 +60,10 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
 
     if isinstance(attr, types.FunctionType):
         return UserMethodVariable(attr, owner)
+    if (isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
+            and attr.__objclass__ in (object, dict, collections.OrderedDict)
+            and isinstance(owner, (UserDefinedObjectVariable, NewObjectVariable))):
+        return BaseMethodVariable(attr, owner)
     if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
         return tx.inline_function(attr.fget, [owner], {})
     if isinstance(attr, staticmethod):
@@ -67,7 +74,7 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
 
 
 def _missing(what: str, name: str) -> Unsupported:
-    return Unsupported(f"{what} has no attribute {name!r}")
+    return MissingAttribute(f"{what} has no attribute {name!r}")
 
 
 class PythonModuleVariable(VariableTracker):
@@ -142,11 +149,31 @@ class UserDefinedClassVariable(VariableTracker):
 class UserDefinedObjectVariable(VariableTracker):
     """An instance of a user class; attribute reads are guarded through its source."""
 
-    __slots__ = ("obj",)
+    __slots__ = ("contents", "obj")
 
     def __init__(self, obj: Any, source: Source | None = None) -> None:
         super().__init__(source)
         self.obj = obj
+        self.contents: VariableTracker | None = None
+
+    def dict_contents(self, tx: Translator) -> VariableTracker:
+        """The items of an instance of a dict subclass, as a read-only dict tracker (its
+        keys guarded, each value wrapped through its item source)."""
+        from kiln.guards import DictKeysMatch, ItemSource
+
+        from ._containers import DictVariable
+
+        obj = self.obj
+        if self.contents is None:
+            if self.source is None or type(obj).__getitem__ is not dict.__getitem__:
+                raise Unsupported(f"reading the items of {self.describe()}")
+            keys = tuple(dict.keys(obj))
+            if not all(type(k) in (str, int, bool, type(None)) for k in keys):
+                raise Unsupported(f"{self.describe()} has keys kiln cannot guard on")
+            tx.output.guards.add(DictKeysMatch(self.source, keys))
+            self.contents = DictVariable({k: tx.builder.wrap(dict.__getitem__(obj, k), ItemSource(self.source, k))
+                                          for k in keys}, self.source)
+        return self.contents
 
     def python_type(self) -> type:
         return type(self.obj)
@@ -157,6 +184,9 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         return tx.builder.read_attribute(tx, self, self.obj, name)
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return _iterate_object(tx, self)
 
     def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
         if is_data_descriptor(lookup_class_attribute(type(self.obj), name)):
@@ -169,10 +199,99 @@ class UserDefinedObjectVariable(VariableTracker):
         return result if result is not None else super().call(tx, args, kwargs)
 
 
+_DICT_READS = frozenset({"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__",
+                         "__iter__", "copy"})
+
+
+class BaseMethodVariable(VariableTracker):
+    """A method of ``object`` or ``dict`` reached on a user object whose class inherits it
+    (``super().__setattr__(k, v)``, ``super().get(k)``, ``dict.__setitem__`` of a dict
+    subclass): ``object.__setattr__`` stores the attribute; dict methods act on the
+    object's items (those of an object from the frame are read-only)."""
+
+    __slots__ = ("method", "owner")
+
+    def __init__(self, method: Any, owner: VariableTracker) -> None:
+        super().__init__(None)
+        self.method = method
+        self.owner = owner
+
+    def describe(self) -> str:
+        return f"{self.method.__objclass__.__name__}.{self.method.__name__} of {self.owner.describe()}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from ._constant import ConstantVariable
+
+        name, owner = self.method.__name__, self.owner
+        if self.method.__objclass__ is object:
+            if name == "__setattr__" and len(args) == 2 and not kwargs and args[0].is_constant():
+                if isinstance(owner, NewObjectVariable):
+                    owner.store_attr(tx, args[0].as_constant(), args[1], force=True)
+                else:
+                    owner.store_attr(tx, args[0].as_constant(), args[1])
+                return ConstantVariable(None)
+            if name == "__init__" and not args and not kwargs:
+                return ConstantVariable(None)
+            if (name == "__getattribute__" and len(args) == 1 and not kwargs and args[0].is_constant()
+                    and isinstance(owner, UserDefinedObjectVariable)):
+                return tx.builder.read_attribute(tx, owner, owner.obj, args[0].as_constant(), plain=True)
+            raise Unsupported(f"calling {self.describe()}")
+        if isinstance(owner, NewObjectVariable) and owner.items is not None:
+            if name == "__init__":
+                if args:
+                    owner.items.call_method(tx, "update", args, {})
+                if kwargs:
+                    owner.items.call_method(tx, "update", [], kwargs)
+                return ConstantVariable(None)
+            return owner.items.call_method(tx, name, args, kwargs)
+        if isinstance(owner, UserDefinedObjectVariable) and isinstance(owner.obj, dict) and name in _DICT_READS:
+            return owner.dict_contents(tx).call_method(tx, name, args, kwargs)
+        raise Unsupported(f"calling {self.describe()}")
+
+
 def is_data_descriptor(attr: Any) -> bool:
     """Whether a class attribute takes precedence over the instance dict (property, slot)."""
     tp = type(attr)
     return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
+
+
+def user_special_method(v: VariableTracker, name: str) -> Any:
+    """The Python function defining the special method ``name`` for ``v``'s class, when
+    ``v`` is an object kiln models attribute by attribute (None otherwise)."""
+    if not isinstance(v, (UserDefinedObjectVariable, NewObjectVariable)):
+        return None
+    attr = lookup_class_attribute(v.python_type(), name)
+    return attr if isinstance(attr, types.FunctionType) else None
+
+
+def call_special_method(tx: Translator, v: VariableTracker, name: str,
+                        args: list[VariableTracker]) -> VariableTracker | None:
+    """``type(v).name(v, *args)`` inlined, when the class defines it in Python; else None."""
+    fn = user_special_method(v, name)
+    if fn is None:
+        return None
+    from ._functions import UserMethodVariable
+
+    return UserMethodVariable(fn, v).call(tx, args, {})
+
+
+def _iterate_object(tx: Translator, v: VariableTracker) -> list[VariableTracker]:
+    import collections.abc
+
+    if user_special_method(v, "__iter__") is collections.abc.Sequence.__iter__:
+        # The Sequence mixin indexes until IndexError; by the Sequence contract that is
+        # at len(v), which traces without an exception.
+        from ._constant import ConstantVariable
+
+        n = call_special_method(tx, v, "__len__", [])
+        if n is None or not n.is_constant():
+            raise Unsupported(f"iterating over {v.describe()}, a Sequence without a known length")
+        return [v.call_method(tx, "__getitem__", [ConstantVariable(i)], {}) for i in range(n.as_constant())]
+    it = call_special_method(tx, v, "__iter__", [])
+    if it is None:
+        return VariableTracker.iterate(v, tx)
+    return it.iterate(tx)
 
 
 def _call_method(tx: Translator, owner: VariableTracker, cls: type, args: list[VariableTracker],
@@ -186,19 +305,23 @@ def _call_method(tx: Translator, owner: VariableTracker, cls: type, args: list[V
 
 
 class NewObjectVariable(VariableTracker):
-    """An instance of a plain Python class created while tracing (``Point(x, y)``).
+    """An instance of a plain Python class created while tracing (``Point(x, y)``), or of a
+    subclass of dict (a dataclass output like transformers' ``ModelOutput``).
 
-    Its attributes live here as trackers; if the object outlives the trace (returned, or
-    stored into a frame object), the replacement code builds it: ``object.__new__(cls)``
-    plus its final ``__dict__``.
+    Its attributes (and, for a dict subclass, its items) live here as trackers; if the
+    object outlives the trace (returned, or stored into a frame object), the replacement
+    code builds it: ``cls.__new__(cls)``, its items, then its final ``__dict__``.
     """
 
-    __slots__ = ("attrs", "cls")
+    __slots__ = ("attrs", "cls", "items")
 
     def __init__(self, cls: type) -> None:
+        from ._containers import DictVariable
+
         super().__init__(None)
         self.cls = cls
         self.attrs: dict[str, VariableTracker] = {}
+        self.items = DictVariable({}) if issubclass(cls, dict) else None
 
     def python_type(self) -> type:
         return self.cls
@@ -209,14 +332,39 @@ class NewObjectVariable(VariableTracker):
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         if name in self.attrs:
             return self.attrs[name]
+        if name == "__dict__":
+            from ._containers import DictVariable
+
+            view = DictVariable({})
+            view.items = self.attrs  # the same dict: writes through the view are attributes
+            return view
         attr = lookup_class_attribute(self.cls, name)
         if attr is MISSING:
             raise _missing(self.describe(), name)
         return bind_class_attribute(tx, self, attr)
 
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        if self.items is not None and user_special_method(self, "__iter__") is None:
+            return self.items.iterate(tx)
+        return _iterate_object(tx, self)
+
+    def truth(self, tx: Translator) -> bool:
+        result = call_special_method(tx, self, "__bool__", []) or call_special_method(tx, self, "__len__", [])
+        if result is not None:
+            return result.truth(tx)
+        return self.items.truth(tx) if self.items is not None else True
+
     def store_attr(self, tx: Translator, name: str, value: VariableTracker, *, force: bool = False) -> None:
-        if not force and self.cls.__setattr__ is not object.__setattr__:
-            raise Unsupported(f"assigning {name!r} of {self.describe()}, whose class defines __setattr__")
+        if not force:
+            setter = lookup_class_attribute(self.cls, "__setattr__")
+            if isinstance(setter, types.FunctionType):
+                from ._constant import ConstantVariable
+                from ._functions import UserMethodVariable
+
+                UserMethodVariable(setter, self).call(tx, [ConstantVariable(name), value], {})
+                return
+            if setter is not object.__setattr__:
+                raise Unsupported(f"assigning {name!r} of {self.describe()}, whose class defines __setattr__")
         if is_data_descriptor(lookup_class_attribute(self.cls, name)):
             raise Unsupported(f"assigning {name!r} of {self.describe()} runs a descriptor")
         self.attrs[name] = value
@@ -227,19 +375,50 @@ class NewObjectVariable(VariableTracker):
         return result if result is not None else super().call(tx, args, kwargs)
 
 
-def new_object(cls: type, attrs: dict[str, Any]) -> Any:
+def new_object(cls: type, attrs: dict[str, Any], items: dict[Any, Any] | None = None) -> Any:
     """Build an object the way a traced constructor left it (used by replacement code)."""
-    obj = object.__new__(cls)
+    if items is None:
+        obj = object.__new__(cls)
+    else:
+        obj = dict.__new__(cls)
+        base = collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
+        for k, v in items.items():
+            base.__setitem__(obj, k, v)  # the builtin's own store, not the class's override
     obj.__dict__.update(attrs)
     return obj
 
 
 def can_construct(cls: type) -> bool:
-    """Whether ``cls(...)`` can be traced: a plain Python class built by ``object.__new__``."""
+    """Whether ``cls(...)`` can be traced: a plain Python class built by ``object.__new__``
+    (or ``dict.__new__`` for a dict subclass), whose metaclass does not change calls."""
     import torch
 
-    return (type(cls) is type and cls.__new__ is object.__new__ and "__slots__" not in cls.__dict__
+    meta = type(cls)
+    if not (meta is type or (issubclass(meta, type) and meta.__call__ is type.__call__)):
+        return False
+    plain = cls.__new__ is object.__new__ or (issubclass(cls, dict) and cls.__new__ is dict.__new__)
+    return (plain and "__slots__" not in cls.__dict__
             and not issubclass(cls, (BaseException, torch.nn.Module, torch.Tensor)))
+
+
+class ExceptionVariable(VariableTracker):
+    """An exception object made while tracing, to be raised (``AttributeError(...)``)."""
+
+    __slots__ = ("args", "cls")
+
+    def __init__(self, cls: type, args: list[VariableTracker]) -> None:
+        super().__init__(None)
+        self.cls = cls
+        self.args = args
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        message = ""
+        if self.args and self.args[0].is_constant():
+            message = f": {self.args[0].as_constant()}"
+        return f"{self.cls.__name__}{message}"
 
 
 class SuperVariable(VariableTracker):
@@ -261,6 +440,7 @@ class SuperVariable(VariableTracker):
         attr = lookup_class_attribute(self.obj.python_type(), name, start)
         if attr is MISSING:
             raise _missing(self.describe(), name)
-        if isinstance(attr, types.WrapperDescriptorType):  # object.__init__ and friends
+        bound = bind_class_attribute(tx, self.obj, attr)
+        if isinstance(attr, types.WrapperDescriptorType) and not isinstance(bound, BaseMethodVariable):
             raise Unsupported(f"calling {name} of a builtin base class through super()")
-        return bind_class_attribute(tx, self.obj, attr)
+        return bound

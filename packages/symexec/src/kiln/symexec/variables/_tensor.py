@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import Unsupported
+from .._unsupported import MissingAttribute, Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable
 from ._containers import TupleVariable
@@ -71,7 +71,20 @@ class TensorVariable(VariableTracker):
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             raise Unsupported(f"reading .grad of {self.describe()} inside a compiled region")
+        if not hasattr(type(fake), name):
+            self._instance_attribute(tx, name)
         return TensorMethodVariable(self, name)
+
+    def _instance_attribute(self, tx: Translator, name: str) -> None:
+        # Not a Tensor attribute: an attribute set on this very tensor is not traced; one
+        # that is nowhere is missing (so ``hasattr`` answers False).
+        output = tx.output
+        real = None
+        if self.source is not None and self.source in output.input_sources:
+            real = output.example_inputs[output.input_sources.index(self.source)]
+        if real is not None and name in getattr(real, "__dict__", {}):
+            raise Unsupported(f"reading attribute {name!r} set on {self.describe()}")
+        raise MissingAttribute(f"{self.describe()} has no attribute {name!r}")
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:

@@ -3,7 +3,8 @@
 ``TorchFunctionVariable`` wraps anything callable from torch (``torch.relu``,
 ``torch.nn.functional.gelu``, ``torch.Tensor.add``): a call becomes one graph node, run on fake
 tensors for its result's metadata. A few functions answer questions about global state or
-metadata instead and are evaluated at trace time (the global-state guard covers them).
+metadata instead and are evaluated at trace time (the global-state guard covers them);
+``torch.compiler.is_compiling()`` and its relatives answer True.
 ``GradModeVariable`` models ``torch.no_grad()``, ``torch.enable_grad()`` and
 ``torch.set_grad_enabled(b)`` in a ``with`` block: entering and exiting put
 ``torch._C._set_grad_enabled`` nodes into the graph and switch the mode the fake tensors
@@ -35,6 +36,23 @@ def _trace_time_functions() -> frozenset[Any]:
         torch.device, torch.Size, torch.finfo, torch.iinfo, torch.promote_types,
         torch.result_type, torch.can_cast,
     })
+
+
+def _compiling_answers() -> dict[Any, bool]:
+    """"Am I being compiled?" functions and what they answer inside a trace: the captured
+    code is what runs compiled, so library code takes its compile-friendly branches."""
+    import sys
+
+    import torch
+
+    answers = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
+               torch.compiler.is_exporting: False}
+    for module, name in (("torch._dynamo", "is_compiling"), ("torch._dynamo.external_utils", "is_compiling"),
+                         ("torch._utils", "is_compiling")):
+        fn = getattr(sys.modules.get(module), name, None)  # never imported just to look
+        if fn is not None:
+            answers[fn] = True
+    return answers
 
 
 def _autocast_classes() -> tuple[Any, ...]:
@@ -97,6 +115,9 @@ class TorchFunctionVariable(VariableTracker):
             return GradModeVariable(bool(mode.as_constant()), immediate=True, tx=tx)
         if fn in _trace_time_functions():
             return self._at_trace_time(tx, args, kwargs)
+        answer = _compiling_answers().get(fn)
+        if answer is not None and not args and not kwargs:
+            return ConstantVariable(answer)
         return tx.output.call_function(fn, args, kwargs)
 
     def _at_trace_time(self, tx: Translator, args: list[VariableTracker],

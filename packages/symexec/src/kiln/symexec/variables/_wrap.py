@@ -6,7 +6,7 @@ from typing import Any
 
 from .._unsupported import Unsupported
 from ._base import VariableTracker
-from ._constant import ConstantVariable, is_constant_value
+from ._constant import ConstantVariable, FrozenObjectVariable, frozen_types, is_constant_value
 from ._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
 
 __all__ = ["wrap_trace_value"]
@@ -18,6 +18,8 @@ def wrap_trace_value(value: Any) -> VariableTracker:
         return value
     if is_constant_value(value):
         return ConstantVariable(value)
+    if isinstance(value, frozen_types()):
+        return FrozenObjectVariable(value)
     t = type(value)
     if t is range:
         return RangeVariable(value)
@@ -25,6 +27,10 @@ def wrap_trace_value(value: Any) -> VariableTracker:
         return TupleVariable([wrap_trace_value(v) for v in value], tuple_type=t)
     if t is list:
         return ListVariable([wrap_trace_value(v) for v in value])
+    if t is set:
+        from ._containers import SetVariable
+
+        return SetVariable([wrap_trace_value(v) for v in value])
     if t is dict:
         return DictVariable({k: wrap_trace_value(v) for k, v in value.items()})
     raise Unsupported(f"a value of type {t.__name__} made at trace time cannot be tracked")
