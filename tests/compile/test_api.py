@@ -190,3 +190,17 @@ def test_is_compiling_is_true_inside_the_trace_and_false_outside():
     torch.testing.assert_close(compiled(x), x + 1)
     torch.testing.assert_close(fn(x), x - 1)
     assert len(counting.graphs) == 1
+
+
+def test_explain_binds_the_arguments_of_a_wrapper_not_the_wrapped_function():
+    import functools
+
+    def inner(x, scale):
+        return x * scale
+
+    @functools.wraps(inner)
+    def wrapper(*args, **kwargs):
+        return inner(*args, **kwargs) + 1
+
+    report = kiln.explain(wrapper)(torch.ones(2), scale=3)
+    assert (report.graph_count, report.graph_break_count) == (1, 0)

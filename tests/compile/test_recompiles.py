@@ -112,6 +112,31 @@ def test_global_of_another_module_read_by_inlined_code_is_guarded(caplog):
     assert len(backend.graphs) == 2
 
 
+def test_environment_variables_read_are_guarded_one_by_one(monkeypatch):
+    import library_code as lib
+
+    def fn(x):
+        return lib.env_flag(x)
+
+    monkeypatch.delenv("KILN_TEST_FLAG", raising=False)
+    monkeypatch.delenv("KILN_TEST_OTHER", raising=False)
+    compiled, backend = _compile(fn)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), x + 0)
+    monkeypatch.setenv("KILN_TEST_UNRELATED", "1")  # not read: no recompile
+    torch.testing.assert_close(compiled(x), x + 0)
+    assert len(backend.graphs) == 1
+    monkeypatch.setenv("KILN_TEST_OTHER", "")
+    torch.testing.assert_close(compiled(x), x + 1)
+    monkeypatch.setenv("KILN_TEST_FLAG", "1")
+    torch.testing.assert_close(compiled(x), x * 10)
+    assert len(backend.graphs) == 3
+    monkeypatch.delenv("KILN_TEST_FLAG")
+    monkeypatch.delenv("KILN_TEST_OTHER")
+    torch.testing.assert_close(compiled(x), x + 0)
+    assert len(backend.graphs) == 3
+
+
 def test_list_length_change_recompiles():
     compiled, backend = _compile(total)
     xs = [torch.ones(2), torch.ones(2)]

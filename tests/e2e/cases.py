@@ -1235,3 +1235,42 @@ def signature_of_a_bound_method_and_code_names():
 
     torch.manual_seed(0)
     return Chunked(), (t(2, 4),), {}
+
+
+@case()
+def config_attributes_through_getattribute_and_getattr():
+    import library_code as lib
+
+    def fn(x, cfg):
+        out = x * cfg.hidden_size + cfg.width
+        if not cfg.use_cache and not hasattr(cfg, "missing") and getattr(cfg, "other", 2) == 2:
+            out = out + 1
+        return out
+    return fn, (t(3), lib.Config(4)), {}
+
+
+@case()
+def sequence_iterated_through_its_mixin():
+    import library_code as lib
+
+    def fn(x, layers):
+        for k in layers:
+            x = x * k
+        return x, list(layers)
+    return fn, (t(3), lib.Layers(3)), {}
+
+
+@case()
+def module_list_slice_and_tensor_hasattr():
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(3, 3) for _ in range(4))
+
+        def forward(self, x):
+            for layer in self.layers[1:3]:
+                x = layer(x)
+            return x, len(self.layers[:2]), hasattr(x, "jax"), hasattr(x, "shape")
+
+    torch.manual_seed(0)
+    return Stack(), (t(2, 3),), {}

@@ -114,3 +114,52 @@ class LayerOutput(Output):
 
 def arity(fn):
     return len(inspect.signature(fn).parameters)
+
+
+class Config:
+    """Attribute names mapped through a Python ``__getattribute__`` (like transformers'
+    ``PretrainedConfig.attribute_map``) and a ``__getattr__`` fallback."""
+
+    attribute_map = {"hidden_size": "width"}
+
+    def __init__(self, width):
+        self.width = width
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def __getattr__(self, key):
+        if key.startswith("use_"):
+            return False
+        raise AttributeError(key)
+
+
+class Layers:
+    """A Sequence by the ABC's mixins only: iteration indexes until IndexError."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i < 0 or i >= len(self):
+            raise IndexError("layer index out of range")
+        return i + 1
+
+
+import collections.abc  # noqa: E402
+
+collections.abc.Sequence.register(Layers)
+Layers.__iter__ = collections.abc.Sequence.__iter__
+
+
+def env_flag(x):
+    import os
+
+    if os.environ.get("KILN_TEST_FLAG", "0") == "1":
+        return x * 10
+    return x + ("KILN_TEST_OTHER" in os.environ)

@@ -7,6 +7,7 @@ from kiln.guards import (
     GlobalSource,
     ItemSource,
     LocalSource,
+    MappingGetSource,
     ModuleSource,
     TypeSource,
 )
@@ -108,3 +109,12 @@ def test_module_source_reaches_an_imported_module_by_name():
         ModuleSource("kiln_no_such_module").fetch({}, None)
     with pytest.raises(TypeError):
         ModuleSource(3)
+
+
+def test_mapping_get_source_reads_a_key_or_none():
+    src = MappingGetSource(LocalSource("env"), "HOME")
+    assert str(src) == "L['env'].get('HOME')"
+    assert src.fetch({"env": {"HOME": "/root"}}, None) == "/root"
+    assert src.fetch({"env": {}}, None) is None
+    with pytest.raises(TypeError):
+        MappingGetSource(LocalSource("env"), ["HOME"])

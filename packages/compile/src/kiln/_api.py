@@ -212,7 +212,7 @@ def _frame_of(fn: Any, args: tuple, kwargs: dict) -> tuple[types.CodeType, dict[
         func = fn
     if not isinstance(func, types.FunctionType):
         raise TypeError(f"kiln.explain needs a Python function or module, got {type(fn).__name__}")
-    bound = inspect.signature(func).bind(*args, **kwargs)
+    bound = inspect.signature(func, follow_wrapped=False).bind(*args, **kwargs)  # this code's own
     bound.apply_defaults()
     L = dict(bound.arguments)
     code = func.__code__
