@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: the whole test suite, then every benchmark, each into $OUT.
-# Run through the device tool as:  scripts/device_check.sh   (carry .whl; see device_run.sh)
+# One call on the GPU machine: the named steps (default: all), each into $OUT/<step>.txt.
+#   tests    the whole test suite (junit XML in $OUT/junit.xml)
+#   harness  python -m benchmarks run --suite all --device cuda  ($OUT/harness.json)
+#   demo     python -m kiln demo --device cuda  ($OUT/demo.html, $OUT/demo.json)
+#   benches  the per-package timing scripts, pinned to one core
+# Run through the device tool as:  scripts/device_check.sh tests harness demo   (carry .whl;
+# see device_run.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -15,9 +20,20 @@ run() {  # name, timeout, command...
   echo "== $name"
   timeout "$limit" scripts/device_run.sh "$@" >"$out/$name.txt" 2>&1
   echo "rc=$?" >>"$out/$name.txt"
-  tail -n 3 "$out/$name.txt"
+  tail -n 12 "$out/$name.txt"
 }
-run tests 240 python3 -m pytest tests -q -n 16 -p no:randomly -p no:cacheprovider
-for b in overhead fxgraph guards frameeval symshapes; do
-  run "bench_$b" 120 taskset -c 3 python3 "benchmarks/${b}_bench.py"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests harness demo benches)
+for step in "${steps[@]}"; do
+  case $step in
+    tests) run tests 200 python3 -m pytest tests -q -n 16 -p no:randomly -p no:cacheprovider \
+             --junitxml="$out/junit.xml" ;;
+    harness) run harness 240 python3 -m benchmarks run --suite all --device cuda --out "$out/harness.json" ;;
+    demo) run demo 120 python3 -m kiln demo --device cuda --report "$out/demo.html" --json "$out/demo.json" ;;
+    benches)
+      for b in overhead fxgraph guards frameeval symshapes; do
+        run "bench_$b" 120 taskset -c 3 python3 "benchmarks/${b}_bench.py"
+      done ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
 done

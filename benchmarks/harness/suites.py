@@ -104,15 +104,32 @@ def _transformers_models() -> list[Workload]:
     except ImportError:
         return []
 
-    def bert(device: str) -> tuple[Any, tuple]:
-        cfg = transformers.BertConfig(vocab_size=512, hidden_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, intermediate_size=256)
-        torch.manual_seed(0)
-        model = transformers.BertModel(cfg).to(device).eval()
-        ids = torch.randint(0, 512, (4, 32), generator=torch.Generator().manual_seed(0)).to(device)
-        return (lambda i: model(input_ids=i).last_hidden_state), (ids,)
+    def model(build: Callable[[], Any]) -> Callable[[str], tuple[Any, tuple]]:
+        def make(device: str) -> tuple[Any, tuple]:
+            torch.manual_seed(0)
+            m = build().to(device).eval()
+            ids = torch.randint(0, 512, (4, 32), generator=torch.Generator().manual_seed(0)).to(device)
+            return (lambda i: m(input_ids=i).last_hidden_state), (ids,)
 
-    return [Workload("models", "hf_bert_small", bert)]
+        return make
+
+    def bert() -> Any:
+        return transformers.BertModel(transformers.BertConfig(
+            vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=256))
+
+    def gpt2() -> Any:
+        return transformers.GPT2Model(transformers.GPT2Config(
+            vocab_size=512, n_embd=128, n_layer=2, n_head=4, n_positions=64))
+
+    def llama() -> Any:
+        return transformers.LlamaModel(transformers.LlamaConfig(
+            vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=256, max_position_embeddings=64))
+
+    return [Workload("models", "hf_bert_small", model(bert)),
+            Workload("models", "hf_gpt2_small", model(gpt2)),
+            Workload("models", "hf_llama_small", model(llama))]
 
 
 SUITES: dict[str, list[Workload]] = {
