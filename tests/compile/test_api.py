@@ -204,3 +204,39 @@ def test_explain_binds_the_arguments_of_a_wrapper_not_the_wrapped_function():
 
     report = kiln.explain(wrapper)(torch.ones(2), scale=3)
     assert (report.graph_count, report.graph_break_count) == (1, 0)
+
+
+class _MappedConfig:
+    """Reads go through a Python __getattribute__ (like transformers' configs)."""
+
+    attribute_map = {"layers": "n_layer"}
+
+    def __init__(self):
+        self.n_layer = [1, 2, 3]
+        self.scale = 2.0
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def test_a_getattribute_hook_compiled_as_its_own_frame_does_not_call_itself():
+    # The outer function falls back to eager (.item()), so kiln compiles the frames it
+    # calls: the config's __getattribute__ among them. Its replacement must read the
+    # attribute the way object.__getattribute__ does, not through the hook it replaces.
+    cfg = _MappedConfig()
+
+    def fn(x):
+        total = x.sum().item()
+        return [v * total for v in cfg.layers], cfg.scale * x
+
+    counting = CountingBackend()
+    compiled = kiln.compile(fn, backend=counting)
+    x = torch.ones(2)
+    for _ in range(3):
+        out = compiled(x)
+        assert out[0] == [2.0, 4.0, 6.0]
+        torch.testing.assert_close(out[1], 2 * x)
+    cfg.n_layer = [5]
+    assert compiled(x)[0] == [10.0]

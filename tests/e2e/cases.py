@@ -1274,3 +1274,16 @@ def module_list_slice_and_tensor_hasattr():
 
     torch.manual_seed(0)
     return Stack(), (t(2, 3),), {}
+
+
+@torch.no_grad()
+def _frozen_stats(x):
+    return x.mean(), x.requires_grad
+
+
+@case()
+def function_decorated_with_no_grad():
+    def fn(x):
+        mean, inner_requires_grad = _frozen_stats(x * 2)
+        return x * mean, inner_requires_grad, torch.is_grad_enabled()
+    return fn, (t(3, requires_grad=True),), {}

@@ -234,7 +234,10 @@ def test_module_and_class_bodies_and_exec_are_not_intercepted(recorder):
         exec(module_code, namespace)
         assert eval("helper(3)", namespace) == 4
         exec(no_arguments.__code__, namespace)  # a function's code run by exec
-    assert recorder.codes() == [helper.__code__] * 4
+    # only this file's frames: an audit hook some installed library registers (filelock's,
+    # on the GPU machine) runs on every exec and is intercepted like any function
+    ours = [c for c in recorder.codes() if c.co_filename == __file__]
+    assert ours == [helper.__code__] * 4
     assert namespace["A"].y == 3
 
 

@@ -181,6 +181,32 @@ def _flatten(value):
     return []
 
 
+def torch_reads_data(name):
+    """Whether torch's own kernels for a case read tensor data on this torch (a run on the
+    meta device fails: torch 2.11's ``quantile`` checks ``q`` with ``aten::equal``). No
+    fake-tensor mode can run such a case; kiln must then fail with a clear error."""
+    fn, specs = CASES[name]
+    try:
+        fn(*[t.to("meta") for t in _inputs(specs)])
+    except (NotImplementedError, RuntimeError):
+        return True
+    return False
+
+
+def run_fake(name, mode, fakes):
+    """``fn(*fakes)`` under ``mode``, or None when it fails with a clear error and torch's
+    kernels need data for this case (any other failure, or this one elsewhere, fails)."""
+    fn, _ = CASES[name]
+    try:
+        with mode:
+            return fn(*fakes)
+    except (UnsupportedOpError, RuntimeError) as e:
+        clear = isinstance(e, UnsupportedOpError) or "symbolic sizes" in str(e)
+        if not (clear and torch_reads_data(name)):
+            raise
+        return None
+
+
 def _hint(env, v):
     return env.size_hint(v.node.expr) if isinstance(v, torch.SymInt) else v
 
@@ -211,8 +237,10 @@ def test_static(name):
     reals = _inputs(specs)
     fakes = [from_real(mode, t) for t in reals]
     expected = fn(*[t.clone() for t in reals])
+    out = run_fake(name, mode, fakes)
+    if out is None:
+        return  # torch's kernels read data here (see torch_reads_data)
     with mode:
-        out = fn(*fakes)
         replayed = fn(*[from_real(mode, t) for t in reals])  # same metadata: served by the cache
     _check(expected, out)
     _check(expected, replayed)
@@ -292,8 +320,10 @@ def test_symbolic(name):
     reals = _inputs(specs)
     fakes = [from_real(mode, t, dynamic_dims=s.dyn, name=f"in{i}") for i, (t, s) in enumerate(zip(reals, specs, strict=True))]
     expected = fn(*[t.clone() for t in reals])
+    out = run_fake(name, mode, fakes)
+    if out is None:
+        return  # torch's kernels read data here (see torch_reads_data)
     with mode:
-        out = fn(*fakes)
         # Duck sizing gives fresh fakes of the same sizes the same symbols: cache replays.
         again = [from_real(mode, t, dynamic_dims=s.dyn, name=f"in{i}") for i, (t, s) in enumerate(zip(reals, specs, strict=True))]
         replayed = fn(*again)

@@ -10,7 +10,7 @@ import torch
 from kiln.symshapes import ShapeEnv
 from kiln.symshapes.bridge import FakeTensorMode, from_real
 
-from .test_torch_fake_ops import CASES, _check, _inputs
+from .test_torch_fake_ops import CASES, _check, _inputs, run_fake
 
 pytestmark = [
     pytest.mark.gpu,
@@ -30,6 +30,7 @@ def test_fake_cuda_matches_real_cuda(name, symbolic):
         from_real(mode, t, dynamic_dims=s.dyn if symbolic else (), name=f"in{i}" if symbolic else None)
         for i, (t, s) in enumerate(zip(reals, specs, strict=True))
     ]
-    with mode:
-        out = fn(*fakes)
+    out = run_fake(name, mode, fakes)
+    if out is None:
+        return  # torch's kernels read data here (see torch_reads_data)
     _check(expected, out, env)

@@ -28,6 +28,7 @@ __all__ = [
     "AttrSource",
     "ClosureCellSource",
     "DefaultsSource",
+    "GenericAttrSource",
     "GlobalSource",
     "ItemSource",
     "LocalSource",
@@ -171,6 +172,25 @@ class AttrSource(Source):
 
     def fetch(self, L, G):
         return getattr(self.base.fetch(L, G), self.attr)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class GenericAttrSource(Source):
+    """An attribute as ``object.__getattribute__`` finds it, bypassing a ``__getattribute__``
+    or ``__getattr__`` the class defines in Python (what ``super().__getattribute__(name)``
+    inside such a hook reads; reading it with ``base.attr`` would run the hook again)."""
+
+    base: Source
+    attr: str
+
+    def __post_init__(self) -> None:
+        _check_name(self.attr, "attribute name")
+
+    def access(self, base_expr: str) -> str:
+        return f"object.__getattribute__({base_expr}, {self.attr!r})"
+
+    def fetch(self, L, G):
+        return object.__getattribute__(self.base.fetch(L, G), self.attr)
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -24,6 +24,7 @@ from kiln.guards import (
     DictKeysMatch,
     EqualsMatch,
     FunctionMatch,
+    GenericAttrSource,
     IdMatch,
     IsNone,
     ItemSource,
@@ -51,7 +52,12 @@ from .variables._objects import (
     is_data_descriptor,
     lookup_class_attribute,
 )
-from .variables._torch import TorchFunctionVariable, is_context_manager_class, is_torch_function
+from .variables._torch import (
+    TorchFunctionVariable,
+    grad_mode_instance,
+    is_context_manager_class,
+    is_torch_function,
+)
 
 if TYPE_CHECKING:
     from ._output_graph import OutputGraph
@@ -113,6 +119,11 @@ class VariableBuilder:
                 return self.output.add_tensor_input(source, value)
         if value is os.environ:
             return EnvironVariable()  # each variable read is guarded on its own
+        manager = grad_mode_instance(value)
+        if manager is not None:
+            if g:
+                self._guard(TypeMatch(source, type(value)))
+            return manager
         if isinstance(value, torch.nn.Module):
             if g:
                 self._guard(ModuleStructureMatch.from_module(source, value, ordered=True))
@@ -194,32 +205,52 @@ class VariableBuilder:
 
     def read_attribute(self, tx: Translator, owner: VariableTracker, obj: Any,
                        name: str, *, plain: bool = False) -> VariableTracker:
-        """``obj.name`` following Python's lookup order, for the tracker ``owner`` of ``obj``:
-        a ``__getattribute__`` the class defines in Python is inlined (``plain``: the lookup
-        of ``object.__getattribute__`` itself), then instance and class attributes, then
-        the class's ``__getattr__``."""
+        """``obj.name`` as Python looks it up, for the tracker ``owner`` of ``obj``: the
+        class's own ``__getattribute__`` when it defines one in Python (inlined), else
+        ``object.__getattribute__`` (data descriptors, the instance dict, class
+        attributes); when that finds nothing, the class's ``__getattr__`` (inlined).
+        ``plain``: ``object.__getattribute__`` alone, as ``super().__getattribute__(name)``
+        inside such a hook calls it."""
         from .variables._functions import UserMethodVariable
 
         cls = type(obj)
-        if not plain:
-            hook = lookup_class_attribute(cls, "__getattribute__")
+        if plain:
+            return self._generic_attribute(tx, owner, obj, name, GenericAttrSource)
+        hook = lookup_class_attribute(cls, "__getattribute__")
+        fallback = lookup_class_attribute(cls, "__getattr__")
+        try:
             if isinstance(hook, types.FunctionType):
                 return UserMethodVariable(hook, owner).call(tx, [ConstantVariable(name)], {})
+            return self._generic_attribute(tx, owner, obj, name, AttrSource)
+        except MissingAttribute:
+            if not isinstance(fallback, types.FunctionType):
+                raise
+        return UserMethodVariable(fallback, owner).call(tx, [ConstantVariable(name)], {})
+
+    def _generic_attribute(self, tx: Translator, owner: VariableTracker, obj: Any, name: str,
+                           step: type) -> VariableTracker:
+        # object.__getattribute__'s order. Under a Python __getattribute__ the source is a
+        # GenericAttrSource: reading it must not run the hook again (the hook may be the
+        # very frame being replaced).
         written = self.output.written_attribute(owner, name)
         if written is not None:
             return written
-        source = AttrSource(owner.source, name) if owner.source is not None else None
-        cls_attr = lookup_class_attribute(cls, name)
+        source = step(owner.source, name) if owner.source is not None else None
+        cls_attr = lookup_class_attribute(type(obj), name)
         if cls_attr is not MISSING and is_data_descriptor(cls_attr):
             if isinstance(cls_attr, property) and isinstance(cls_attr.fget, types.FunctionType):
                 return bind_class_attribute(tx, owner, cls_attr)
-            return self.wrap(getattr(obj, name), source)
-        inst = getattr(obj, "__dict__", {})
+            try:
+                value = object.__getattribute__(obj, name)
+            except AttributeError:
+                raise MissingAttribute(f"{owner.describe()} has no attribute {name!r}") from None
+            return self.wrap(value, source)
+        try:
+            inst = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
+            inst = {}
         if name in inst:
             return self.wrap(inst[name], source)
         if cls_attr is not MISSING:
             return bind_class_attribute(tx, owner, cls_attr, source)
-        fallback = lookup_class_attribute(cls, "__getattr__")
-        if isinstance(fallback, types.FunctionType):
-            return UserMethodVariable(fallback, owner).call(tx, [ConstantVariable(name)], {})
         raise MissingAttribute(f"{owner.describe()} has no attribute {name!r}")

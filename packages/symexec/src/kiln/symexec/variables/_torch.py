@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .._translator import Translator
 
 __all__ = ["AutocastVariable", "ContextManagerVariable", "GradModeVariable", "TorchFunctionVariable",
-           "is_context_manager_class", "is_torch_function"]
+           "grad_mode_instance", "is_context_manager_class", "is_torch_function"]
 
 
 def _trace_time_functions() -> frozenset[Any]:
@@ -66,6 +66,18 @@ def is_context_manager_class(value: Any) -> bool:
     import torch
 
     return value in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled) or value in _autocast_classes()
+
+
+def grad_mode_instance(value: Any) -> GradModeVariable | None:
+    """A tracker for an existing ``torch.no_grad()`` / ``torch.enable_grad()`` object (what
+    ``@torch.no_grad()`` keeps and enters on every call), or None."""
+    import torch
+
+    if type(value) is torch.no_grad:
+        return GradModeVariable(False)
+    if type(value) is torch.enable_grad:
+        return GradModeVariable(True)
+    return None
 
 
 def is_torch_function(value: Any) -> bool:

@@ -20,6 +20,11 @@ def wrap_trace_value(value: Any) -> VariableTracker:
         return ConstantVariable(value)
     if isinstance(value, frozen_types()):
         return FrozenObjectVariable(value)
+    from ._torch import grad_mode_instance
+
+    manager = grad_mode_instance(value)
+    if manager is not None:
+        return manager
     t = type(value)
     if t is range:
         return RangeVariable(value)
