@@ -1287,3 +1287,33 @@ def function_decorated_with_no_grad():
         mean, inner_requires_grad = _frozen_stats(x * 2)
         return x * mean, inner_requires_grad, torch.is_grad_enabled()
     return fn, (t(3, requires_grad=True),), {}
+
+
+class Scope:
+    """A context manager written in Python: counts entries and exits on the object."""
+
+    def __init__(self):
+        self.depth = 0
+        self.entered = 0
+
+    def __enter__(self):
+        self.depth += 1
+        self.entered += 1
+        return self
+
+    def __exit__(self, kind, value, tb):
+        self.depth -= 1
+        return False
+
+
+@case()
+def python_context_managers():
+    import contextlib
+
+    def fn(x, scope):
+        with contextlib.nullcontext(), scope as s:
+            y = x * (s.depth + 1)
+        with contextlib.nullcontext(x) as same:
+            y = y + same
+        return y, scope.depth, scope.entered
+    return fn, (t(3), Scope()), {}

@@ -22,8 +22,8 @@ from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, builtin_rules
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
-from .variables._functions import NestedFunctionVariable
-from .variables._objects import ExceptionVariable
+from .variables._functions import NestedFunctionVariable, UserMethodVariable
+from .variables._objects import ExceptionVariable, user_special_method
 from .variables._torch import ContextManagerVariable
 from .variables._wrap import wrap_trace_value
 
@@ -660,10 +660,18 @@ class _ExitVariable(VariableTracker):
 @rule("BEFORE_WITH")
 def _before_with(tx, instr):
     manager = tx.pop()
-    if not isinstance(manager, ContextManagerVariable):
+    if isinstance(manager, ContextManagerVariable):
+        tx.push(_ExitVariable(manager))
+        tx.push(manager.enter(tx))
+        return
+    # A context manager written in Python (contextlib.nullcontext, a user class): its
+    # __enter__ and __exit__ are inlined; the block is traced on its normal path only.
+    enter = user_special_method(manager, "__enter__")
+    exit_ = user_special_method(manager, "__exit__")
+    if enter is None or exit_ is None:
         raise Unsupported(f"with-block on {manager.describe()}")
-    tx.push(_ExitVariable(manager))
-    tx.push(manager.enter(tx))
+    tx.push(UserMethodVariable(exit_, manager))
+    tx.push(UserMethodVariable(enter, manager).call(tx, [], {}))
 
 
 @rule("LOAD_ASSERTION_ERROR")
