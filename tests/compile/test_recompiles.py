@@ -201,3 +201,52 @@ def test_adding_a_module_hook_after_compiling_recompiles():
         handle.remove()
     torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 2  # the first entry serves again
+
+
+def _append_and_count(a, b, x):
+    a.append(x)
+    return x * len(b)
+
+
+def test_one_object_by_two_paths_is_one_tracker_guarded_by_identity():
+    compiled, backend = _compile(_append_and_count)
+    x = torch.ones(2)
+    shared = [x]
+    # traced with the same list twice: the append shows through the other name
+    torch.testing.assert_close(compiled(shared, shared, x), x * 2)
+    assert len(shared) == 2
+    # then with two lists: the identity guard fails, a second graph reads b's own length
+    a, b = [x], [x]
+    torch.testing.assert_close(compiled(a, b, x), x * 1)
+    assert (len(a), len(b)) == (2, 1)
+    assert len(backend.graphs) == 2
+
+
+def test_distinct_objects_the_trace_changed_stay_distinct():
+    compiled, backend = _compile(_append_and_count)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled([x], [x], x), x * 1)
+    shared = [x]
+    # the same list for both now: eager would count the append, so this must not reuse
+    # the graph traced with distinct lists
+    torch.testing.assert_close(compiled(shared, shared, x), x * 2)
+    assert len(backend.graphs) == 2
+
+
+def test_dict_values_are_guarded_only_when_read():
+    def fn(x, cfg):
+        return x * cfg["scale"] if "shift" not in cfg else x + cfg["shift"]
+
+    compiled, backend = _compile(fn)
+    x = torch.ones(2)
+    cfg = {"scale": 2.0, "name": "a", "sizes": [1, 2, 3]}
+    torch.testing.assert_close(compiled(x, cfg), x * 2)
+    cfg["name"] = "b"            # never read: no recompile
+    cfg["sizes"].append(4)
+    torch.testing.assert_close(compiled(x, cfg), x * 2)
+    assert len(backend.graphs) == 1
+    cfg["scale"] = 3.0           # read: recompile
+    torch.testing.assert_close(compiled(x, cfg), x * 3)
+    cfg["shift"] = 1.0           # a new key: recompile
+    torch.testing.assert_close(compiled(x, cfg), x + 1)
+    assert len(backend.graphs) == 3

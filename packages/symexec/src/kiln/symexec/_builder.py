@@ -30,6 +30,7 @@ from kiln.guards import (
     ItemSource,
     LengthMatch,
     ModuleStructureMatch,
+    ObjectAliasing,
     Source,
     TensorMatch,
     TypeMatch,
@@ -39,7 +40,13 @@ from ._unsupported import MissingAttribute, Unsupported
 from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, is_builtin_function
 from .variables._constant import ConstantVariable, is_constant_value
-from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .variables._containers import (
+    DictVariable,
+    FrameDictVariable,
+    ListVariable,
+    RangeVariable,
+    TupleVariable,
+)
 from .variables._environ import EnvironVariable
 from .variables._functions import UserFunctionVariable, UserMethodVariable
 from .variables._modules import NNModuleVariable
@@ -64,6 +71,18 @@ if TYPE_CHECKING:
     from ._translator import Translator
 
 __all__ = ["VariableBuilder"]
+
+
+# Trackers of mutable objects read from the frame: one per object, however it is reached.
+_SHARED_BY_IDENTITY = (NNModuleVariable, UserDefinedObjectVariable, DictVariable, ListVariable)
+
+
+def _is_module_getattr(fn: Any) -> bool:
+    # torch.nn.Module.__getattr__ looks in _parameters, _buffers and _modules, which the
+    # module tracker has already done; past them it raises AttributeError
+    import torch
+
+    return fn is torch.nn.Module.__getattr__
 
 
 def _equals_guardable(value: Any) -> bool:
@@ -100,9 +119,18 @@ class VariableBuilder:
             cached = self.output.trackers.get(source)
             if cached is not None:
                 return cached
+            known = self.output.objects.get(id(value))
+            if known is not None:
+                # The same object by another path: guarded as the same object, so reads and
+                # writes through either path meet in one tracker.
+                self._guard(ObjectAliasing(known.source, source))
+                self.output.trackers[source] = known
+                return known
         tracker = self._wrap(value, source)
         if source is not None:
             self.output.trackers[source] = tracker
+            if isinstance(tracker, _SHARED_BY_IDENTITY):
+                self.output.objects[id(value)] = tracker
         return tracker
 
     def _wrap(self, value: Any, source: Source | None) -> VariableTracker:
@@ -188,8 +216,8 @@ class VariableBuilder:
             if g:
                 self._guard(TypeMatch(source, tp))
                 self._guard(DictKeysMatch(source, tuple(value)))
-            return DictVariable({k: self.wrap(v, ItemSource(source, k) if g else None)
-                                 for k, v in value.items()}, source)
+                return FrameDictVariable(value, source, self)  # values wrapped when read
+            return DictVariable({k: self.wrap(v, None) for k, v in value.items()})
         if tp is range:
             if g:
                 self._guard(TypeMatch(source, range))
@@ -223,7 +251,7 @@ class VariableBuilder:
                 return UserMethodVariable(hook, owner).call(tx, [ConstantVariable(name)], {})
             return self._generic_attribute(tx, owner, obj, name, AttrSource)
         except MissingAttribute:
-            if not isinstance(fallback, types.FunctionType):
+            if not isinstance(fallback, types.FunctionType) or _is_module_getattr(fallback):
                 raise
         return UserMethodVariable(fallback, owner).call(tx, [ConstantVariable(name)], {})
 

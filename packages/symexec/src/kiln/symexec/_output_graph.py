@@ -65,6 +65,9 @@ class OutputGraph:
         self.example_inputs: list[Any] = []
         self.tensor_inputs: dict[int, TensorVariable] = {}   # id(real tensor) -> tracker
         self.trackers: dict[Source, VariableTracker] = {}    # the builder's cache
+        # id(real object) -> its tracker, for mutable objects reached through several
+        # sources (every layer's ``config``): one tracker, the other paths guarded by identity
+        self.objects: dict[int, VariableTracker] = {}
         # Stores to replay on real objects after the graph runs (in the order first made).
         self.attribute_writes: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}
         self.global_writes: dict[str, VariableTracker] = {}
@@ -144,6 +147,14 @@ class OutputGraph:
                    if t.source is not None and not _owned_by_module(t.source)]
         if len(sources) > 1:
             self.guards.add(NoAliasing(tuple(sources)))
+        # A frame object the trace changed must not be, at the next call, the same object as
+        # another one of its type the trace read separately: the change would show there.
+        changed = [t for t in self.objects.values() if getattr(t, "mutated", False)]
+        changed += [owner for owner, _ in self.attribute_writes.values() if owner.source is not None]
+        for tp in dict.fromkeys(t.python_type() for t in changed):
+            same_type = tuple(o.source for o in self.objects.values() if o.python_type() is tp)
+            if len(same_type) > 1:
+                self.guards.add(NoAliasing(same_type))
 
     def record_effect(self, fn: Any, args: tuple[Any, ...]) -> Node:
         """A node calling ``fn(*args)`` for its effect on global state (not run on fakes)."""

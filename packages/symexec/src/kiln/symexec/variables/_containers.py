@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["DictVariable", "IteratorVariable", "ListVariable", "RangeVariable", "SetVariable", "TupleVariable", "constant_args"]
+__all__ = ["DictVariable", "FrameDictVariable", "IteratorVariable", "ListVariable", "RangeVariable", "SetVariable", "TupleVariable", "constant_args"]
 
 
 def constant_args(what: str, args: list[VariableTracker]) -> list[Any]:
@@ -317,6 +317,73 @@ class IteratorVariable(VariableTracker):
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest
+
+
+class FrameDictVariable(DictVariable):
+    """A dict read from the frame (its keys guarded): values are wrapped, and guarded, only
+    when the code reads them by key. A config's ``__dict__`` of forty entries costs the
+    guards of the two the code looks at. Anything that needs every value (``values()``,
+    ``items()``, a mutation, rebuilding it) fills ``items`` first, then it is a DictVariable.
+    """
+
+    __slots__ = ("builder", "real")
+
+    def __init__(self, real: dict[Any, Any], source: Source, builder: Any) -> None:
+        VariableTracker.__init__(self, source)  # ``items`` stays unset until needed
+        self.real = real
+        self.builder = builder
+        self.mutated = False
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for the unset ``items`` slot: every value, wrapped now
+        if name != "items":
+            raise AttributeError(name)
+        from kiln.guards import ItemSource
+
+        items = {k: self.builder.wrap(v, ItemSource(self.source, k)) for k, v in self.real.items()}
+        self.items = items
+        return items
+
+    def _value(self, key: Any) -> VariableTracker:
+        from kiln.guards import ItemSource
+
+        try:
+            return self.items[key] if _filled(self) else self.builder.wrap(self.real[key], ItemSource(self.source, key))
+        except KeyError:
+            raise Unsupported(f"key {key!r} is not in {self.describe()}") from None
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return [ConstantVariable(k) for k in (self.items if _filled(self) else self.real)]
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.items if _filled(self) else self.real)
+
+    def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
+        return self._value(_index(tx, self, key))
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if not _filled(self) and not kwargs:
+            if name == "__getitem__" and len(args) == 1:
+                return self.getitem(tx, args[0])
+            if name == "get" and 1 <= len(args) <= 2:
+                k = _index(tx, self, args[0])
+                if k in self.real:
+                    return self._value(k)
+                return args[1] if len(args) == 2 else ConstantVariable(None)
+            if name == "__contains__" and len(args) == 1:
+                return ConstantVariable(_index(tx, self, args[0]) in self.real)
+            if name == "__len__" and not args:
+                return ConstantVariable(len(self.real))
+        return super().call_method(tx, name, args, kwargs)
+
+
+def _filled(d: FrameDictVariable) -> bool:
+    try:
+        object.__getattribute__(d, "items")
+    except AttributeError:
+        return False
+    return True
 
 
 class DictKeysVariable(VariableTracker):
