@@ -34,6 +34,7 @@ from kiln.guards import (
     Source,
     TensorMatch,
     TypeMatch,
+    TypeSource,
 )
 
 from ._unsupported import MissingAttribute, Unsupported
@@ -263,6 +264,14 @@ class VariableBuilder:
         written = self.output.written_attribute(owner, name)
         if written is not None:
             return written
+        if name == "__class__" and owner.source is not None:
+            # type(obj): the type guard the object already has covers it
+            cls_source = TypeSource(owner.source)
+            cls_tracker = self.output.trackers.get(cls_source)
+            if cls_tracker is None:
+                self._guard(TypeMatch(owner.source, type(obj)))
+                cls_tracker = self.output.trackers[cls_source] = UserDefinedClassVariable(type(obj), cls_source)
+            return cls_tracker
         source = step(owner.source, name) if owner.source is not None else None
         cls_attr = lookup_class_attribute(type(obj), name)
         if cls_attr is not MISSING and is_data_descriptor(cls_attr):

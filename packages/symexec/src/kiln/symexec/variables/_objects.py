@@ -136,6 +136,10 @@ class UserDefinedClassVariable(VariableTracker):
             value = getattr(self.cls, name)
         except AttributeError:
             raise _missing(self.describe(), name) from None
+        if name in ("__name__", "__qualname__", "__module__"):
+            from ._constant import ConstantVariable
+
+            return ConstantVariable(value)  # part of the class, whose identity is guarded
         from kiln.guards import AttrSource
 
         source = AttrSource(self.source, name) if self.source is not None else None
