@@ -1317,3 +1317,14 @@ def python_context_managers():
             y = y + same
         return y, scope.depth, scope.entered
     return fn, (t(3), Scope()), {}
+
+
+@case()
+def attribute_writes_through_a_python_setattr():
+    import library_code as lib
+
+    def fn(x, settings):
+        settings.hidden_size = settings.width + 1   # stored as width
+        settings.calls += 1
+        return x * settings.width, settings.width, settings.calls
+    return fn, (t(3), lib.MappedSettings()), {}

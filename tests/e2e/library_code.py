@@ -163,3 +163,17 @@ def env_flag(x):
     if os.environ.get("KILN_TEST_FLAG", "0") == "1":
         return x * 10
     return x + ("KILN_TEST_OTHER" in os.environ)
+
+
+class MappedSettings:
+    """Writes renamed through a Python ``__setattr__`` (like ``PretrainedConfig``'s)."""
+
+    attribute_map = {"hidden_size": "width"}
+
+    def __init__(self):
+        self.width = 4
+        self.calls = 0
+
+    def __setattr__(self, key, value):
+        key = type(self).attribute_map.get(key, key)
+        super().__setattr__(key, value)

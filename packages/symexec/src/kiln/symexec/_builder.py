@@ -40,7 +40,7 @@ from kiln.guards import (
 from ._unsupported import MissingAttribute, Unsupported
 from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, is_builtin_function
-from .variables._constant import ConstantVariable, is_constant_value
+from .variables._constant import ConstantVariable, is_constant_value, literal_key
 from .variables._containers import (
     DictVariable,
     FrameDictVariable,
@@ -95,12 +95,6 @@ def _equals_guardable(value: Any) -> bool:
         return True
     tp = type(value)
     return tp.__module__ == "torch" and tp.__name__ in ("dtype", "device")
-
-
-def _literal_key(key: Any) -> bool:
-    if key is None or type(key) in (bool, int, str, bytes):
-        return True
-    return type(key) is tuple and all(_literal_key(k) for k in key)
 
 
 class VariableBuilder:
@@ -212,7 +206,7 @@ class VariableBuilder:
                 return ListVariable(items, source)
             return TupleVariable(items, source, tuple_type=tp)
         if tp is dict or tp is collections.OrderedDict:
-            if not all(_literal_key(k) for k in value):
+            if not all(literal_key(k) for k in value):
                 raise Unsupported(f"dict {source} has keys kiln cannot guard on")
             if g:
                 self._guard(TypeMatch(source, tp))

@@ -30,7 +30,7 @@ from ._unsupported import Unsupported
 from .variables._base import VariableTracker
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
-from .variables._objects import NewObjectVariable, new_object
+from .variables._objects import NewObjectVariable, lookup_class_attribute, new_object
 from .variables._tensor import TensorVariable
 
 __all__ = ["Capture", "capture"]
@@ -94,8 +94,13 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
     effect_lines = [line for t in effects for line in writer.replay(t)]
     for owner, writes in output.attribute_writes.values():
         target = render_source(owner.source, params, body)
+        # A class with a Python __setattr__ had it inlined: what is left are its own
+        # object.__setattr__ stores, replayed as such.
+        raw = isinstance(lookup_class_attribute(owner.python_type(), "__setattr__"), types.FunctionType)
         for name, value in writes.items():
-            if name.isidentifier() and not keyword.iskeyword(name):
+            if raw:
+                effect_lines.append(f"object.__setattr__({target}, {name!r}, {writer.expr(value)})")
+            elif name.isidentifier() and not keyword.iskeyword(name):
                 effect_lines.append(f"{target}.{name} = {writer.expr(value)}")
             else:
                 effect_lines.append(f"setattr({target}, {name!r}, {writer.expr(value)})")

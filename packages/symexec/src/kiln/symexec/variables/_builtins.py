@@ -487,12 +487,14 @@ def _setattr(tx, args, kwargs):
 @rule(object.__setattr__)
 def _object_setattr(tx, args, kwargs):
     # what frozen dataclasses' __init__ calls: a plain store that skips the class's __setattr__
-    from ._objects import NewObjectVariable
+    from ._objects import NewObjectVariable, UserDefinedObjectVariable
 
     obj, name, value = args
     attr = constant_args("object.__setattr__()", [name])[0]
     if isinstance(obj, NewObjectVariable):
         obj.store_attr(tx, attr, value, force=True)
+    elif isinstance(obj, UserDefinedObjectVariable):
+        obj.store_attr(tx, attr, value, raw=True)
     else:
         obj.store_attr(tx, attr, value)
     return ConstantVariable(None)

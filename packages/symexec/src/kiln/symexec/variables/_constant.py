@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["ConstantVariable", "FrozenObjectVariable", "frozen_types", "is_constant_value"]
+__all__ = ["ConstantVariable", "FrozenObjectVariable", "frozen_types", "is_constant_value", "literal_key"]
 
 _SCALARS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
             types.CodeType)
@@ -29,6 +29,13 @@ def _torch_constant_types() -> tuple[type, ...]:
     import torch
 
     return (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size)
+
+
+def literal_key(key: Any) -> bool:
+    """Whether ``key`` can name an item in a source (its repr evaluates back to it)."""
+    if key is None or type(key) in (bool, int, str, bytes):
+        return True
+    return type(key) is tuple and all(literal_key(k) for k in key)
 
 
 def is_constant_value(value: Any) -> bool:

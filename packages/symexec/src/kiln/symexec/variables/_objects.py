@@ -163,20 +163,20 @@ class UserDefinedObjectVariable(VariableTracker):
     def dict_contents(self, tx: Translator) -> VariableTracker:
         """The items of an instance of a dict subclass, as a read-only dict tracker (its
         keys guarded, each value wrapped through its item source)."""
-        from kiln.guards import DictKeysMatch, ItemSource
+        from kiln.guards import DictKeysMatch
 
-        from ._containers import DictVariable
+        from ._constant import literal_key
+        from ._containers import FrameDictVariable
 
         obj = self.obj
         if self.contents is None:
             if self.source is None or type(obj).__getitem__ is not dict.__getitem__:
                 raise Unsupported(f"reading the items of {self.describe()}")
             keys = tuple(dict.keys(obj))
-            if not all(type(k) in (str, int, bool, type(None)) for k in keys):
+            if not all(literal_key(k) for k in keys):
                 raise Unsupported(f"{self.describe()} has keys kiln cannot guard on")
             tx.output.guards.add(DictKeysMatch(self.source, keys))
-            self.contents = DictVariable({k: tx.builder.wrap(dict.__getitem__(obj, k), ItemSource(self.source, k))
-                                          for k in keys}, self.source)
+            self.contents = FrameDictVariable(obj, self.source, tx.builder)  # values read lazily
         return self.contents
 
     def python_type(self) -> type:
@@ -192,7 +192,16 @@ class UserDefinedObjectVariable(VariableTracker):
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         return _iterate_object(tx, self)
 
-    def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker, *, raw: bool = False) -> None:
+        """``obj.name = value``: through the class's Python ``__setattr__`` when it has one
+        (inlined), else a plain store (``raw``: ``object.__setattr__`` itself)."""
+        setter = lookup_class_attribute(type(self.obj), "__setattr__")
+        if not raw and isinstance(setter, types.FunctionType):
+            from ._constant import ConstantVariable
+            from ._functions import UserMethodVariable
+
+            UserMethodVariable(setter, self).call(tx, [ConstantVariable(name), value], {})
+            return
         if is_data_descriptor(lookup_class_attribute(type(self.obj), name)):
             raise Unsupported(f"assigning {name!r} of {self.describe()} runs a descriptor (property)")
         tx.output.store_attribute(self, name, value)
@@ -233,7 +242,7 @@ class BaseMethodVariable(VariableTracker):
                 if isinstance(owner, NewObjectVariable):
                     owner.store_attr(tx, args[0].as_constant(), args[1], force=True)
                 else:
-                    owner.store_attr(tx, args[0].as_constant(), args[1])
+                    owner.store_attr(tx, args[0].as_constant(), args[1], raw=True)
                 return ConstantVariable(None)
             if name == "__init__" and not args and not kwargs:
                 return ConstantVariable(None)
