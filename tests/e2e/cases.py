@@ -1328,3 +1328,38 @@ def attribute_writes_through_a_python_setattr():
         settings.calls += 1
         return x * settings.width, settings.width, settings.calls
     return fn, (t(3), lib.MappedSettings()), {}
+
+
+def _scaled_add(x, y, *, alpha):
+    return x + alpha * y
+
+
+@case()
+def partials_finfo_slices_and_callable():
+    import functools
+
+    class Act(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = functools.partial(F.gelu, approximate="tanh")
+            self.add = functools.partial(_scaled_add, alpha=0.5)
+
+        def forward(self, x, keep):
+            def mask(t):
+                return t.clamp(min=torch.finfo(t.dtype).min / 2)
+            combine = functools.partial(torch.add, alpha=2)
+            y = self.add(self.act(x), x)[slice(-keep, None)]
+            if callable(mask) and callable(self.act) and not callable(x):
+                y = mask(combine(y, y))
+            return y, torch.iinfo(torch.int32).max
+
+    return Act(), (t(4, 3), 2), {}
+
+
+@case()
+def numpy_array_passed_through():
+    import numpy as np
+
+    def fn(x, arr):
+        return x * 2, arr, type(arr) is np.ndarray
+    return fn, (t(3), np.arange(3.0)), {}

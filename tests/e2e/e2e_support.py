@@ -28,6 +28,10 @@ def assert_same(actual, expected, path="result"):
     if isinstance(expected, torch.Tensor):
         torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
         assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
+    elif type(expected).__name__ == "ndarray":
+        import numpy as np
+
+        np.testing.assert_array_equal(actual, expected, err_msg=path)
     elif isinstance(expected, (tuple, list)):
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected, strict=False)):

@@ -48,7 +48,33 @@ def _tensors(obj):
             yield from _tensors(v)
 
 
-@pytest.mark.parametrize("build", [_bert, _gpt2, _llama], ids=["bert", "gpt2", "llama"])
+def _t5_encoder():
+    cfg = transformers.T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                num_heads=4)
+    return transformers.T5EncoderModel(cfg)
+
+
+def _mistral():
+    cfg = transformers.MistralConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2,
+                                     intermediate_size=128)
+    return transformers.MistralModel(cfg)
+
+
+def _gemma():
+    cfg = transformers.GemmaConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=1,
+                                   intermediate_size=128, head_dim=16)
+    return transformers.GemmaModel(cfg)
+
+
+def _gpt2_lm_head():
+    cfg = transformers.GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=32)
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+@pytest.mark.parametrize("build", [_bert, _gpt2, _llama, _t5_encoder, _mistral, _gemma, _gpt2_lm_head],
+                         ids=["bert", "gpt2", "llama", "t5_encoder", "mistral", "gemma", "gpt2_lm_head"])
 def test_whole_model_is_one_graph_and_matches_eager(build):
     torch.manual_seed(0)
     model = build().eval()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import functools
 import os
 import types
 from typing import TYPE_CHECKING, Any
@@ -49,7 +50,7 @@ from .variables._containers import (
     TupleVariable,
 )
 from .variables._environ import EnvironVariable
-from .variables._functions import UserFunctionVariable, UserMethodVariable
+from .variables._functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .variables._modules import NNModuleVariable
 from .variables._objects import (
     MISSING,
@@ -172,6 +173,17 @@ class VariableBuilder:
             if g:
                 self._guard(IdMatch(source, value))
             return TorchFunctionVariable(value)
+        if type(value) is functools.partial:
+            if not g:
+                raise Unsupported("a functools.partial reached without a source")
+            self._guard(TypeMatch(source, functools.partial))
+            func = self.wrap(value.func, AttrSource(source, "func"))
+            args = self.wrap(value.args, AttrSource(source, "args"))
+            keywords = self.wrap(value.keywords, AttrSource(source, "keywords"))
+            return PartialVariable(func, args.iterate(None), {k: keywords.getitem(None, ConstantVariable(k))
+                                                              for k in value.keywords}, source)
+        if value is torch.finfo or value is torch.iinfo:
+            return TorchFunctionVariable(value)  # evaluated at trace time
         if isinstance(value, types.FunctionType):
             if getattr(value, "_kiln_disabled", False):
                 raise Unsupported(f"{value.__qualname__} is marked kiln.disable and cannot be traced")

@@ -13,6 +13,7 @@ torch state changed while tracing (grad mode) is restored when tracing ends, on 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from collections.abc import Callable
@@ -295,6 +296,10 @@ class Translator:
 
         if issubclass(cls, BaseException) and not kwargs:
             return ExceptionVariable(cls, args)
+        if cls is functools.partial and args:
+            from .variables._functions import PartialVariable
+
+            return PartialVariable(args[0], list(args[1:]), dict(kwargs))
         if can_construct(cls):
             obj = NewObjectVariable(cls)
             init = next(k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__)

@@ -534,6 +534,22 @@ def _is_dataclass(tx, args, kwargs):
     return ConstantVariable(dataclasses.is_dataclass(_dataclass_of(obj)))
 
 
+@rule(callable)
+def _callable(tx, args, kwargs):
+    (obj,) = args
+    if obj.is_constant():
+        return ConstantVariable(callable(obj.as_constant()))
+    # instances are callable when their class (not its metaclass) defines __call__
+    return ConstantVariable(any("__call__" in k.__dict__ for k in obj.python_type().__mro__))
+
+
+@rule(slice)
+def _slice(tx, args, kwargs):
+    if kwargs or not 1 <= len(args) <= 3 or not _all_constant(args, kwargs):
+        raise Unsupported(f"slice() of {', '.join(a.describe() for a in args)}")
+    return _fold(slice, args, kwargs)
+
+
 @rule(hasattr)
 def _hasattr(tx, args, kwargs):
     obj, name = args

@@ -65,7 +65,7 @@ def is_context_manager_class(value: Any) -> bool:
     """Whether ``value`` is one of torch's context-manager classes kiln models."""
     import torch
 
-    return value in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled) or value in _autocast_classes()
+    return any(value is c for c in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, *_autocast_classes()))
 
 
 def grad_mode_instance(value: Any) -> GradModeVariable | None:
@@ -134,6 +134,8 @@ class TorchFunctionVariable(VariableTracker):
 
     def _at_trace_time(self, tx: Translator, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        import torch
+
         from ._containers import constant_args
         from ._tensor import TensorVariable
 
@@ -141,6 +143,10 @@ class TorchFunctionVariable(VariableTracker):
             return v.fake if isinstance(v, TensorVariable) else constant_args(self.describe(), [v])[0]
 
         result = self.fn(*[value(a) for a in args], **{k: value(v) for k, v in kwargs.items()})
+        if isinstance(result, (torch.finfo, torch.iinfo)):
+            from ._constant import FrozenObjectVariable
+
+            return FrozenObjectVariable(result)  # read-only: .min, .max, .eps, ...
         if not is_constant_value(result):
             raise Unsupported(f"{self.describe()} returned {type(result).__name__}")
         return ConstantVariable(result)
