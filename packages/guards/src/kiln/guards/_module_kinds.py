@@ -80,6 +80,7 @@ class ModuleStructureMatch(Guard):
         d = ctx.temp()
         conds = [f"type({expr}) is {ctx.const(self.module_type, 'type')}",
                  f"({d} := {expr}.__dict__)['training'] is {self.training}"]
+        ctx.provide(AttrSource(self.source, "__dict__"), d)  # what NoModuleHooks reads
         for part, names in zip(_PARTS, (self.modules, self.parameters, self.buffers),
                                strict=True):
             # the cheapest exact tests of a dict's key set: `not p`, or its length plus
@@ -139,19 +140,20 @@ class NoModuleHooks(Guard):
     source: Source
     cost = 3
 
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        # the instance dict, which the module's structure guard has usually fetched already
+        return (AttrSource(self.source, "__dict__"),)
+
     def describe(self) -> str:
         return f"{self.source} has no module hooks"
 
-    def emit(self, ctx: CodeContext, expr: str) -> list[str]:
+    def emit(self, ctx: CodeContext, state: str) -> list[str]:
         # nn.Module.__init__ puts all four dicts in the instance dict: plain subscripts (a
         # module without them fails the check, which is safe)
-        d = ctx.temp()
-        tests = [f"({d} := {expr}.__dict__)[{_HOOK_DICTS[0]!r}]",
-                 *(f"{d}[{name!r}]" for name in _HOOK_DICTS[1:])]
-        return [f"not ({' or '.join(tests)})"]
+        return [f"not ({' or '.join(f'{state}[{name!r}]' for name in _HOOK_DICTS)})"]
 
-    def explain(self, module: Any) -> str | None:
-        state = getattr(module, "__dict__", {})
+    def explain(self, state: Any) -> str | None:
         found = [name for name in _HOOK_DICTS if state.get(name)]
         if not found:
             return None
