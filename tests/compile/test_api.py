@@ -240,3 +240,21 @@ def test_a_getattribute_hook_compiled_as_its_own_frame_does_not_call_itself():
         torch.testing.assert_close(out[1], 2 * x)
     cfg.n_layer = [5]
     assert compiled(x)[0] == [10.0]
+
+
+_log = logging.getLogger("kiln.tests.traced_code")
+
+
+def test_log_calls_in_traced_code_are_replayed_on_every_call(caplog):
+    def fn(x):
+        _log.warning("scaling %s by %d", "x", 2)
+        return x * 2
+
+    counting = CountingBackend()
+    compiled = kiln.compile(fn, backend=counting, fullgraph=True)
+    with caplog.at_level(logging.WARNING, logger="kiln.tests.traced_code"):
+        for _ in range(2):
+            torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 2.0))
+    messages = [r.getMessage() for r in caplog.records if r.name == "kiln.tests.traced_code"]
+    assert messages == ["scaling x by 2"] * 2
+    assert len(counting.graphs) == 1

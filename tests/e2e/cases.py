@@ -1363,3 +1363,19 @@ def numpy_array_passed_through():
     def fn(x, arr):
         return x * 2, arr, type(arr) is np.ndarray
     return fn, (t(3), np.arange(3.0)), {}
+
+
+@case()
+def loss_module_created_in_forward():
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 5)
+
+        def forward(self, x, target):
+            loss_fct = nn.CrossEntropyLoss(label_smoothing=0.1)
+            drop = nn.Dropout(p=0.0)
+            return loss_fct(drop(self.fc(x)), target)
+
+    torch.manual_seed(0)
+    return Head(), (t(3, 4), torch.tensor([0, 4, 2])), {}

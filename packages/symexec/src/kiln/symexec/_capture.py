@@ -106,6 +106,9 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
                 effect_lines.append(f"setattr({target}, {name!r}, {writer.expr(value)})")
     for name, value in output.global_writes.items():
         effect_lines.append(f"globals()[{name!r}] = {writer.expr(value)}")
+    for logger, method, args, kwargs in output.log_calls:
+        call_args = [writer.expr(a) for a in args] + [f"{k}={writer.expr(v)}" for k, v in kwargs.items()]
+        effect_lines.append(f"{render_source(logger.source, params, body)}.{method}({', '.join(call_args)})")
     returned = writer.expr(result)
     graph.output(tuple(outputs))
     eliminate_dead_code(graph)

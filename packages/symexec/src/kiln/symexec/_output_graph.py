@@ -71,6 +71,8 @@ class OutputGraph:
         # Stores to replay on real objects after the graph runs (in the order first made).
         self.attribute_writes: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}
         self.global_writes: dict[str, VariableTracker] = {}
+        # logger method calls (logger, method name, args, kwargs), replayed after the graph
+        self.log_calls: list[tuple[VariableTracker, str, list[VariableTracker], dict[str, VariableTracker]]] = []
         self._first_op: Node | None = None
         self._input_names: set[str] = set()
         import torch

@@ -312,7 +312,32 @@ class Translator:
             elif args or kwargs:
                 raise Unsupported(f"{cls.__qualname__}() takes no arguments")
             return obj
+        if issubclass(cls, torch.nn.Module):
+            return self._construct_module(cls, args, kwargs)
         raise Unsupported(f"creating a {cls.__qualname__} object inside a compiled region")
+
+    def _construct_module(self, cls: type, args: list[VariableTracker],
+                          kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        # ``CrossEntropyLoss()`` in a forward: a module without parameters or buffers, built
+        # from constants, is built for real now (the same object every call would build)
+        # and its forward inlined. Anything with state of its own is not traced.
+        import torch
+
+        from .variables._modules import NNModuleVariable
+
+        if not all(v.is_constant() for v in [*args, *kwargs.values()]):
+            raise Unsupported(f"creating a {cls.__qualname__} module from values unknown at trace time")
+        rng = torch.random.get_rng_state()
+        try:
+            module = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            raise Unsupported(f"creating a {cls.__qualname__} module raised {type(e).__name__}: {e}") from e
+        finally:
+            torch.random.set_rng_state(rng)  # its __init__ must not move the user's RNG
+        if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+            raise Unsupported(f"creating a {cls.__qualname__} module, which has parameters or buffers, "
+                              "inside a compiled region")
+        return NNModuleVariable(module, None)
 
 
 def _check_inlinable(code: types.CodeType, qualname: str) -> None:

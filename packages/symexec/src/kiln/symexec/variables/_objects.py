@@ -192,6 +192,21 @@ class UserDefinedObjectVariable(VariableTracker):
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         return _iterate_object(tx, self)
 
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        import logging
+
+        if name in _LOG_METHODS and isinstance(self.obj, (logging.Logger, logging.LoggerAdapter)):
+            # A log call is replayed by the compiled code after the graph has run, with the
+            # message made at trace time (the logger decides then whether to emit it).
+            from ._constant import ConstantVariable
+
+            if self.source is None:
+                raise Unsupported(f"logging through {self.describe()}, reached without a source")
+            tx.output.log_calls.append((self, name, list(args), dict(kwargs)))
+            return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
+
     def store_attr(self, tx: Translator, name: str, value: VariableTracker, *, raw: bool = False) -> None:
         """``obj.name = value``: through the class's Python ``__setattr__`` when it has one
         (inlined), else a plain store (``raw``: ``object.__setattr__`` itself)."""
@@ -211,6 +226,9 @@ class UserDefinedObjectVariable(VariableTracker):
         result = _call_method(tx, self, type(self.obj), args, kwargs)
         return result if result is not None else super().call(tx, args, kwargs)
 
+
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log",
+                          "warning_once", "info_once"})
 
 _DICT_READS = frozenset({"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__",
                          "__iter__", "copy"})
