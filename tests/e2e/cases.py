@@ -1379,3 +1379,52 @@ def loss_module_created_in_forward():
 
     torch.manual_seed(0)
     return Head(), (t(3, 4), torch.tensor([0, 4, 2])), {}
+
+
+class _Dispatch:
+    """An object a class decorator's closure keeps (like transformers' ExpertsInterface)."""
+
+    def __init__(self):
+        self.table = {"double": lambda m, x: m.fc(x) * 2}
+
+    def pick(self, name, default):
+        return self.table.get(name, default)
+
+
+_DISPATCH = _Dispatch()
+
+
+def _dispatching(cls, dispatch=_DISPATCH):
+    original = cls.forward
+
+    def forward(self, x):
+        return dispatch.pick(self.mode, original)(self, x)
+
+    cls.forward = forward
+    return cls
+
+
+@_dispatching
+class _Dispatched(nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+@case()
+def forward_replaced_by_a_class_decorator_closure():
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = _Dispatched("double")
+            self.b = _Dispatched("plain")
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    torch.manual_seed(0)
+    return Two(), (t(2, 3),), {}

@@ -68,13 +68,20 @@ def _gemma():
     return transformers.GemmaModel(cfg)
 
 
+def _mixtral():
+    cfg = transformers.MixtralConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2,
+                                     intermediate_size=128, num_local_experts=4, num_experts_per_tok=2)
+    return transformers.MixtralModel(cfg)
+
+
 def _gpt2_lm_head():
     cfg = transformers.GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=32)
     return transformers.GPT2LMHeadModel(cfg)
 
 
-@pytest.mark.parametrize("build", [_bert, _gpt2, _llama, _t5_encoder, _mistral, _gemma, _gpt2_lm_head],
-                         ids=["bert", "gpt2", "llama", "t5_encoder", "mistral", "gemma", "gpt2_lm_head"])
+@pytest.mark.parametrize("build", [_bert, _gpt2, _llama, _t5_encoder, _mistral, _gemma, _mixtral, _gpt2_lm_head],
+                         ids=["bert", "gpt2", "llama", "t5_encoder", "mistral", "gemma", "mixtral", "gpt2_lm_head"])
 def test_whole_model_is_one_graph_and_matches_eager(build):
     torch.manual_seed(0)
     model = build().eval()

@@ -238,16 +238,31 @@ class Translator:
         return fn.call(self, args, kwargs)
 
     def inline_function(self, fn: types.FunctionType, args: list[VariableTracker],
-                        kwargs: dict[str, VariableTracker], fn_source: Any = None) -> VariableTracker:
-        """Trace a call of the Python function ``fn`` into the current graph."""
+                        kwargs: dict[str, VariableTracker], fn_source: Any = None,
+                        class_source: Any = None) -> VariableTracker:
+        """Trace a call of the Python function ``fn`` into the current graph.
+
+        ``fn_source``: where ``fn`` came from in the frame (its defaults and closure are
+        guarded through it). ``class_source``: where a method found on a guarded class can
+        be reached (``type(L['self']).forward``); its defaults and closure cells are
+        wrapped without guards where that is enough, through it where an object needs one.
+        """
         from kiln.guards import ClosureCellSource, DefaultsSource
+
+        def part(value: Any, step: Any, key: Any) -> VariableTracker:
+            if fn_source is not None:
+                return self.builder.wrap(value, step(fn_source, key))
+            try:
+                return self.builder.wrap(value, None)
+            except Unsupported:
+                if class_source is None:
+                    raise
+                return self.builder.wrap(value, step(class_source, key))
 
         code = fn.__code__
         _check_inlinable(code, fn.__qualname__)
-        defaults = [self.builder.wrap(v, DefaultsSource(fn_source, i) if fn_source is not None else None)
-                    for i, v in enumerate(fn.__defaults__ or ())]
-        kwdefaults = {k: self.builder.wrap(v, DefaultsSource(fn_source, k) if fn_source is not None else None)
-                      for k, v in (fn.__kwdefaults__ or {}).items()}
+        defaults = [part(v, DefaultsSource, i) for i, v in enumerate(fn.__defaults__ or ())]
+        kwdefaults = {k: part(v, DefaultsSource, k) for k, v in (fn.__kwdefaults__ or {}).items()}
         cells: dict[str, CellVariable] = {}
         for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or (), strict=True)):
             try:
@@ -255,8 +270,7 @@ class Translator:
             except ValueError:
                 cells[name] = CellVariable(None)
                 continue
-            source = ClosureCellSource(fn_source, i) if fn_source is not None else None
-            cells[name] = CellVariable(self.builder.wrap(value, source))
+            cells[name] = CellVariable(part(value, ClosureCellSource, i))
         bound = bind_arguments(code, fn.__qualname__, args, kwargs, defaults, kwdefaults)
         return self._inline(code, fn.__globals__, bound, cells)
 

@@ -56,15 +56,17 @@ class UserFunctionVariable(VariableTracker):
 
 
 class UserMethodVariable(VariableTracker):
-    """``obj.method`` for a Python method: the function and the tracker of ``obj``."""
+    """``obj.method`` for a Python method: the function and the tracker of ``obj``
+    (``class_source``: where the function sits on ``obj``'s guarded class, when known)."""
 
-    __slots__ = ("fn", "obj")
+    __slots__ = ("class_source", "fn", "obj")
 
     def __init__(self, fn: types.FunctionType, obj: VariableTracker,
-                 source: Source | None = None) -> None:
+                 source: Source | None = None, class_source: Source | None = None) -> None:
         super().__init__(source)
         self.fn = fn
         self.obj = obj
+        self.class_source = class_source
 
     def python_type(self) -> type:
         return types.MethodType
@@ -81,7 +83,7 @@ class UserMethodVariable(VariableTracker):
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        return tx.inline_function(self.fn, [self.obj, *args], kwargs)
+        return tx.inline_function(self.fn, [self.obj, *args], kwargs, class_source=self.class_source)
 
 
 class NestedFunctionVariable(VariableTracker):

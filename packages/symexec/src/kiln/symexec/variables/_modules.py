@@ -105,8 +105,14 @@ class NNModuleVariable(VariableTracker):
         if not (m._forward_hooks or m._forward_pre_hooks):
             if self.source is not None:
                 tx.output.guards.add(NoModuleHooks(self.source))
-            return tx.inline_function(forward, [self, *args], kwargs)
+            return tx.inline_function(forward, [self, *args], kwargs, class_source=self._forward_source())
         return self._call_with_hooks(tx, forward, args, kwargs)
+
+    def _forward_source(self) -> Any:
+        # ``type(module).forward``: the type is guarded by the module's structure guard
+        from kiln.guards import AttrSource, TypeSource
+
+        return AttrSource(TypeSource(self.source), "forward") if self.source is not None else None
 
     def _call_with_hooks(self, tx: Translator, forward: types.FunctionType,
                          args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -135,7 +141,8 @@ class NNModuleVariable(VariableTracker):
                     args_v = result if isinstance(result, TupleVariable) else TupleVariable([result])
         if not isinstance(kwargs_v, DictVariable):
             raise Unsupported(f"a forward pre-hook of {self.describe()} returned non-dict kwargs")
-        out = tx.inline_function(forward, [self, *args_v.iterate(tx)], dict(kwargs_v.items))
+        out = tx.inline_function(forward, [self, *args_v.iterate(tx)], dict(kwargs_v.items),
+                                 class_source=self._forward_source())
         for hook_id, hook in hooks("_forward_hooks").items.items():
             if hook_id in m._forward_hooks_with_kwargs:
                 result = hook.call(tx, [self, args_v, kwargs_v, out], {})

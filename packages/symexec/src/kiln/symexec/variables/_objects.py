@@ -56,10 +56,15 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
     """What ``owner.name`` gives when the class attribute ``attr`` answers it: a bound
     method, a property's value (its getter inlined), a static or class method, or the
     attribute itself (wrapped through ``source`` when there is one)."""
+    from kiln.guards import AttrSource, TypeSource
+
     from ._functions import UserMethodVariable
 
     if isinstance(attr, types.FunctionType):
-        return UserMethodVariable(attr, owner)
+        class_source = None
+        if owner.source is not None and isinstance(source, AttrSource):
+            class_source = AttrSource(TypeSource(owner.source), source.attr)
+        return UserMethodVariable(attr, owner, class_source=class_source)
     if (isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
             and attr.__objclass__ in (object, dict, collections.OrderedDict)
             and isinstance(owner, (UserDefinedObjectVariable, NewObjectVariable))):
