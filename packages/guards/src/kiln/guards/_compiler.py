@@ -93,7 +93,8 @@ class _Writer:
 def _one_line(text: object, limit: int = 160) -> str:
     """``text`` fit for a comment: one line, printable characters only, at most ``limit``."""
     s = " ".join(str(text).split())
-    s = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in s)
+    if not s.isprintable():  # rare: escape character by character
+        s = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in s)
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
