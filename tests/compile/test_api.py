@@ -258,3 +258,48 @@ def test_log_calls_in_traced_code_are_replayed_on_every_call(caplog):
     messages = [r.getMessage() for r in caplog.records if r.name == "kiln.tests.traced_code"]
     assert messages == ["scaling x by 2"] * 2
     assert len(counting.graphs) == 1
+
+
+def test_print_and_warn_in_traced_code_are_replayed_after_the_graph(capsys):
+    import warnings
+
+    def fn(x):
+        y = x * 2
+        print("step", 3, y.shape, y)
+        warnings.warn("scaled by 2", stacklevel=1)
+        return y + 1
+
+    counting = CountingBackend()
+    compiled = kiln.compile(fn, backend=counting, fullgraph=True)
+    x = torch.arange(2.0)
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.testing.assert_close(compiled(x), x * 2 + 1)
+        assert [str(w.message) for w in caught] == ["scaled by 2"]
+        assert capsys.readouterr().out == f"step 3 torch.Size([2]) {x * 2}\n"
+    assert len(counting.graphs) == 1
+
+
+def test_print_of_a_tensor_changed_later_is_not_replayed_with_the_new_values(capsys):
+    def fn(x):
+        y = x * 2
+        print(y)
+        y.add_(1)
+        return y
+
+    x = torch.arange(2.0)
+    with pytest.raises(kiln.Unsupported, match=r"changed in place later .*add_"):
+        kiln.compile(fn, backend="eager", fullgraph=True)(x)
+    capsys.readouterr()
+    torch.testing.assert_close(kiln.compile(fn, backend="eager")(x), x * 2 + 1)  # falls back
+    assert capsys.readouterr().out == f"{x * 2}\n"
+
+
+def test_frozen_stdlib_frames_are_never_compiled():
+    import importlib._bootstrap_external as bootstrap
+
+    from kiln._policy import never_root
+
+    assert bootstrap.FileLoader.__init__.__code__.co_filename.startswith("<frozen ")
+    assert never_root(bootstrap.FileLoader.__init__.__code__)

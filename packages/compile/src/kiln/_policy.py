@@ -78,7 +78,7 @@ def reset_policy() -> None:
 def never_root(code: types.CodeType) -> bool:
     """Whether ``code`` must never be captured as the root of a graph."""
     filename = code.co_filename
-    if filename.startswith("<kiln"):
+    if filename.startswith(("<kiln", "<frozen ")):  # kiln's own code; frozen stdlib (importlib)
         return True
     path = os.path.normcase(filename)
     if path.startswith(_kiln_dirs()):

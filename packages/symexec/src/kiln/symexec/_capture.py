@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import keyword
 import math
+import operator
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -106,9 +107,15 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
                 effect_lines.append(f"setattr({target}, {name!r}, {writer.expr(value)})")
     for name, value in output.global_writes.items():
         effect_lines.append(f"globals()[{name!r}] = {writer.expr(value)}")
-    for logger, method, args, kwargs in output.log_calls:
+    for callee, args, kwargs, last in output.replayed_calls:
+        _check_unchanged_after(graph, last, args, kwargs)
         call_args = [writer.expr(a) for a in args] + [f"{k}={writer.expr(v)}" for k, v in kwargs.items()]
-        effect_lines.append(f"{render_source(logger.source, params, body)}.{method}({', '.join(call_args)})")
+        if isinstance(callee, tuple):
+            owner, method = callee
+            target = f"{render_source(owner.source, params, body)}.{method}"
+        else:
+            target = body.ref(callee, "call")
+        effect_lines.append(f"{target}({', '.join(call_args)})")
     returned = writer.expr(result)
     graph.output(tuple(outputs))
     eliminate_dead_code(graph)
@@ -140,6 +147,37 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
     body.lines.append(f"return {returned}")
     gm = GraphModule({}, graph, class_name="GraphModule")
     return Capture(code, gm, keep_examples, keep_sources, output.guards, op_count, body, graph_name)
+
+
+_IN_PLACE_OPERATORS = frozenset({operator.setitem, operator.iadd, operator.isub, operator.imul,
+                                  operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow,
+                                  operator.iand, operator.ior, operator.ixor, operator.ilshift,
+                                  operator.irshift, operator.imatmul})
+
+
+def _check_unchanged_after(graph: Any, last: Node | None, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """A replayed call prints tensors as they are at the end: nothing may change a tensor in
+    place after the call (conservatively: no in-place op at all after it)."""
+    if not any(isinstance(v, TensorVariable) for v in _flat([*args, *kwargs.values()])):
+        return
+    seen = last is None
+    for node in graph.nodes:
+        if not seen:
+            seen = node is last
+            continue
+        if node.op in ("call_function", "call_method"):
+            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+            in_place = (name.endswith("_") and not name.endswith("__")) or node.target in _IN_PLACE_OPERATORS
+            if in_place or "out" in node.kwargs:
+                raise Unsupported("a tensor passed to print/warn/log is changed in place later in the "
+                                  f"compiled region ({name}), so the replayed call would show the new values")
+
+
+def _flat(values: list[Any]) -> list[Any]:
+    out = []
+    for v in values:
+        out.extend(_flat(v.items) if isinstance(v, TupleVariable) else [v])
+    return out
 
 
 def _parameter_count(code: types.CodeType) -> int:

@@ -71,8 +71,9 @@ class OutputGraph:
         # Stores to replay on real objects after the graph runs (in the order first made).
         self.attribute_writes: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}
         self.global_writes: dict[str, VariableTracker] = {}
-        # logger method calls (logger, method name, args, kwargs), replayed after the graph
-        self.log_calls: list[tuple[VariableTracker, str, list[VariableTracker], dict[str, VariableTracker]]] = []
+        # calls made for their output only (print, warnings.warn, a logger's methods), replayed
+        # after the graph in trace order: (callee, args, kwargs, last node when called)
+        self.replayed_calls: list[tuple[Any, list[VariableTracker], dict[str, VariableTracker], Node | None]] = []
         self._first_op: Node | None = None
         self._input_names: set[str] = set()
         import torch
@@ -118,6 +119,28 @@ class OutputGraph:
         if owner.source is None:
             raise Unsupported(f"assigning attribute {name!r} of {owner.describe()}")
         self.attribute_writes.setdefault(id(owner), (owner, {}))[1][name] = value
+
+    def replay_call(self, callee: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> None:
+        """A call with no effect on the trace (``print``, a warning, a log line) that the
+        compiled code makes after the graph. ``callee``: a function, or ``(owner, method)``.
+        Its arguments must be values the replacement can rebuild as they were at the call:
+        constants, and tensors that nothing changes in place afterwards (checked at the end)."""
+        from .variables._containers import TupleVariable
+        from .variables._tensor import TensorVariable
+
+        def fixed(v: VariableTracker) -> bool:
+            if isinstance(v, TupleVariable):
+                return all(fixed(i) for i in v.items)
+            return v.is_constant() or isinstance(v, TensorVariable)
+
+        for v in [*args, *kwargs.values()]:
+            if not fixed(v):
+                raise Unsupported(f"passing {v.describe()} (it may change before the call is replayed) "
+                                  "to a print, warning or log call")
+        last = None
+        for last in self.graph.nodes:  # noqa: B007  (the last node so far)
+            pass
+        self.replayed_calls.append((callee, list(args), dict(kwargs), last))
 
     def written_attribute(self, owner: VariableTracker, name: str) -> VariableTracker | None:
         """The value this trace stored into ``owner.name``, if it did."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import operator
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -582,7 +583,17 @@ def _iter(tx, args, kwargs):
 
 @rule(print)
 def _print(tx, args, kwargs):
-    raise Unsupported("print() inside a compiled region (a side effect kiln does not replay yet)")
+    # printed by the compiled code after the graph ran, with the values of the call
+    if "file" in kwargs:
+        raise Unsupported("print() to a file inside a compiled region")
+    tx.output.replay_call(print, list(args), dict(kwargs))
+    return ConstantVariable(None)
+
+
+@rule(warnings.warn)
+def _warn(tx, args, kwargs):
+    tx.output.replay_call(warnings.warn, list(args), dict(kwargs))
+    return ConstantVariable(None)
 
 
 def is_builtin_function(value: Any) -> bool:
@@ -591,7 +602,7 @@ def is_builtin_function(value: Any) -> bool:
     try:
         if value in builtin_rules:
             return True
-    except TypeError:
+    except Exception:  # unhashable, or a __hash__ that fails (an object half-built)
         return False
     module = getattr(value, "__module__", None)
     return module in ("builtins", "_operator", "math") and callable(value) and not isinstance(value, type)

@@ -208,7 +208,7 @@ class UserDefinedObjectVariable(VariableTracker):
 
             if self.source is None:
                 raise Unsupported(f"logging through {self.describe()}, reached without a source")
-            tx.output.log_calls.append((self, name, list(args), dict(kwargs)))
+            tx.output.replay_call((self, name), list(args), dict(kwargs))
             return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
