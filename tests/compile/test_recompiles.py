@@ -250,3 +250,20 @@ def test_dict_values_are_guarded_only_when_read():
     cfg["shift"] = 1.0           # a new key: recompile
     torch.testing.assert_close(compiled(x, cfg), x + 1)
     assert len(backend.graphs) == 3
+
+
+class _Options:
+    def __init__(self):
+        self.scale = 2.0
+
+
+def test_an_attribute_found_missing_is_guarded_missing():
+    def fn(x, opts):
+        return x * (opts.shift if hasattr(opts, "shift") else opts.scale)
+
+    compiled, backend = _compile(fn)
+    x, opts = torch.ones(2), _Options()
+    torch.testing.assert_close(compiled(x, opts), x * 2)
+    opts.shift = 5.0
+    torch.testing.assert_close(compiled(x, opts), x * 5)
+    assert len(backend.graphs) == 2

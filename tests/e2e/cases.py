@@ -1428,3 +1428,52 @@ def forward_replaced_by_a_class_decorator_closure():
 
     torch.manual_seed(0)
     return Two(), (t(2, 3),), {}
+
+
+class _Table:
+    """A Mapping by the ABC's mixins: get() and `in` catch the KeyError of __getitem__."""
+
+    def __init__(self):
+        self.d = {"a": 1.5}
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+collections_abc = __import__("collections.abc").abc
+collections_abc.Mapping.register(_Table)
+for _name in ("get", "__contains__", "keys", "items", "values"):
+    setattr(_Table, _name, getattr(collections_abc.Mapping, _name))
+
+
+@case()
+def exceptions_raised_and_caught_inside():
+    def fn(x, table):
+        try:
+            import kiln_no_such_module  # noqa: F401
+            y = x
+        except ImportError:
+            y = x * 2
+        try:
+            v = {"k": 1}["missing"]
+        except KeyError:
+            v = 3
+        try:
+            raise ValueError("boom")
+        except (TypeError, ValueError) as e:
+            v += len(e.args)
+        try:
+            w = [1, 2][5]
+        except IndexError:
+            w = 0
+        finally:
+            w += 10
+        z = table.get("b", 5.0) + table.get("a")
+        return y * v + z + w, "b" in table, "a" in table
+    return fn, (t(3), _Table()), {}

@@ -139,13 +139,20 @@ def test_imports_inside_the_trace_only_look_up_loaded_modules():
     torch.testing.assert_close(_run(cap, loaded, -torch.ones(2)), torch.zeros(2))
 
     def not_loaded(x):
+        import tabnanny  # noqa: F401  (a stdlib module nothing here imports)
+        return x
+
+    def missing(x):
         import kiln_never_imported_module  # noqa: F401
         return x
 
-    assert "kiln_never_imported_module" not in sys.modules
-    with pytest.raises(Unsupported, match="'kiln_never_imported_module', which is not imported yet"):
+    assert "tabnanny" not in sys.modules
+    with pytest.raises(Unsupported, match="'tabnanny', which is not imported yet"):
         capture(*_frame(not_loaded, torch.ones(2)))
-    assert "kiln_never_imported_module" not in sys.modules  # nothing was loaded while tracing
+    assert "tabnanny" not in sys.modules  # nothing was loaded while tracing
+    # a module that does not exist raises ModuleNotFoundError, which a try/except could catch
+    with pytest.raises(Unsupported, match="No module named 'kiln_never_imported_module'"):
+        capture(*_frame(missing, torch.ones(2)))
 
 
 def test_tracing_restores_grad_mode_on_error():

@@ -24,6 +24,7 @@ __all__ = [
     "HasAttr",
     "IdMatch",
     "IsNone",
+    "KeyAbsent",
     "LengthMatch",
     "NoAliasing",
     "NoHasAttr",
@@ -320,6 +321,31 @@ class NoHasAttr(Guard):
         if not hasattr(value, self.name):
             return None
         return f"{self.source} attribute {self.name!r}: expected missing, got present"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyAbsent(Guard):
+    """``key not in source`` (a mapping: an instance ``__dict__`` without an attribute the
+    trace found missing)."""
+
+    source: Source
+    key: Any
+    cost = 1
+
+    def __post_init__(self) -> None:
+        if type(self.key) not in (str, int, bool, bytes) and self.key is not None:
+            raise TypeError(f"key must be a literal, got {type(self.key).__name__}")
+
+    def describe(self) -> str:
+        return f"{self.key!r} not in {self.source}"
+
+    def emit(self, ctx: CodeContext, expr: str) -> list[str]:
+        return [f"{self.key!r} not in {expr}"]
+
+    def explain(self, value: Any) -> str | None:
+        if self.key not in value:
+            return None
+        return f"{self.source}: expected no key {self.key!r}, got one"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from kiln.guards import (
     IdMatch,
     IsNone,
     ItemSource,
+    KeyAbsent,
     LengthMatch,
     ModuleStructureMatch,
     ObjectAliasing,
@@ -291,9 +292,13 @@ class VariableBuilder:
         try:
             inst = object.__getattribute__(obj, "__dict__")
         except AttributeError:
-            inst = {}
-        if name in inst:
+            inst = None
+        inst = inst if isinstance(inst, dict) else None
+        if inst is not None and name in inst:
             return self.wrap(inst[name], source)
         if cls_attr is not MISSING:
             return bind_class_attribute(tx, owner, cls_attr, source)
+        if owner.source is not None and inst is not None:
+            # the answer "missing" holds while the instance dict has no such key
+            self._guard(KeyAbsent(step(owner.source, "__dict__"), name))
         raise MissingAttribute(f"{owner.describe()} has no attribute {name!r}")

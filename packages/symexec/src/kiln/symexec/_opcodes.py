@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._translator import NULL, CellVariable, LazyVariable, Translator, opcode_rules
-from ._unsupported import MissingAttribute, Unsupported
+from ._unsupported import MissingAttribute, TracedException, Unsupported
 from .bytecode import Instr
 from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, builtin_rules
@@ -625,6 +625,11 @@ def _import_name(tx, instr):
     needed = [name] if names else [".".join(name.split(".")[:i + 1]) for i in range(name.count(".") + 1)]
     for n in needed:
         if n not in sys.modules:
+            parent = n.rpartition(".")[0]
+            # with its parent imported, looking a module up loads nothing: a module that
+            # does not exist raises ModuleNotFoundError (``try: import x`` / ``except``)
+            if (not parent or parent in sys.modules) and importlib.util.find_spec(n) is None:
+                raise TracedException(f"No module named {n!r}", ModuleNotFoundError)
             raise Unsupported(f"import of {n!r}, which is not imported yet, inside a compiled region")
     module = sys.modules[name]
     for item in names:
@@ -682,18 +687,59 @@ def _load_assertion_error(tx, instr):
 @rule("RAISE_VARARGS")
 def _raise(tx, instr):
     args = tx.popn(instr.arg)
-    what = args[0].describe() if args else "the current exception"
-    raised = args[0] if args else None
+    if not args:  # a bare ``raise``: the exception being handled
+        if tx.exc_info is None:
+            raise Unsupported("re-raising with no exception being handled")
+        raise _traced(tx.exc_info)
+    raised = args[0]
     if isinstance(raised, ExceptionVariable):
-        cls = raised.cls
-    elif raised is not None and raised.is_constant() and isinstance(raised.as_constant(), type):
-        cls = raised.as_constant()
-    else:
-        cls = None
-    if cls is not None and issubclass(cls, AttributeError):
-        # hasattr()/getattr(o, n, default) around this read answer it; elsewhere it stops.
-        raise MissingAttribute(f"traced code raised {what}")
-    raise Unsupported(f"raising {what} inside a compiled region")
+        raise _traced(raised)
+    if raised.is_constant() and isinstance(raised.as_constant(), type) \
+            and issubclass(raised.as_constant(), BaseException):
+        raise _traced(ExceptionVariable(raised.as_constant(), []))
+    raise Unsupported(f"raising {raised.describe()} inside a compiled region")
+
+
+def _traced(exc: ExceptionVariable) -> TracedException:
+    # AttributeError stays a MissingAttribute: hasattr()/getattr(o, n, default) answer it
+    if issubclass(exc.cls, AttributeError):
+        return MissingAttribute(f"traced code raised {exc.describe()}", exc)
+    return TracedException(f"traced code raised {exc.describe()}", exc.cls, exc)
+
+
+# -- try/except: a handler entered with the exception the traced code raised ----------------------
+
+@rule("PUSH_EXC_INFO")
+def _push_exc_info(tx, instr):
+    exc = tx.pop()
+    tx.push(tx.exc_info if tx.exc_info is not None else ConstantVariable(None))
+    tx.push(exc)
+    tx.exc_info = exc
+
+
+@rule("POP_EXCEPT")
+def _pop_except(tx, instr):
+    previous = tx.pop()
+    tx.exc_info = None if previous.is_constant() and previous.as_constant() is None else previous
+
+
+@rule("CHECK_EXC_MATCH")
+def _check_exc_match(tx, instr):
+    wanted = tx.pop().as_constant()
+    exc = tx.stack[-1]
+    if not isinstance(exc, ExceptionVariable):
+        raise Unsupported(f"matching {exc.describe()} against an except clause")
+    tx.push(ConstantVariable(issubclass(exc.cls, wanted)))
+
+
+@rule("RERAISE")
+def _reraise(tx, instr):
+    exc = tx.pop()
+    if instr.arg:
+        tx.pop()  # the offset the handler kept (f_lasti)
+    if not isinstance(exc, ExceptionVariable):
+        raise Unsupported(f"re-raising {exc.describe()}")
+    raise _traced(exc)
 
 
 # -- generators: traced to completion, their yields collected --------------------------------------

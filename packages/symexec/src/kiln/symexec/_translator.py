@@ -21,7 +21,7 @@ from typing import Any
 
 from ._builder import VariableBuilder
 from ._output_graph import OutputGraph
-from ._unsupported import SourceLocation, Unsupported
+from ._unsupported import SourceLocation, TracedException, Unsupported
 from .bytecode import Bytecode, Instr, Label, decode
 from .variables._base import VariableTracker
 from .variables._containers import DictVariable, IteratorVariable, TupleVariable
@@ -130,6 +130,8 @@ class Translator:
         self.current: Instr | None = None
         # A traced generator collects what it yields here (None: not a generator).
         self.yields: list[VariableTracker] | None = None
+        # The exception an ``except`` block of this frame is handling (None: none).
+        self.exc_info: VariableTracker | None = None
 
     # -- the walk ----------------------------------------------------------------------------
 
@@ -146,11 +148,32 @@ class Translator:
                 rule = opcode_rules.get(instr.name)
                 if rule is None:
                     raise Unsupported(f"instruction {instr.name} is not supported")
-                rule(self, instr)
+                try:
+                    rule(self, instr)
+                except TracedException as e:
+                    if instr.handler is None:
+                        raise
+                    self._enter_handler(instr, e)
         except _Return as done:
             return done.value
         except Unsupported as e:
             raise e.locate(self.current, self.location()) from None
+
+    def _enter_handler(self, instr: Instr, e: TracedException) -> None:
+        """Unwind to the handler covering ``instr``, as CPython does: the stack cut to the
+        handler's depth, the raising offset pushed if it wants it, then the exception."""
+        from .variables._constant import ConstantVariable
+        from .variables._objects import ExceptionVariable
+
+        handler = instr.handler
+        if e.exc is None:
+            e.exc = ExceptionVariable(e.exc_type, [ConstantVariable(e.reason)])
+        e.location, e.stack = None, []  # caught: where it came from no longer matters
+        del self.stack[handler.depth:]
+        if handler.lasti:
+            self.push(ConstantVariable(instr.offset))
+        self.push(e.exc)
+        self.jump(handler.target)
 
     def location(self) -> SourceLocation:
         """Where the current instruction is in the user's source."""

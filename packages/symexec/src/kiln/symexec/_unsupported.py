@@ -13,7 +13,7 @@ import linecache
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MissingAttribute", "SourceLocation", "Unsupported"]
+__all__ = ["MissingAttribute", "SourceLocation", "TracedException", "Unsupported"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,23 @@ class Unsupported(Exception):
         return "\n".join(lines)
 
 
-class MissingAttribute(Unsupported):
+class TracedException(Unsupported):
+    """A Python exception the traced code raises (``KeyError`` of a missing key, a ``raise``
+    statement, ...): a ``try``/``except`` of the traced code that catches it runs its handler
+    at trace time; uncaught, tracing cannot go on (eager raises it for real).
+
+    ``exc_type`` is the exception class; ``exc`` the exception's tracker once made."""
+
+    def __init__(self, reason: str, exc_type: type[BaseException] = Exception, exc: Any = None, **kw: Any) -> None:
+        super().__init__(reason, **kw)
+        self.exc_type = exc_type
+        self.exc = exc
+
+
+class MissingAttribute(TracedException):
     """An attribute read that raises AttributeError when the code runs (the attribute is
     missing, or traced code raised AttributeError): ``hasattr`` and ``getattr`` with a
-    default answer it at trace time; anywhere else tracing cannot go on."""
+    default answer it at trace time, as does an ``except AttributeError``."""
+
+    def __init__(self, reason: str, exc: Any = None, **kw: Any) -> None:
+        super().__init__(reason, AttributeError, exc, **kw)

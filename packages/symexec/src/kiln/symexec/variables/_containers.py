@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import Unsupported
+from .._unsupported import TracedException, Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable
 
@@ -66,7 +66,7 @@ class _Sequence(VariableTracker):
         try:
             return self.items[k]
         except (IndexError, TypeError) as e:
-            raise Unsupported(f"{self.describe()}[{k!r}]: {e}") from e
+            raise TracedException(f"{self.describe()}[{k!r}]: {e}", type(e)) from e
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -208,7 +208,7 @@ class DictVariable(VariableTracker):
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
         k = _index(tx, self, key)
         if k not in self.items:
-            raise Unsupported(f"key {k!r} is not in {self.describe()}")
+            raise TracedException(f"key {k!r} is not in {self.describe()}", KeyError)
         return self.items[k]
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
@@ -242,7 +242,7 @@ class DictVariable(VariableTracker):
         elif name == "__delitem__" and len(args) == 1:
             k = _index(tx, self, args[0])
             if k not in items:
-                raise Unsupported(f"del of missing key {k!r} in {self.describe()}")
+                raise TracedException(f"del of missing key {k!r} in {self.describe()}", KeyError)
             del items[k]
         elif name == "update" and len(args) <= 1:
             if args:
@@ -258,7 +258,7 @@ class DictVariable(VariableTracker):
             elif len(args) == 2:
                 return args[1]
             else:
-                raise Unsupported(f"pop of missing key {k!r} in {self.describe()}")
+                raise TracedException(f"pop of missing key {k!r} in {self.describe()}", KeyError)
         elif name == "setdefault" and 1 <= len(args) <= 2:
             k = _index(tx, self, args[0])
             if k in items:
@@ -350,7 +350,7 @@ class FrameDictVariable(DictVariable):
         try:
             return self.items[key] if _filled(self) else self.builder.wrap(self.real[key], ItemSource(self.source, key))
         except KeyError:
-            raise Unsupported(f"key {key!r} is not in {self.describe()}") from None
+            raise TracedException(f"key {key!r} is not in {self.describe()}", KeyError) from None
 
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         return [ConstantVariable(k) for k in (self.items if _filled(self) else self.real)]

@@ -456,6 +456,13 @@ class ExceptionVariable(VariableTracker):
             message = f": {self.args[0].as_constant()}"
         return f"{self.cls.__name__}{message}"
 
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        if name == "args":
+            from ._containers import TupleVariable
+
+            return TupleVariable(list(self.args))
+        return super().get_attr(tx, name)
+
 
 class SuperVariable(VariableTracker):
     """``super()`` / ``super(cls, obj)``: attribute lookup starting after ``cls`` in the MRO."""
