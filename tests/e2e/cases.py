@@ -1477,3 +1477,24 @@ def exceptions_raised_and_caught_inside():
         z = table.get("b", 5.0) + table.get("a")
         return y * v + z + w, "b" in table, "a" in table
     return fn, (t(3), _Table()), {}
+
+
+@case()
+def copies_itertools_and_set_algebra():
+    import copy
+
+    def fn(x, names):
+        shallow = copy.copy(names)
+        shallow.append("extra")
+        deep = copy.deepcopy({"w": [1, 2], "n": (3, [4])})
+        deep["w"].append(9)
+        out = x
+        for a, b in itertools.product([1, 2], [10]):
+            out = out + a * b
+        for a, b in itertools.pairwise([x, x * 2, x * 3]):
+            out = out + (b - a)
+        for i, part in enumerate(itertools.chain(names, ["z"])):
+            out = out + len(part) * i
+        kinds = ({1, 2} | {3}) - {2}
+        return out, names, shallow, deep, sorted(kinds), sorted({1, 2} & {2, 5}), sorted({1} ^ {2})
+    return fn, (t(3), ["ab", "c"]), {}

@@ -333,6 +333,10 @@ class Translator:
 
         if issubclass(cls, BaseException) and not kwargs:
             return ExceptionVariable(cls, args)
+        from .variables._containers import is_itertools_class, run_itertools
+
+        if is_itertools_class(cls):
+            return run_itertools(self, cls, args, kwargs)
         if cls is functools.partial and args:
             from .variables._functions import PartialVariable
 

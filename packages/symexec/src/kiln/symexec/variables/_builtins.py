@@ -10,6 +10,7 @@ otherwise.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import operator
@@ -24,6 +25,7 @@ from ._containers import (
     DictVariable,
     ListVariable,
     RangeVariable,
+    SetVariable,
     TupleVariable,
     constant_args,
 )
@@ -137,6 +139,8 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
         return type(a)(a.items * b.as_constant())
     if fn is operator.mul and isinstance(b, seq) and a.is_constant():
         return type(b)(b.items * a.as_constant())
+    if fn in _SET_OPS and isinstance(a, SetVariable) and isinstance(b, SetVariable):
+        return a.combine(fn, b)
     if fn in (operator.eq, operator.ne) and isinstance(a, seq) and isinstance(b, seq):
         same = len(a.items) == len(b.items) and all(
             _compare(tx, x, y) for x, y in zip(a.items, b.items, strict=True))
@@ -146,6 +150,9 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
         same = a is b
         return ConstantVariable(same if fn is operator.eq else not same)
     raise Unsupported(f"{fn.__name__} of {a.describe()} and {b.describe()}")
+
+
+_SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)
 
 
 def _compare(tx: Translator, a: VariableTracker, b: VariableTracker) -> bool:
@@ -533,6 +540,47 @@ def _dataclass_fields(tx, args, kwargs):
 def _is_dataclass(tx, args, kwargs):
     (obj,) = args
     return ConstantVariable(dataclasses.is_dataclass(_dataclass_of(obj)))
+
+
+@rule(copy.copy)
+def _copy(tx, args, kwargs):
+    (obj,) = args
+    return copy_tracker(obj, deep=False)
+
+
+@rule(copy.deepcopy)
+def _deepcopy(tx, args, kwargs):
+    if len(args) != 1 or kwargs:
+        raise Unsupported("copy.deepcopy() with a memo")
+    return copy_tracker(args[0], deep=True)
+
+
+def copy_tracker(v: VariableTracker, *, deep: bool) -> VariableTracker:
+    """The tracker of ``copy.copy(v)`` / ``copy.deepcopy(v)``, for values whose whole state
+    the trace holds: constants, tuples, lists, dicts and sets of them, and objects created
+    while tracing. Frame objects (whose state the trace has not read) and tensors are not."""
+    from ._objects import NewObjectVariable
+
+    def inner(item: VariableTracker) -> VariableTracker:
+        return copy_tracker(item, deep=True) if deep else item
+
+    if v.is_constant() and not isinstance(v, (ListVariable, DictVariable)):
+        return v  # immutable: copy and deepcopy give the object itself
+    if isinstance(v, TupleVariable):
+        return TupleVariable([inner(i) for i in v.items], tuple_type=v.tuple_type) if deep else v
+    if isinstance(v, ListVariable):
+        return ListVariable([inner(i) for i in v.items])
+    if isinstance(v, SetVariable):
+        return SetVariable([inner(i) for i in v.items])
+    if isinstance(v, DictVariable):  # a frame dict: every value is read (and guarded) now
+        return DictVariable({k: inner(i) for k, i in v.items.items()})
+    if isinstance(v, NewObjectVariable):
+        new = NewObjectVariable(v.cls)
+        new.attrs.update({k: inner(a) for k, a in v.attrs.items()})
+        if v.items is not None:
+            new.items.items.update({k: inner(i) for k, i in v.items.items.items()})
+        return new
+    raise Unsupported(f"copying {v.describe()} inside a compiled region")
 
 
 @rule(callable)

@@ -449,6 +449,21 @@ class SetVariable(VariableTracker):
     def truth(self, tx: Translator) -> bool:
         return bool(self.items)
 
+    def combine(self, op: Any, other: SetVariable) -> SetVariable:
+        """``self | other``, ``&``, ``-`` or ``^`` (items compared as ``in`` does here)."""
+        import operator
+
+        mine = {self._key(i) for i in self.items}
+        theirs = {self._key(i) for i in other.items}
+        if op is operator.or_:
+            return SetVariable([*self.items, *other.items])
+        if op is operator.and_:
+            return SetVariable([i for i in self.items if self._key(i) in theirs])
+        if op is operator.sub:
+            return SetVariable([i for i in self.items if self._key(i) not in theirs])
+        return SetVariable([i for i in self.items if self._key(i) not in theirs]
+                           + [i for i in other.items if self._key(i) not in mine])
+
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if name == "__contains__" and len(args) == 1:
@@ -470,3 +485,50 @@ class SetVariable(VariableTracker):
         else:
             raise Unsupported(f"method {name!r} of a set is not supported")
         return ConstantVariable(None)
+
+
+# itertools classes whose output depends only on the positions of their inputs' items: run
+# for real on the lists of trackers (index: how many leading arguments are iterables; None:
+# all positional ones)
+_ITERTOOLS_ITERABLE_ARGS: dict[Any, int | None] = {}
+
+
+def _itertools_table() -> dict[Any, int | None]:
+    if not _ITERTOOLS_ITERABLE_ARGS:
+        import itertools
+
+        _ITERTOOLS_ITERABLE_ARGS.update({
+            itertools.product: None, itertools.chain: None, itertools.zip_longest: None,
+            itertools.islice: 1, itertools.combinations: 1, itertools.permutations: 1,
+            itertools.combinations_with_replacement: 1, itertools.repeat: 0,
+        })
+        if hasattr(itertools, "pairwise"):
+            _ITERTOOLS_ITERABLE_ARGS[itertools.pairwise] = 1
+    return _ITERTOOLS_ITERABLE_ARGS
+
+
+def is_itertools_class(cls: Any) -> bool:
+    return cls in _itertools_table()
+
+
+def run_itertools(tx: Translator, cls: Any, args: list[VariableTracker],
+                  kwargs: dict[str, VariableTracker]) -> IteratorVariable:
+    """``itertools.product(a, b)`` and friends over trackers: an iterator of the results."""
+    import itertools
+
+    n = _itertools_table()[cls]
+    count = len(args) if n is None else n
+    real_args = [list(a.iterate(tx)) for a in args[:count]]
+    rest = args[count:]
+    if cls is itertools.repeat:
+        if len(args) != 2 or kwargs or not args[1].is_constant():
+            raise Unsupported("itertools.repeat() without a number of times")
+        real_args, rest = [args[0]], [args[1]]
+    values = [a.as_constant() for a in rest] if all(a.is_constant() for a in rest) else None
+    if values is None:
+        raise Unsupported(f"{cls.__name__}() with arguments unknown at trace time")
+    options = {k: (v if k == "fillvalue" else v.as_constant()) for k, v in kwargs.items()}
+    out = []
+    for item in cls(*real_args, *values, **options):
+        out.append(TupleVariable(list(item)) if isinstance(item, tuple) else item)
+    return IteratorVariable(out)
