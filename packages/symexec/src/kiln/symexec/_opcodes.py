@@ -4,8 +4,8 @@ Rules see version-neutral instructions (``kiln.symexec.bytecode``: jump targets 
 LOAD_GLOBAL/LOAD_ATTR flags are explicit, 3.11's directional jumps are normalized), so the
 same rule serves 3.11 and 3.12. Where the two versions differ in what an instruction *does*
 (PRECALL exists only on 3.11, RETURN_CONST only on 3.12, ...) each name simply has its own
-rule. Exception-handler code is never entered: tracing stops with Unsupported before
-anything raises.
+rule. Imports are in ``_opcodes_imports``; with blocks, raise and try/except in
+``_opcodes_exceptions`` (both registered when this module is imported).
 """
 
 from __future__ import annotations
@@ -16,15 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ._translator import NULL, CellVariable, LazyVariable, Translator, opcode_rules
-from ._unsupported import MissingAttribute, TracedException, Unsupported
+from ._unsupported import Unsupported
 from .bytecode import Instr
 from .variables._base import VariableTracker
-from .variables._builtins import BuiltinVariable, builtin_rules
+from .variables._builtins import builtin_rules
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
-from .variables._functions import NestedFunctionVariable, UserMethodVariable
-from .variables._objects import ExceptionVariable, user_special_method
-from .variables._torch import ContextManagerVariable
+from .variables._functions import NestedFunctionVariable
 from .variables._wrap import wrap_trace_value
 
 __all__ = ["opcode_rules"]
@@ -593,155 +591,6 @@ def _make_function(tx, instr):
     tx.push(NestedFunctionVariable(code, code.co_qualname, tx.f_globals, defaults, kwdefaults, closure))
 
 
-# -- imports: modules already imported are looked up, never loaded --------------------------------
-
-def _imported(tx: Translator, name: str) -> VariableTracker:
-    import sys
-
-    from kiln.guards import ModuleSource
-
-    from .variables._objects import is_trusted_module
-
-    module = sys.modules[name]
-    return tx.builder.wrap(module, None if is_trusted_module(module) else ModuleSource(name))
-
-
-@rule("IMPORT_NAME")
-def _import_name(tx, instr):
-    import importlib.util
-    import sys
-
-    fromlist, level = tx.pop(), tx.pop()
-    level = level.as_constant()
-    names = fromlist.as_constant() or ()
-    name = instr.arg
-    if level:
-        package = tx.f_globals.get("__package__") or ""
-        try:
-            name = importlib.util.resolve_name("." * level + instr.arg, package)
-        except ImportError as e:
-            raise Unsupported(f"relative import of {instr.arg!r}: {e}") from None
-    # Loading a module runs its code; only imports that are already done are traced.
-    needed = [name] if names else [".".join(name.split(".")[:i + 1]) for i in range(name.count(".") + 1)]
-    for n in needed:
-        if n not in sys.modules:
-            parent = n.rpartition(".")[0]
-            # with its parent imported, looking a module up loads nothing: a module that
-            # does not exist raises ModuleNotFoundError (``try: import x`` / ``except``)
-            if (not parent or parent in sys.modules) and importlib.util.find_spec(n) is None:
-                raise TracedException(f"No module named {n!r}", ModuleNotFoundError)
-            raise Unsupported(f"import of {n!r}, which is not imported yet, inside a compiled region")
-    module = sys.modules[name]
-    for item in names:
-        if item != "*" and not hasattr(module, item) and f"{name}.{item}" not in sys.modules:
-            raise Unsupported(f"'from {name} import {item}' would load a module inside a compiled region")
-    tx.push(_imported(tx, name if names else name.partition(".")[0]))
-
-
-@rule("IMPORT_FROM")
-def _import_from(tx, instr):
-    tx.push(tx.stack[-1].get_attr(tx, instr.arg))
-
-
-# -- with blocks, asserts, raises -----------------------------------------------------------------
-
-class _ExitVariable(VariableTracker):
-    """The bound ``__exit__`` BEFORE_WITH leaves on the stack; calling it exits the block."""
-
-    __slots__ = ("manager",)
-
-    def __init__(self, manager: ContextManagerVariable) -> None:
-        super().__init__(None)
-        self.manager = manager
-
-    def describe(self) -> str:
-        return f"__exit__ of {self.manager.describe()}"
-
-    def call(self, tx, args, kwargs):
-        self.manager.exit(tx)
-        return ConstantVariable(None)
-
-
-@rule("BEFORE_WITH")
-def _before_with(tx, instr):
-    manager = tx.pop()
-    if isinstance(manager, ContextManagerVariable):
-        tx.push(_ExitVariable(manager))
-        tx.push(manager.enter(tx))
-        return
-    # A context manager written in Python (contextlib.nullcontext, a user class): its
-    # __enter__ and __exit__ are inlined; the block is traced on its normal path only.
-    enter = user_special_method(manager, "__enter__")
-    exit_ = user_special_method(manager, "__exit__")
-    if enter is None or exit_ is None:
-        raise Unsupported(f"with-block on {manager.describe()}")
-    tx.push(UserMethodVariable(exit_, manager))
-    tx.push(UserMethodVariable(enter, manager).call(tx, [], {}))
-
-
-@rule("LOAD_ASSERTION_ERROR")
-def _load_assertion_error(tx, instr):
-    tx.push(BuiltinVariable(AssertionError))
-
-
-@rule("RAISE_VARARGS")
-def _raise(tx, instr):
-    args = tx.popn(instr.arg)
-    if not args:  # a bare ``raise``: the exception being handled
-        if tx.exc_info is None:
-            raise Unsupported("re-raising with no exception being handled")
-        raise _traced(tx.exc_info)
-    raised = args[0]
-    if isinstance(raised, ExceptionVariable):
-        raise _traced(raised)
-    if raised.is_constant() and isinstance(raised.as_constant(), type) \
-            and issubclass(raised.as_constant(), BaseException):
-        raise _traced(ExceptionVariable(raised.as_constant(), []))
-    raise Unsupported(f"raising {raised.describe()} inside a compiled region")
-
-
-def _traced(exc: ExceptionVariable) -> TracedException:
-    # AttributeError stays a MissingAttribute: hasattr()/getattr(o, n, default) answer it
-    if issubclass(exc.cls, AttributeError):
-        return MissingAttribute(f"traced code raised {exc.describe()}", exc)
-    return TracedException(f"traced code raised {exc.describe()}", exc.cls, exc)
-
-
-# -- try/except: a handler entered with the exception the traced code raised ----------------------
-
-@rule("PUSH_EXC_INFO")
-def _push_exc_info(tx, instr):
-    exc = tx.pop()
-    tx.push(tx.exc_info if tx.exc_info is not None else ConstantVariable(None))
-    tx.push(exc)
-    tx.exc_info = exc
-
-
-@rule("POP_EXCEPT")
-def _pop_except(tx, instr):
-    previous = tx.pop()
-    tx.exc_info = None if previous.is_constant() and previous.as_constant() is None else previous
-
-
-@rule("CHECK_EXC_MATCH")
-def _check_exc_match(tx, instr):
-    wanted = tx.pop().as_constant()
-    exc = tx.stack[-1]
-    if not isinstance(exc, ExceptionVariable):
-        raise Unsupported(f"matching {exc.describe()} against an except clause")
-    tx.push(ConstantVariable(issubclass(exc.cls, wanted)))
-
-
-@rule("RERAISE")
-def _reraise(tx, instr):
-    exc = tx.pop()
-    if instr.arg:
-        tx.pop()  # the offset the handler kept (f_lasti)
-    if not isinstance(exc, ExceptionVariable):
-        raise Unsupported(f"re-raising {exc.describe()}")
-    raise _traced(exc)
-
-
 # -- generators: traced to completion, their yields collected --------------------------------------
 
 @rule("RETURN_GENERATOR")
@@ -757,3 +606,6 @@ def _yield_value(tx, instr):
         raise Unsupported("yield outside a traced generator")
     tx.yields.append(tx.pop())
     tx.push(ConstantVariable(None))  # what next() sends back
+
+
+from . import _opcodes_exceptions, _opcodes_imports  # noqa: E402, F401  (register their rules)
