@@ -1498,3 +1498,18 @@ def copies_itertools_and_set_algebra():
         kinds = ({1, 2} | {3}) - {2}
         return out, names, shallow, deep, sorted(kinds), sorted({1, 2} & {2, 5}), sorted({1} ^ {2})
     return fn, (t(3), ["ab", "c"]), {}
+
+
+@case()
+def exceptions_of_folded_builtins_caught():
+    def fn(x, text):
+        try:
+            n = int(text)
+        except ValueError:
+            n = -1
+        try:
+            q = 1 // 0
+        except ZeroDivisionError:
+            q = 2
+        return x * n * q
+    return fn, (t(2), "x3"), {}

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import MissingAttribute, Unsupported
+from .._unsupported import MissingAttribute, TracedException, Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable, FrozenObjectVariable, is_constant_value
 from ._containers import (
@@ -74,8 +74,9 @@ def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracke
     try:
         result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
     except Exception as e:
-        # The same error will happen in eager; let the caller fall back and raise it there.
-        raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
+        # The same error happens in eager: a try/except of the traced code may catch it;
+        # uncaught, the frame falls back and eager raises it for real.
+        raise TracedException(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}", type(e)) from e
     return wrap_trace_value(result)
 
 
