@@ -1513,3 +1513,23 @@ def exceptions_of_folded_builtins_caught():
             q = 2
         return x * n * q
     return fn, (t(2), "x3"), {}
+
+
+class _Settings:
+    def __init__(self):
+        self.scale = 2.0
+        self.tags = ["a"]
+        self.extra = {"k": 1}
+
+
+@case()
+def deepcopy_of_a_frame_object_then_changed():
+    import copy
+
+    def fn(x, settings):
+        mine = copy.deepcopy(settings)
+        mine.scale = 3.0
+        mine.tags.append("b")
+        del mine.extra
+        return x * mine.scale * settings.scale, settings.tags, mine.tags, hasattr(mine, "extra")
+    return fn, (t(2), _Settings()), {}

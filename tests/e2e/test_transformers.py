@@ -127,3 +127,20 @@ def test_training_step_matches_eager(build):
         if p.grad is not None:
             torch.testing.assert_close(q.grad, p.grad, msg=name)
     assert len(backend.graphs) == 1
+
+
+def test_encoder_decoder_with_labels_matches_eager():
+    # T5 deep-copies and serializes its config in forward (get_text_config): traced whole
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                num_heads=4, decoder_start_token_id=0)
+    model = transformers.T5ForConditionalGeneration(cfg).eval()
+    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(0))
+    backend = CountingBackend()
+    compiled = kiln.compile(model, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        expected = model(input_ids=ids, labels=ids)
+        actual = compiled(input_ids=ids, labels=ids)
+    torch.testing.assert_close(actual.loss, expected.loss)
+    torch.testing.assert_close(actual.logits, expected.logits)
+    assert len(backend.graphs) == 1

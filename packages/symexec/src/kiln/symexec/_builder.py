@@ -42,7 +42,13 @@ from kiln.guards import (
 from ._unsupported import MissingAttribute, Unsupported
 from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, is_builtin_function
-from .variables._constant import ConstantVariable, is_constant_value, literal_key
+from .variables._constant import (
+    ConstantVariable,
+    FrozenObjectVariable,
+    frozen_types,
+    is_constant_value,
+    literal_key,
+)
 from .variables._containers import (
     DictVariable,
     FrameDictVariable,
@@ -233,6 +239,8 @@ class VariableBuilder:
                     self._guard(EqualsMatch(AttrSource(source, attr), getattr(value, attr)))
             return RangeVariable(value)
         if not g:
+            if isinstance(value, frozen_types()):
+                return FrozenObjectVariable(value)  # dataclass fields and the like: read-only
             raise Unsupported(f"a {tp.__name__} object reached without a source")
         self._guard(TypeMatch(source, tp))
         return UserDefinedObjectVariable(value, source)

@@ -228,6 +228,11 @@ def _store_attr(tx, instr):
     obj.store_attr(tx, instr.arg, value)
 
 
+@rule("DELETE_ATTR")
+def _delete_attr(tx, instr):
+    _builtin(tx, delattr, tx.pop(), ConstantVariable(instr.arg))
+
+
 # -- operators ---------------------------------------------------------------------------------
 
 _BINARY_OPS = {

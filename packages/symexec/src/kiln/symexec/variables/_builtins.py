@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import inspect
 import operator
+import types
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -486,6 +487,26 @@ def _super(tx, args, kwargs):
     return SuperVariable(contents.as_constant(), tx.realize(owner))
 
 
+@rule(delattr)
+def _delattr(tx, args, kwargs):
+    from ._functions import UserMethodVariable
+    from ._objects import NewObjectVariable, lookup_class_attribute
+
+    obj, name = args
+    attr = constant_args("delattr()", [name])[0]
+    if not isinstance(obj, NewObjectVariable):
+        raise Unsupported(f"deleting attribute {attr!r} of {obj.describe()}")
+    hook = lookup_class_attribute(obj.cls, "__delattr__")
+    if hook is not object.__delattr__:
+        if not isinstance(hook, types.FunctionType):
+            raise Unsupported(f"deleting attribute {attr!r} of {obj.describe()} (its class's __delattr__)")
+        return UserMethodVariable(hook, obj).call(tx, [name], {})
+    if attr not in obj.attrs:
+        raise MissingAttribute(f"{obj.describe()} has no attribute {attr!r} to delete")
+    del obj.attrs[attr]
+    return ConstantVariable(None)
+
+
 @rule(setattr)
 def _setattr(tx, args, kwargs):
     obj, name, value = args
@@ -546,24 +567,39 @@ def _is_dataclass(tx, args, kwargs):
 @rule(copy.copy)
 def _copy(tx, args, kwargs):
     (obj,) = args
-    return copy_tracker(obj, deep=False)
+    return copy_tracker(tx, obj, deep=False)
 
 
 @rule(copy.deepcopy)
 def _deepcopy(tx, args, kwargs):
     if len(args) != 1 or kwargs:
         raise Unsupported("copy.deepcopy() with a memo")
-    return copy_tracker(args[0], deep=True)
+    return copy_tracker(tx, args[0], deep=True)
 
 
-def copy_tracker(v: VariableTracker, *, deep: bool) -> VariableTracker:
-    """The tracker of ``copy.copy(v)`` / ``copy.deepcopy(v)``, for values whose whole state
-    the trace holds: constants, tuples, lists, dicts and sets of them, and objects created
-    while tracing. Frame objects (whose state the trace has not read) and tensors are not."""
-    from ._objects import NewObjectVariable
+def copy_tracker(tx: Translator, v: VariableTracker, *, deep: bool) -> VariableTracker:
+    """The tracker of ``copy.copy(v)`` / ``copy.deepcopy(v)``: constants, tuples, lists,
+    dicts and sets, objects created while tracing, and frame objects of plain classes (every
+    attribute read, so guarded, then copied). Tensors are not copied in a trace."""
+    from ._objects import NewObjectVariable, UserDefinedObjectVariable, plain_copyable
 
     def inner(item: VariableTracker) -> VariableTracker:
-        return copy_tracker(item, deep=True) if deep else item
+        return copy_tracker(tx, item, deep=True) if deep else item
+
+    if isinstance(v, UserDefinedObjectVariable) and v.source is not None and plain_copyable(type(v.obj)):
+        from kiln.guards import DictKeysMatch, GenericAttrSource, ItemSource
+
+        from ._constant import literal_key
+
+        state = object.__getattribute__(v.obj, "__dict__")
+        if not all(literal_key(k) for k in state):
+            raise Unsupported(f"copying {v.describe()}, whose attribute names kiln cannot guard on")
+        tx.output.guards.add(DictKeysMatch(GenericAttrSource(v.source, "__dict__"), tuple(state)))
+        new = NewObjectVariable(type(v.obj))
+        base = GenericAttrSource(v.source, "__dict__")
+        for key, value in state.items():
+            new.attrs[key] = inner(tx.builder.wrap(value, ItemSource(base, key)))
+        return new
 
     if v.is_constant() and not isinstance(v, (ListVariable, DictVariable)):
         return v  # immutable: copy and deepcopy give the object itself

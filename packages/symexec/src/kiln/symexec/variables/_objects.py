@@ -269,9 +269,11 @@ class BaseMethodVariable(VariableTracker):
                 return ConstantVariable(None)
             if name == "__init__" and not args and not kwargs:
                 return ConstantVariable(None)
-            if (name == "__getattribute__" and len(args) == 1 and not kwargs and args[0].is_constant()
-                    and isinstance(owner, UserDefinedObjectVariable)):
-                return tx.builder.read_attribute(tx, owner, owner.obj, args[0].as_constant(), plain=True)
+            if name == "__getattribute__" and len(args) == 1 and not kwargs and args[0].is_constant():
+                if isinstance(owner, UserDefinedObjectVariable):
+                    return tx.builder.read_attribute(tx, owner, owner.obj, args[0].as_constant(), plain=True)
+                if isinstance(owner, NewObjectVariable):
+                    return owner.get_attr(tx, args[0].as_constant(), plain=True)
             raise Unsupported(f"calling {self.describe()}")
         if isinstance(owner, NewObjectVariable) and owner.items is not None:
             if name == "__init__":
@@ -365,9 +367,30 @@ class NewObjectVariable(VariableTracker):
     def describe(self) -> str:
         return f"a new {self.cls.__qualname__} object"
 
-    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+    def get_attr(self, tx: Translator, name: str, *, plain: bool = False) -> VariableTracker:
+        """``obj.name``: through the class's Python ``__getattribute__`` when it has one (and
+        its ``__getattr__`` when the lookup fails); ``plain``: ``object.__getattribute__``."""
+        from ._constant import ConstantVariable
+        from ._functions import UserMethodVariable
+
+        if plain:
+            return self._generic_attr(tx, name)
+        hook = lookup_class_attribute(self.cls, "__getattribute__")
+        fallback = lookup_class_attribute(self.cls, "__getattr__")
+        try:
+            if isinstance(hook, types.FunctionType):
+                return UserMethodVariable(hook, self).call(tx, [ConstantVariable(name)], {})
+            return self._generic_attr(tx, name)
+        except MissingAttribute:
+            if not isinstance(fallback, types.FunctionType):
+                raise
+        return UserMethodVariable(fallback, self).call(tx, [ConstantVariable(name)], {})
+
+    def _generic_attr(self, tx: Translator, name: str) -> VariableTracker:
         if name in self.attrs:
             return self.attrs[name]
+        if name == "__class__":
+            return UserDefinedClassVariable(self.cls)
         if name == "__dict__":
             from ._containers import DictVariable
 
@@ -422,6 +445,14 @@ def new_object(cls: type, attrs: dict[str, Any], items: dict[Any, Any] | None = 
             base.__setitem__(obj, k, v)  # the builtin's own store, not the class's override
     obj.__dict__.update(attrs)
     return obj
+
+
+def plain_copyable(cls: type) -> bool:
+    """Whether ``copy.copy``/``copy.deepcopy`` of an instance is ``cls.__new__(cls)`` plus
+    its ``__dict__`` copied (no copy hooks of its own, no slots)."""
+    hooks = ("__copy__", "__deepcopy__", "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
+    return can_construct(cls) and not issubclass(cls, dict) and all(
+        lookup_class_attribute(cls, h) in (MISSING, getattr(object, h, MISSING)) for h in hooks)
 
 
 def can_construct(cls: type) -> bool:
