@@ -253,7 +253,6 @@ def _delitem(tx, args, kwargs):
 
 @rule(operator.contains)
 def _contains(tx, args, kwargs):
-    from ._containers import SetVariable
     from ._environ import EnvironVariable
 
     container, item = args
@@ -349,8 +348,6 @@ def _dict(tx, args, kwargs):
 
 @rule(set, frozenset)
 def _set(tx, args, kwargs):
-    from ._containers import SetVariable
-
     return SetVariable(args[0].iterate(tx) if args else [])
 
 

@@ -10,6 +10,7 @@ see each other's mutations.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from .._unsupported import TracedException, Unsupported
@@ -487,24 +488,21 @@ class SetVariable(VariableTracker):
         return ConstantVariable(None)
 
 
-# itertools classes whose output depends only on the positions of their inputs' items: run
-# for real on the lists of trackers (index: how many leading arguments are iterables; None:
-# all positional ones)
-_ITERTOOLS_ITERABLE_ARGS: dict[Any, int | None] = {}
-
-
+@functools.cache
 def _itertools_table() -> dict[Any, int | None]:
-    if not _ITERTOOLS_ITERABLE_ARGS:
-        import itertools
+    """itertools classes whose output depends only on the positions of their inputs' items,
+    run for real on lists of trackers: how many leading arguments are iterables (None: all
+    positional ones)."""
+    import itertools
 
-        _ITERTOOLS_ITERABLE_ARGS.update({
-            itertools.product: None, itertools.chain: None, itertools.zip_longest: None,
-            itertools.islice: 1, itertools.combinations: 1, itertools.permutations: 1,
-            itertools.combinations_with_replacement: 1, itertools.repeat: 0,
-        })
-        if hasattr(itertools, "pairwise"):
-            _ITERTOOLS_ITERABLE_ARGS[itertools.pairwise] = 1
-    return _ITERTOOLS_ITERABLE_ARGS
+    table: dict[Any, int | None] = {
+        itertools.product: None, itertools.chain: None, itertools.zip_longest: None,
+        itertools.islice: 1, itertools.combinations: 1, itertools.permutations: 1,
+        itertools.combinations_with_replacement: 1, itertools.repeat: 0,
+    }
+    if hasattr(itertools, "pairwise"):
+        table[itertools.pairwise] = 1
+    return table
 
 
 def is_itertools_class(cls: Any) -> bool:
