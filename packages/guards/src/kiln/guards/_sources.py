@@ -20,6 +20,7 @@ generated code that can never be made to do anything but the access it names.
 
 from __future__ import annotations
 
+import inspect
 import keyword
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,25 @@ class Source:
         return f"<{type(self).__name__} {self}>"
 
 
+def _cached_hash(self: Source) -> int:
+    # Equal sources render to the same text: the hash of the text, computed once. (The
+    # generated dataclass hash would recurse through every base on every dict lookup.)
+    h = self._hash
+    if not h:
+        h = hash((type(self).__name__, str(self))) or 1
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
+def _source(cls: type) -> type:
+    """A source class: a frozen, slotted dataclass whose hash is computed once."""
+    cls.__annotations__ = {**inspect.get_annotations(cls), "_hash": "int"}
+    cls._hash = field(default=0, init=False, repr=False, compare=False)
+    cls = dataclass(frozen=True, slots=True, repr=False)(cls)
+    cls.__hash__ = _cached_hash
+    return cls
+
+
 def _is_literal(key: object) -> bool:
     if key is None or type(key) in (bool, int, str, bytes):
         return True
@@ -96,7 +116,7 @@ def _check_int(value: object, what: str) -> None:
         raise TypeError(f"{what} must be an int, got {type(value).__name__}")
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class LocalSource(Source):
     """A local variable of the frame: ``L['name']``."""
 
@@ -113,7 +133,7 @@ class LocalSource(Source):
         return L[self.name]
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class GlobalSource(Source):
     """A global variable of the frame: ``G['name']``."""
 
@@ -132,7 +152,7 @@ class GlobalSource(Source):
         return G[self.name]
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class ModuleSource(Source):
     """An imported module by name: ``M['name']``, where ``M`` is ``sys.modules``.
 
@@ -155,7 +175,7 @@ class ModuleSource(Source):
         return sys.modules[self.name]
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class AttrSource(Source):
     """An attribute: ``base.attr`` (``getattr(base, 'attr')`` when not an identifier)."""
 
@@ -174,7 +194,7 @@ class AttrSource(Source):
         return getattr(self.base.fetch(L, G), self.attr)
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class GenericAttrSource(Source):
     """An attribute as ``object.__getattribute__`` finds it, bypassing a ``__getattribute__``
     or ``__getattr__`` the class defines in Python (what ``super().__getattribute__(name)``
@@ -193,7 +213,7 @@ class GenericAttrSource(Source):
         return object.__getattribute__(self.base.fetch(L, G), self.attr)
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class ItemSource(Source):
     """An item by index or key: ``base[key]``; the key is a literal (see module docstring)."""
 
@@ -214,7 +234,7 @@ class ItemSource(Source):
         return self.base.fetch(L, G)[self.key]
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class MappingGetSource(Source):
     """A mapping's value for a key, None when the key is missing: ``base.get(key)`` (for
     mappings whose ``get`` only reads, like ``os.environ``); the key is a literal."""
@@ -235,7 +255,7 @@ class MappingGetSource(Source):
         return self.base.fetch(L, G).get(self.key)
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class ClosureCellSource(Source):
     """The contents of a function's closure cell: ``fn.__closure__[i].cell_contents``."""
 
@@ -252,7 +272,7 @@ class ClosureCellSource(Source):
         return self.base.fetch(L, G).__closure__[self.index].cell_contents
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class DefaultsSource(Source):
     """A function default: positional by index (``fn.__defaults__[i]``) or keyword-only by
     name (``fn.__kwdefaults__['k']``)."""
@@ -276,7 +296,7 @@ class DefaultsSource(Source):
         return fn.__kwdefaults__[self.key]
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class TypeSource(Source):
     """The exact type of a value: ``type(base)``."""
 
@@ -289,7 +309,7 @@ class TypeSource(Source):
         return type(self.base.fetch(L, G))
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class TensorSizeSource(Source):
     """A tensor's size along one dimension: ``base.size(dim)``."""
 
@@ -306,7 +326,7 @@ class TensorSizeSource(Source):
         return self.base.fetch(L, G).size(self.dim)
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class TensorStrideSource(Source):
     """A tensor's stride along one dimension: ``base.stride(dim)``."""
 
@@ -323,7 +343,7 @@ class TensorStrideSource(Source):
         return self.base.fetch(L, G).stride(self.dim)
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@_source
 class TensorStorageOffsetSource(Source):
     """A tensor's storage offset: ``base.storage_offset()``."""
 
