@@ -1533,3 +1533,16 @@ def deepcopy_of_a_frame_object_then_changed():
         del mine.extra
         return x * mine.scale * settings.scale, settings.tags, mine.tags, hasattr(mine, "extra")
     return fn, (t(2), _Settings()), {}
+
+
+_VALIDATORS = {int: lambda v: v >= 0, float: lambda v: v == v, str: bool}
+
+
+@case()
+def registry_keyed_by_type_and_functions_as_truth_values():
+    def fn(x, value):
+        check = _VALIDATORS.get(type(value))
+        if check and check(value):
+            return x * value
+        return x
+    return fn, (t(2), 3), {}

@@ -129,12 +129,25 @@ def test_training_step_matches_eager(build):
     assert len(backend.graphs) == 1
 
 
-def test_encoder_decoder_with_labels_matches_eager():
-    # T5 deep-copies and serializes its config in forward (get_text_config): traced whole
-    torch.manual_seed(0)
+def _t5_seq2seq():
     cfg = transformers.T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2,
                                 num_heads=4, decoder_start_token_id=0)
-    model = transformers.T5ForConditionalGeneration(cfg).eval()
+    return transformers.T5ForConditionalGeneration(cfg)
+
+
+def _bart_seq2seq():
+    cfg = transformers.BartConfig(vocab_size=256, d_model=64, encoder_layers=2, decoder_layers=2,
+                                  encoder_attention_heads=4, decoder_attention_heads=4,
+                                  encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64)
+    return transformers.BartForConditionalGeneration(cfg)
+
+
+@pytest.mark.parametrize("build", [_t5_seq2seq, _bart_seq2seq], ids=["t5", "bart"])
+def test_encoder_decoder_with_labels_matches_eager(build):
+    # both deep-copy and serialize their config in forward (get_text_config), BART's strict
+    # dataclass config validates its fields through a dict keyed by type: traced whole
+    torch.manual_seed(0)
+    model = build().eval()
     ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(0))
     backend = CountingBackend()
     compiled = kiln.compile(model, backend=backend, fullgraph=True)

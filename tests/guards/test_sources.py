@@ -118,3 +118,25 @@ def test_mapping_get_source_reads_a_key_or_none():
     assert src.fetch({"env": {}}, None) is None
     with pytest.raises(TypeError):
         MappingGetSource(LocalSource("env"), ["HOME"])
+
+
+def test_item_keys_may_be_classes_and_functions_named_by_import_path():
+    import collections
+    import sys
+
+    from kiln.guards import importable_path
+
+    table = {int: "int", collections.OrderedDict: "od", importable_path: "fn"}
+    src = ItemSource(LocalSource("t"), collections.OrderedDict)
+    assert str(src) == "L['t'][M['collections'].OrderedDict]"
+    assert src.fetch({"t": table}, None) == "od"
+    assert eval(str(src), {"L": {"t": table}, "M": sys.modules}) == "od"
+    assert str(ItemSource(LocalSource("t"), int)) == "L['t'][M['builtins'].int]"
+    assert importable_path(importable_path) == "M['kiln.guards._sources'].importable_path"
+
+    def local():
+        pass
+
+    assert importable_path(local) is None  # '<locals>' in its qualname
+    with pytest.raises(TypeError):
+        ItemSource(LocalSource("t"), local)

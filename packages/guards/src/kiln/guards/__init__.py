@@ -47,6 +47,7 @@ from kiln.guards._sources import (
     TensorStorageOffsetSource,
     TensorStrideSource,
     TypeSource,
+    importable_path,
 )
 from kiln.guards._tensor_kinds import TensorMatch
 from kiln.guards._torch_state import TorchGlobalState
@@ -92,5 +93,6 @@ __all__ = [
     "evaluate",
     "explain_all",
     "explain_failure",
+    "importable_path",
     "order_guards",
 ]

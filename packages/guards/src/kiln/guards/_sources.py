@@ -40,6 +40,7 @@ __all__ = [
     "TensorStorageOffsetSource",
     "TensorStrideSource",
     "TypeSource",
+    "importable_path",
 ]
 
 
@@ -103,6 +104,24 @@ def _is_literal(key: object) -> bool:
     if key is None or type(key) in (bool, int, str, bytes):
         return True
     return type(key) is tuple and all(_is_literal(k) for k in key)
+
+
+def importable_path(obj: object) -> str | None:
+    """``M['pkg.mod'].Qual.Name`` when that expression gives ``obj`` itself (a class or
+    function defined at a module's top level, or nested in such a class), else None."""
+    import sys
+
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if type(module) is not str or type(qualname) is not str or "<" in qualname:
+        return None
+    parts = qualname.split(".")
+    if not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        return None
+    value = sys.modules.get(module)
+    for part in parts:
+        value = getattr(value, part, None)
+    return f"M[{module!r}].{qualname}" if value is obj else None
 
 
 def _check_name(name: object, what: str) -> None:
@@ -215,7 +234,9 @@ class GenericAttrSource(Source):
 
 @_source
 class ItemSource(Source):
-    """An item by index or key: ``base[key]``; the key is a literal (see module docstring)."""
+    """An item by index or key: ``base[key]``; the key is a literal (see module docstring)
+    or a class or function reachable by its import path (``base[M['typing'].Union]``:
+    registries keyed by type)."""
 
     base: Source
     key: Any
@@ -223,12 +244,16 @@ class ItemSource(Source):
     key_text: str = field(init=False, compare=True)
 
     def __post_init__(self) -> None:
-        if not _is_literal(self.key):
-            raise TypeError(f"item key must be a literal, got {type(self.key).__name__}")
-        object.__setattr__(self, "key_text", repr(self.key))
+        if _is_literal(self.key):
+            text = repr(self.key)
+        else:
+            text = importable_path(self.key)
+            if text is None:
+                raise TypeError(f"item key must be a literal or importable, got {type(self.key).__name__}")
+        object.__setattr__(self, "key_text", text)
 
     def access(self, base_expr: str) -> str:
-        return f"{base_expr}[{self.key!r}]"
+        return f"{base_expr}[{self.key_text}]"
 
     def fetch(self, L, G):
         return self.base.fetch(L, G)[self.key]

@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiln.guards import GlobalSource, LocalSource, ModuleSource, Source
+from kiln.guards import GlobalSource, ItemSource, LocalSource, ModuleSource, Source
 
 __all__ = ["ReplacementSource", "build_replacement", "render_source"]
 
@@ -45,7 +45,10 @@ def render_source(source: Source, params: set[str], body: ReplacementSource) -> 
     else:
         raise ValueError(f"cannot render a source rooted at {root!r}")
     for step in chain[1:]:
-        expr = step.access(expr)
+        if isinstance(step, ItemSource) and step.key_text.startswith("M["):
+            expr = f"{expr}[{body.ref(step.key, 'key')}]"  # a key named by its import path
+        else:
+            expr = step.access(expr)
     return expr
 
 

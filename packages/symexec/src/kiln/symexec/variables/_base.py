@@ -77,7 +77,9 @@ class VariableTracker:
         raise Unsupported(f"iterating over {self.describe()} is not supported")
 
     def truth(self, tx: Translator) -> bool:
-        """``bool(value)`` at trace time."""
+        """``bool(value)`` at trace time (a value known at trace time: its own answer)."""
+        if self.is_constant():
+            return bool(self.as_constant())  # functions, classes, modules: true
         raise Unsupported(f"the truth value of {self.describe()} is not known at trace time")
 
     def __repr__(self) -> str:

@@ -32,10 +32,19 @@ def _torch_constant_types() -> tuple[type, ...]:
 
 
 def literal_key(key: Any) -> bool:
-    """Whether ``key`` can name an item in a source (its repr evaluates back to it)."""
+    """Whether ``key`` can name an item in a source: a literal (its repr evaluates back to
+    it) or a class or function reachable by its import path (a registry keyed by type)."""
+    if _plain_literal(key):
+        return True
+    from kiln.guards import importable_path
+
+    return type(key) is not tuple and importable_path(key) is not None
+
+
+def _plain_literal(key: Any) -> bool:
     if key is None or type(key) in (bool, int, str, bytes):
         return True
-    return type(key) is tuple and all(literal_key(k) for k in key)
+    return type(key) is tuple and all(_plain_literal(k) for k in key)
 
 
 def is_constant_value(value: Any) -> bool:
