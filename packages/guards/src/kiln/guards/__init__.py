@@ -48,6 +48,7 @@ from kiln.guards._sources import (
     TensorStrideSource,
     TypeSource,
     importable_path,
+    is_item_key,
 )
 from kiln.guards._tensor_kinds import TensorMatch
 from kiln.guards._torch_state import TorchGlobalState
@@ -94,5 +95,6 @@ __all__ = [
     "explain_all",
     "explain_failure",
     "importable_path",
+    "is_item_key",
     "order_guards",
 ]

@@ -41,6 +41,7 @@ __all__ = [
     "TensorStrideSource",
     "TypeSource",
     "importable_path",
+    "is_item_key",
 ]
 
 
@@ -104,6 +105,12 @@ def _is_literal(key: object) -> bool:
     if key is None or type(key) in (bool, int, str, bytes):
         return True
     return type(key) is tuple and all(_is_literal(k) for k in key)
+
+
+def is_item_key(key: object) -> bool:
+    """Whether ``ItemSource`` accepts ``key``: a literal, or a class or function reachable by
+    its import path."""
+    return _is_literal(key) or (type(key) is not tuple and importable_path(key) is not None)
 
 
 def importable_path(obj: object) -> str | None:
@@ -251,6 +258,11 @@ class ItemSource(Source):
             if text is None:
                 raise TypeError(f"item key must be a literal or importable, got {type(self.key).__name__}")
         object.__setattr__(self, "key_text", text)
+
+    @property
+    def literal(self) -> bool:
+        """Whether the key is a literal (else it is named by its import path)."""
+        return _is_literal(self.key)
 
     def access(self, base_expr: str) -> str:
         return f"{base_expr}[{self.key_text}]"

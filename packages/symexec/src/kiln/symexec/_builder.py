@@ -37,6 +37,7 @@ from kiln.guards import (
     TensorMatch,
     TypeMatch,
     TypeSource,
+    is_item_key,
 )
 
 from ._unsupported import MissingAttribute, Unsupported
@@ -47,7 +48,6 @@ from .variables._constant import (
     FrozenObjectVariable,
     frozen_types,
     is_constant_value,
-    literal_key,
 )
 from .variables._containers import (
     DictVariable,
@@ -67,6 +67,7 @@ from .variables._objects import (
     bind_class_attribute,
     is_data_descriptor,
     lookup_class_attribute,
+    read_through_hooks,
 )
 from .variables._torch import (
     TorchFunctionVariable,
@@ -84,14 +85,6 @@ __all__ = ["VariableBuilder"]
 
 # Trackers of mutable objects read from the frame: one per object, however it is reached.
 _SHARED_BY_IDENTITY = (NNModuleVariable, UserDefinedObjectVariable, DictVariable, ListVariable)
-
-
-def _is_module_getattr(fn: Any) -> bool:
-    # torch.nn.Module.__getattr__ looks in _parameters, _buffers and _modules, which the
-    # module tracker has already done; past them it raises AttributeError
-    import torch
-
-    return fn is torch.nn.Module.__getattr__
 
 
 def _equals_guardable(value: Any) -> bool:
@@ -225,7 +218,7 @@ class VariableBuilder:
                 return ListVariable(items, source)
             return TupleVariable(items, source, tuple_type=tp)
         if tp is dict or tp is collections.OrderedDict:
-            if not all(literal_key(k) for k in value):
+            if not all(is_item_key(k) for k in value):
                 raise Unsupported(f"dict {source} has keys kiln cannot guard on")
             if g:
                 self._guard(TypeMatch(source, tp))
@@ -255,21 +248,10 @@ class VariableBuilder:
         attributes); when that finds nothing, the class's ``__getattr__`` (inlined).
         ``plain``: ``object.__getattribute__`` alone, as ``super().__getattribute__(name)``
         inside such a hook calls it."""
-        from .variables._functions import UserMethodVariable
-
-        cls = type(obj)
         if plain:
             return self._generic_attribute(tx, owner, obj, name, GenericAttrSource)
-        hook = lookup_class_attribute(cls, "__getattribute__")
-        fallback = lookup_class_attribute(cls, "__getattr__")
-        try:
-            if isinstance(hook, types.FunctionType):
-                return UserMethodVariable(hook, owner).call(tx, [ConstantVariable(name)], {})
-            return self._generic_attribute(tx, owner, obj, name, AttrSource)
-        except MissingAttribute:
-            if not isinstance(fallback, types.FunctionType) or _is_module_getattr(fallback):
-                raise
-        return UserMethodVariable(fallback, owner).call(tx, [ConstantVariable(name)], {})
+        return read_through_hooks(tx, owner, type(obj), name,
+                                  lambda: self._generic_attribute(tx, owner, obj, name, AttrSource))
 
     def _generic_attribute(self, tx: Translator, owner: VariableTracker, obj: Any, name: str,
                            step: type) -> VariableTracker:

@@ -45,7 +45,7 @@ def render_source(source: Source, params: set[str], body: ReplacementSource) -> 
     else:
         raise ValueError(f"cannot render a source rooted at {root!r}")
     for step in chain[1:]:
-        if isinstance(step, ItemSource) and step.key_text.startswith("M["):
+        if isinstance(step, ItemSource) and not step.literal:
             expr = f"{expr}[{body.ref(step.key, 'key')}]"  # a key named by its import path
         else:
             expr = step.access(expr)

@@ -584,21 +584,19 @@ def copy_tracker(tx: Translator, v: VariableTracker, *, deep: bool) -> VariableT
         return copy_tracker(tx, item, deep=True) if deep else item
 
     if isinstance(v, UserDefinedObjectVariable) and v.source is not None and plain_copyable(type(v.obj)):
-        from kiln.guards import DictKeysMatch, GenericAttrSource, ItemSource
-
-        from ._constant import literal_key
+        from kiln.guards import DictKeysMatch, GenericAttrSource, ItemSource, is_item_key
 
         state = object.__getattribute__(v.obj, "__dict__")
-        if not all(literal_key(k) for k in state):
+        if not all(is_item_key(k) for k in state):
             raise Unsupported(f"copying {v.describe()}, whose attribute names kiln cannot guard on")
-        tx.output.guards.add(DictKeysMatch(GenericAttrSource(v.source, "__dict__"), tuple(state)))
-        new = NewObjectVariable(type(v.obj))
         base = GenericAttrSource(v.source, "__dict__")
+        tx.output.guards.add(DictKeysMatch(base, tuple(state)))
+        new = NewObjectVariable(type(v.obj))
         for key, value in state.items():
             new.attrs[key] = inner(tx.builder.wrap(value, ItemSource(base, key)))
         return new
 
-    if v.is_constant() and not isinstance(v, (ListVariable, DictVariable)):
+    if v.is_constant():
         return v  # immutable: copy and deepcopy give the object itself
     if isinstance(v, TupleVariable):
         return TupleVariable([inner(i) for i in v.items], tuple_type=v.tuple_type) if deep else v

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["ConstantVariable", "FrozenObjectVariable", "frozen_types", "is_constant_value", "literal_key"]
+__all__ = ["ConstantVariable", "FrozenObjectVariable", "frozen_types", "is_constant_value"]
 
 _SCALARS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
             types.CodeType)
@@ -29,22 +29,6 @@ def _torch_constant_types() -> tuple[type, ...]:
     import torch
 
     return (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size)
-
-
-def literal_key(key: Any) -> bool:
-    """Whether ``key`` can name an item in a source: a literal (its repr evaluates back to
-    it) or a class or function reachable by its import path (a registry keyed by type)."""
-    if _plain_literal(key):
-        return True
-    from kiln.guards import importable_path
-
-    return type(key) is not tuple and importable_path(key) is not None
-
-
-def _plain_literal(key: Any) -> bool:
-    if key is None or type(key) in (bool, int, str, bytes):
-        return True
-    return type(key) is tuple and all(_plain_literal(k) for k in key)
 
 
 def is_constant_value(value: Any) -> bool:
@@ -137,29 +121,20 @@ def frozen_types() -> tuple[type, ...]:
             type(dataclasses.MISSING), type(inspect.Parameter.empty))
 
 
-class FrozenObjectVariable(VariableTracker):
+class FrozenObjectVariable(ConstantVariable):
     """An immutable object computed at trace time from guarded values (the
-    ``inspect.Signature`` of a guarded function): attribute reads, constant-argument method
-    calls and iteration are evaluated on the real object."""
+    ``inspect.Signature`` of a guarded function, a dataclass's fields): a constant whose
+    attribute reads, constant-argument method calls and iteration are evaluated on the real
+    object, each result again a constant or a frozen object."""
 
-    __slots__ = ("value",)
+    __slots__ = ()
 
     def __init__(self, value: Any) -> None:
-        super().__init__(None)
-        self.value = value
+        super().__init__(value)
 
     @staticmethod
     def wrap(value: Any) -> VariableTracker:
         return ConstantVariable(value) if is_constant_value(value) else FrozenObjectVariable(value)
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def is_constant(self) -> bool:
-        return True
-
-    def as_constant(self) -> Any:
-        return self.value
 
     def describe(self) -> str:
         return f"a {type(self.value).__name__} computed at trace time"
@@ -180,6 +155,3 @@ class FrozenObjectVariable(VariableTracker):
 
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         return [self.wrap(v) for v in self.value]
-
-    def truth(self, tx: Translator) -> bool:
-        return bool(self.value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._unsupported import MissingAttribute, Unsupported
@@ -168,9 +169,8 @@ class UserDefinedObjectVariable(VariableTracker):
     def dict_contents(self, tx: Translator) -> VariableTracker:
         """The items of an instance of a dict subclass, as a read-only dict tracker (its
         keys guarded, each value wrapped through its item source)."""
-        from kiln.guards import DictKeysMatch
+        from kiln.guards import DictKeysMatch, is_item_key
 
-        from ._constant import literal_key
         from ._containers import FrameDictVariable
 
         obj = self.obj
@@ -178,7 +178,7 @@ class UserDefinedObjectVariable(VariableTracker):
             if self.source is None or type(obj).__getitem__ is not dict.__getitem__:
                 raise Unsupported(f"reading the items of {self.describe()}")
             keys = tuple(dict.keys(obj))
-            if not all(literal_key(k) for k in keys):
+            if not all(is_item_key(k) for k in keys):
                 raise Unsupported(f"{self.describe()} has keys kiln cannot guard on")
             tx.output.guards.add(DictKeysMatch(self.source, keys))
             self.contents = FrameDictVariable(obj, self.source, tx.builder)  # values read lazily
@@ -215,12 +215,7 @@ class UserDefinedObjectVariable(VariableTracker):
     def store_attr(self, tx: Translator, name: str, value: VariableTracker, *, raw: bool = False) -> None:
         """``obj.name = value``: through the class's Python ``__setattr__`` when it has one
         (inlined), else a plain store (``raw``: ``object.__setattr__`` itself)."""
-        setter = lookup_class_attribute(type(self.obj), "__setattr__")
-        if not raw and isinstance(setter, types.FunctionType):
-            from ._constant import ConstantVariable
-            from ._functions import UserMethodVariable
-
-            UserMethodVariable(setter, self).call(tx, [ConstantVariable(name), value], {})
+        if not raw and store_through_hook(tx, self, type(self.obj), name, value):
             return
         if is_data_descriptor(lookup_class_attribute(type(self.obj), name)):
             raise Unsupported(f"assigning {name!r} of {self.describe()} runs a descriptor (property)")
@@ -294,6 +289,44 @@ def is_data_descriptor(attr: Any) -> bool:
     return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
 
 
+def read_through_hooks(tx: Translator, owner: VariableTracker, cls: type, name: str,
+                       generic: Callable[[], VariableTracker]) -> VariableTracker:
+    """``obj.name`` the way Python's attribute slot does it: the class's own Python
+    ``__getattribute__`` when it defines one (inlined), else ``generic()`` (the lookup of
+    ``object.__getattribute__``); when that raises AttributeError, the class's Python
+    ``__getattr__`` (torch's nn.Module one excepted: the module tracker already looked
+    where it would)."""
+    import torch
+
+    from ._constant import ConstantVariable
+    from ._functions import UserMethodVariable
+
+    hook = lookup_class_attribute(cls, "__getattribute__")
+    fallback = lookup_class_attribute(cls, "__getattr__")
+    try:
+        if isinstance(hook, types.FunctionType):
+            return UserMethodVariable(hook, owner).call(tx, [ConstantVariable(name)], {})
+        return generic()
+    except MissingAttribute:
+        if not isinstance(fallback, types.FunctionType) or fallback is torch.nn.Module.__getattr__:
+            raise
+    return UserMethodVariable(fallback, owner).call(tx, [ConstantVariable(name)], {})
+
+
+def store_through_hook(tx: Translator, owner: VariableTracker, cls: type, name: str,
+                       value: VariableTracker) -> bool:
+    """``obj.name = value`` through the class's Python ``__setattr__`` (inlined); False when
+    the class has none, and the store is a plain one."""
+    setter = lookup_class_attribute(cls, "__setattr__")
+    if not isinstance(setter, types.FunctionType):
+        return False
+    from ._constant import ConstantVariable
+    from ._functions import UserMethodVariable
+
+    UserMethodVariable(setter, owner).call(tx, [ConstantVariable(name), value], {})
+    return True
+
+
 def user_special_method(v: VariableTracker, name: str) -> Any:
     """The Python function defining the special method ``name`` for ``v``'s class, when
     ``v`` is an object kiln models attribute by attribute (None otherwise)."""
@@ -315,17 +348,6 @@ def call_special_method(tx: Translator, v: VariableTracker, name: str,
 
 
 def _iterate_object(tx: Translator, v: VariableTracker) -> list[VariableTracker]:
-    import collections.abc
-
-    if user_special_method(v, "__iter__") is collections.abc.Sequence.__iter__:
-        # The Sequence mixin indexes until IndexError; by the Sequence contract that is
-        # at len(v), which traces without an exception.
-        from ._constant import ConstantVariable
-
-        n = call_special_method(tx, v, "__len__", [])
-        if n is None or not n.is_constant():
-            raise Unsupported(f"iterating over {v.describe()}, a Sequence without a known length")
-        return [v.call_method(tx, "__getitem__", [ConstantVariable(i)], {}) for i in range(n.as_constant())]
     it = call_special_method(tx, v, "__iter__", [])
     if it is None:
         return VariableTracker.iterate(v, tx)
@@ -370,21 +392,9 @@ class NewObjectVariable(VariableTracker):
     def get_attr(self, tx: Translator, name: str, *, plain: bool = False) -> VariableTracker:
         """``obj.name``: through the class's Python ``__getattribute__`` when it has one (and
         its ``__getattr__`` when the lookup fails); ``plain``: ``object.__getattribute__``."""
-        from ._constant import ConstantVariable
-        from ._functions import UserMethodVariable
-
         if plain:
             return self._generic_attr(tx, name)
-        hook = lookup_class_attribute(self.cls, "__getattribute__")
-        fallback = lookup_class_attribute(self.cls, "__getattr__")
-        try:
-            if isinstance(hook, types.FunctionType):
-                return UserMethodVariable(hook, self).call(tx, [ConstantVariable(name)], {})
-            return self._generic_attr(tx, name)
-        except MissingAttribute:
-            if not isinstance(fallback, types.FunctionType):
-                raise
-        return UserMethodVariable(fallback, self).call(tx, [ConstantVariable(name)], {})
+        return read_through_hooks(tx, self, self.cls, name, lambda: self._generic_attr(tx, name))
 
     def _generic_attr(self, tx: Translator, name: str) -> VariableTracker:
         if name in self.attrs:
@@ -415,14 +425,9 @@ class NewObjectVariable(VariableTracker):
 
     def store_attr(self, tx: Translator, name: str, value: VariableTracker, *, force: bool = False) -> None:
         if not force:
-            setter = lookup_class_attribute(self.cls, "__setattr__")
-            if isinstance(setter, types.FunctionType):
-                from ._constant import ConstantVariable
-                from ._functions import UserMethodVariable
-
-                UserMethodVariable(setter, self).call(tx, [ConstantVariable(name), value], {})
+            if store_through_hook(tx, self, self.cls, name, value):
                 return
-            if setter is not object.__setattr__:
+            if lookup_class_attribute(self.cls, "__setattr__") is not object.__setattr__:
                 raise Unsupported(f"assigning {name!r} of {self.describe()}, whose class defines __setattr__")
         if is_data_descriptor(lookup_class_attribute(self.cls, name)):
             raise Unsupported(f"assigning {name!r} of {self.describe()} runs a descriptor")

@@ -13,6 +13,7 @@ see, so ``requires_grad`` of results is right.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from .._unsupported import Unsupported
@@ -26,6 +27,7 @@ __all__ = ["AutocastVariable", "ContextManagerVariable", "GradModeVariable", "To
            "grad_mode_instance", "is_context_manager_class", "is_torch_function"]
 
 
+@functools.cache
 def _trace_time_functions() -> frozenset[Any]:
     import torch
 
@@ -38,34 +40,51 @@ def _trace_time_functions() -> frozenset[Any]:
     })
 
 
+_COMPILING_ELSEWHERE = (("torch._dynamo", "is_compiling"), ("torch._dynamo.external_utils", "is_compiling"),
+                       ("torch._utils", "is_compiling"))
+
+
 def _compiling_answers() -> dict[Any, bool]:
     """"Am I being compiled?" functions and what they answer inside a trace: the captured
-    code is what runs compiled, so library code takes its compile-friendly branches."""
+    code is what runs compiled, so library code takes its compile-friendly branches. Some
+    live in modules that are never imported just to look; the table is rebuilt only when
+    which of them are imported changes."""
+    import sys
+
+    return _compiling_table(tuple(module in sys.modules for module, _ in _COMPILING_ELSEWHERE))
+
+
+@functools.cache
+def _compiling_table(imported: tuple[bool, ...]) -> dict[Any, bool]:
     import sys
 
     import torch
 
     answers = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
                torch.compiler.is_exporting: False}
-    for module, name in (("torch._dynamo", "is_compiling"), ("torch._dynamo.external_utils", "is_compiling"),
-                         ("torch._utils", "is_compiling")):
-        fn = getattr(sys.modules.get(module), name, None)  # never imported just to look
-        if fn is not None:
-            answers[fn] = True
+    for (module, name), present in zip(_COMPILING_ELSEWHERE, imported, strict=True):
+        if present:
+            answers[getattr(sys.modules[module], name)] = True
     return answers
 
 
+@functools.cache
 def _autocast_classes() -> tuple[Any, ...]:
     import torch
 
     return (torch.autocast, torch.amp.autocast, torch.cpu.amp.autocast, torch.cuda.amp.autocast)
 
 
-def is_context_manager_class(value: Any) -> bool:
-    """Whether ``value`` is one of torch's context-manager classes kiln models."""
+@functools.cache
+def _context_manager_classes() -> tuple[Any, ...]:
     import torch
 
-    return any(value is c for c in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, *_autocast_classes()))
+    return (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, *_autocast_classes())
+
+
+def is_context_manager_class(value: Any) -> bool:
+    """Whether ``value`` is one of torch's context-manager classes kiln models."""
+    return any(value is c for c in _context_manager_classes())
 
 
 def grad_mode_instance(value: Any) -> GradModeVariable | None:
