@@ -107,8 +107,8 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
                 effect_lines.append(f"setattr({target}, {name!r}, {writer.expr(value)})")
     for name, value in output.global_writes.items():
         effect_lines.append(f"globals()[{name!r}] = {writer.expr(value)}")
-    for callee, args, kwargs, last in output.replayed_calls:
-        _check_unchanged_after(graph, last, args, kwargs)
+    for callee, args, kwargs, after in output.replayed_calls:
+        _check_unchanged_after(graph, after)
         call_args = [writer.expr(a) for a in args] + [f"{k}={writer.expr(v)}" for k, v in kwargs.items()]
         if isinstance(callee, tuple):
             owner, method = callee
@@ -155,29 +155,19 @@ _IN_PLACE_OPERATORS = frozenset({operator.setitem, operator.iadd, operator.isub,
                                   operator.irshift, operator.imatmul})
 
 
-def _check_unchanged_after(graph: Any, last: Node | None, args: list[Any], kwargs: dict[str, Any]) -> None:
-    """A replayed call prints tensors as they are at the end: nothing may change a tensor in
-    place after the call (conservatively: no in-place op at all after it)."""
-    if not any(isinstance(v, TensorVariable) for v in _flat([*args, *kwargs.values()])):
+def _check_unchanged_after(graph: Any, after: int | None) -> None:
+    """A replayed call shows its tensors as they are at the end: no op recorded after the
+    call (``meta["order"] > after``) may change a tensor in place (conservatively: none at
+    all). ``after`` is None when the call has no tensor."""
+    if after is None:
         return
-    seen = last is None
     for node in graph.nodes:
-        if not seen:
-            seen = node is last
-            continue
-        if node.op in ("call_function", "call_method"):
+        if node.op in ("call_function", "call_method") and node.meta.get("order", 0) > after:
             name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
             in_place = (name.endswith("_") and not name.endswith("__")) or node.target in _IN_PLACE_OPERATORS
             if in_place or "out" in node.kwargs:
                 raise Unsupported("a tensor passed to print/warn/log is changed in place later in the "
                                   f"compiled region ({name}), so the replayed call would show the new values")
-
-
-def _flat(values: list[Any]) -> list[Any]:
-    out = []
-    for v in values:
-        out.extend(_flat(v.items) if isinstance(v, TupleVariable) else [v])
-    return out
 
 
 def _parameter_count(code: types.CodeType) -> int:

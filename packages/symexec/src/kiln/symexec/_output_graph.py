@@ -72,9 +72,11 @@ class OutputGraph:
         self.attribute_writes: dict[int, tuple[VariableTracker, dict[str, VariableTracker]]] = {}
         self.global_writes: dict[str, VariableTracker] = {}
         # calls made for their output only (print, warnings.warn, a logger's methods), replayed
-        # after the graph in trace order: (callee, args, kwargs, last node when called)
-        self.replayed_calls: list[tuple[Any, list[VariableTracker], dict[str, VariableTracker], Node | None]] = []
+        # after the graph in trace order: (callee, args, kwargs, ops recorded before the call
+        # when a tensor is among the arguments, else None)
+        self.replayed_calls: list[tuple[Any, list[VariableTracker], dict[str, VariableTracker], int | None]] = []
         self._first_op: Node | None = None
+        self._ops = 0  # nodes recorded so far; each op node's meta["order"]
         self._input_names: set[str] = set()
         import torch
 
@@ -126,21 +128,18 @@ class OutputGraph:
         Its arguments must be values the replacement can rebuild as they were at the call:
         constants, and tensors that nothing changes in place afterwards (checked at the end)."""
         from .variables._containers import TupleVariable
-        from .variables._tensor import TensorVariable
 
-        def fixed(v: VariableTracker) -> bool:
-            if isinstance(v, TupleVariable):
-                return all(fixed(i) for i in v.items)
-            return v.is_constant() or isinstance(v, TensorVariable)
+        def leaves(values: list[VariableTracker]) -> list[VariableTracker]:
+            return [leaf for v in values
+                    for leaf in (leaves(v.items) if isinstance(v, TupleVariable) else [v])]
 
-        for v in [*args, *kwargs.values()]:
-            if not fixed(v):
+        found = leaves([*args, *kwargs.values()])
+        for v in found:
+            if not (v.is_constant() or isinstance(v, TensorVariable)):
                 raise Unsupported(f"passing {v.describe()} (it may change before the call is replayed) "
                                   "to a print, warning or log call")
-        last = None
-        for last in self.graph.nodes:  # noqa: B007  (the last node so far)
-            pass
-        self.replayed_calls.append((callee, list(args), dict(kwargs), last))
+        tensors = any(isinstance(v, TensorVariable) for v in found)
+        self.replayed_calls.append((callee, list(args), dict(kwargs), self._ops if tensors else None))
 
     def written_attribute(self, owner: VariableTracker, name: str) -> VariableTracker | None:
         """The value this trace stored into ``owner.name``, if it did."""
@@ -183,7 +182,12 @@ class OutputGraph:
 
     def record_effect(self, fn: Any, args: tuple[Any, ...]) -> Node:
         """A node calling ``fn(*args)`` for its effect on global state (not run on fakes)."""
-        node = self.graph.create_node("call_function", fn, tuple(args))
+        return self._new_node("call_function", fn, tuple(args))
+
+    def _new_node(self, op: str, target: Any, args: tuple, kwargs: dict | None = None) -> Node:
+        node = self.graph.create_node(op, target, args, kwargs)
+        self._ops += 1
+        node.meta["order"] = self._ops
         if self._first_op is None:
             self._first_op = node
         return node
@@ -226,10 +230,7 @@ class OutputGraph:
             raise
         except Exception as e:
             raise Unsupported(f"{what} failed on the traced values: {type(e).__name__}: {e}") from e
-        node = self.graph.create_node(op, target, node_args, node_kwargs)
-        if self._first_op is None:
-            self._first_op = node
-        return self._wrap_result(node, out, what)
+        return self._wrap_result(self._new_node(op, target, node_args, node_kwargs), out, what)
 
     def _wrap_result(self, node: Node, out: Any, what: str) -> VariableTracker:
         import operator
@@ -241,7 +242,7 @@ class OutputGraph:
             node.meta["val"] = out
             items = []
             for i, o in enumerate(out):
-                item = self.graph.create_node("call_function", operator.getitem, (node, i))
+                item = self._new_node("call_function", operator.getitem, (node, i))
                 items.append(self._wrap_result(item, o, what))
             if isinstance(out, list):
                 return ListVariable(items)
