@@ -267,3 +267,17 @@ def test_an_attribute_found_missing_is_guarded_missing():
     opts.shift = 5.0
     torch.testing.assert_close(compiled(x, opts), x * 5)
     assert len(backend.graphs) == 2
+
+
+def test_an_attribute_found_missing_on_an_input_tensor_is_guarded_missing():
+    def fn(x):
+        return x * 2 if hasattr(x, "scale_hint") else x + 1
+
+    compiled, backend = _compile(fn)
+    x = torch.arange(3.0)
+    torch.testing.assert_close(compiled(x), x + 1)
+    y = torch.arange(3.0)
+    y.scale_hint = 3
+    # the guard fails, and the new trace stops at the attribute set on the tensor: eager runs
+    torch.testing.assert_close(compiled(y), y * 2)
+    assert len(backend.graphs) == 1

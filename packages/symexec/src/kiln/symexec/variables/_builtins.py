@@ -584,16 +584,12 @@ def copy_tracker(tx: Translator, v: VariableTracker, *, deep: bool) -> VariableT
         return copy_tracker(tx, item, deep=True) if deep else item
 
     if isinstance(v, UserDefinedObjectVariable) and v.source is not None and plain_copyable(type(v.obj)):
-        from kiln.guards import DictKeysMatch, GenericAttrSource, ItemSource, is_item_key
+        from kiln.guards import GenericAttrSource
 
-        state = object.__getattribute__(v.obj, "__dict__")
-        if not all(is_item_key(k) for k in state):
-            raise Unsupported(f"copying {v.describe()}, whose attribute names kiln cannot guard on")
-        base = GenericAttrSource(v.source, "__dict__")
-        tx.output.guards.add(DictKeysMatch(base, tuple(state)))
+        # its instance dict as the builder wraps any frame dict (keys guarded), every value read
+        state = tx.builder.wrap(object.__getattribute__(v.obj, "__dict__"), GenericAttrSource(v.source, "__dict__"))
         new = NewObjectVariable(type(v.obj))
-        for key, value in state.items():
-            new.attrs[key] = inner(tx.builder.wrap(value, ItemSource(base, key)))
+        new.attrs.update({k: inner(i) for k, i in state.items.items()})
         return new
 
     if v.is_constant():

@@ -8,6 +8,7 @@ that made the value a constant were installed when it was read from the frame.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,7 @@ class ConstantMethodVariable(VariableTracker):
         return wrap_trace_value(result)
 
 
+@functools.cache
 def frozen_types() -> tuple[type, ...]:
     """Types whose instances traced code only reads, made from guarded values (a dataclass's
     fields, a guarded function's signature): tracked as FrozenObjectVariable."""

@@ -79,11 +79,14 @@ class TensorVariable(VariableTracker):
         # Not a Tensor attribute: an attribute set on this very tensor is not traced; one
         # that is nowhere is missing (so ``hasattr`` answers False).
         output = tx.output
-        real = None
         if self.source is not None and self.source in output.input_sources:
+            from kiln.guards import AttrSource, KeyAbsent
+
             real = output.example_inputs[output.input_sources.index(self.source)]
-        if real is not None and name in getattr(real, "__dict__", {}):
-            raise Unsupported(f"reading attribute {name!r} set on {self.describe()}")
+            if name in real.__dict__:
+                raise Unsupported(f"reading attribute {name!r} set on {self.describe()}")
+            # "missing" holds while nobody sets it on this tensor
+            output.guards.add(KeyAbsent(AttrSource(self.source, "__dict__"), name))
         raise MissingAttribute(f"{self.describe()} has no attribute {name!r}")
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
