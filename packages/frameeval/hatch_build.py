@@ -11,70 +11,33 @@ Either way the wheel is tagged for the interpreter that builds it. Running this 
 Python (``python packages/frameeval/hatch_build.py``) rebuilds the in-place extension for
 that Python, for development after editing the C sources.
 
-The compiler and flags come from ``sysconfig`` of the building interpreter (``CC``, the
-include folder); no setuptools is involved. Linux and macOS (gcc or clang) are supported.
+How it compiles (the compiler and flags from ``sysconfig``, no setuptools) lives in the
+package's ``src/kiln/frameeval/_build.py``, which a source checkout also uses on import to
+compile a missing or stale extension.
 """
 
 from __future__ import annotations
 
-import os
-import shlex
+import importlib.util
 import shutil
-import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PACKAGE_DIR = HERE / "src" / "kiln" / "frameeval"
-C_SOURCES = ("cache.c", "hook.c", "module.c")
-EXTENSION = "_C"
-
-CFLAGS = [
-    "-std=gnu11",
-    "-O2",
-    "-fPIC",
-    "-fvisibility=hidden",
-    "-Wall",
-    "-Wextra",
-    "-Wno-unused-parameter",
-    "-Wno-missing-field-initializers",
-]
 
 
-def extension_filename() -> str:
-    """The file name CPython imports ``kiln.frameeval._C`` from, for this interpreter."""
-    return EXTENSION + sysconfig.get_config_var("EXT_SUFFIX")
+def _load_build_module():
+    """The package's own ``_build`` module, loaded by path: importing ``kiln.frameeval``
+    would need the extension this hook is about to compile."""
+    path = HERE / "src" / "kiln" / "frameeval" / "_build.py"
+    spec = importlib.util.spec_from_file_location("_kiln_frameeval_build", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def compile_extension(output: Path, extra_flags: list[str] | None = None) -> Path:
-    """Compile and link the extension into ``output`` (a file path); returns ``output``."""
-    include = sysconfig.get_paths()["include"]
-    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    sources = [str(PACKAGE_DIR / "csrc" / name) for name in C_SOURCES]
-    link = ["-shared"]
-    if sys.platform == "darwin":
-        link += ["-undefined", "dynamic_lookup"]
-    output.parent.mkdir(parents=True, exist_ok=True)
-    command = [
-        *cc,
-        *CFLAGS,
-        *(extra_flags or []),
-        f"-I{include}",
-        f"-I{os.path.join(include, 'internal')}",
-        *sources,
-        *link,
-        "-o",
-        str(output),
-    ]
-    subprocess.run(command, check=True)
-    return output
-
-
-def build_in_place(extra_flags: list[str] | None = None) -> Path:
-    """Compile the extension next to the Python sources (editable installs, development)."""
-    return compile_extension(PACKAGE_DIR / extension_filename(), extra_flags)
+_build = _load_build_module()
 
 
 try:
@@ -94,10 +57,10 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
         if version == "editable":
-            build_in_place()
+            _build.build_in_place()
             return
         self._tmp = tempfile.mkdtemp(prefix="kiln-frameeval-")
-        built = compile_extension(Path(self._tmp) / extension_filename())
+        built = _build.compile_extension(Path(self._tmp) / _build.extension_filename())
         build_data["force_include"][str(built)] = f"kiln/frameeval/{built.name}"
 
     def finalize(self, version: str, build_data: dict, artifact_path: str) -> None:
@@ -107,4 +70,4 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
 
 
 if __name__ == "__main__":
-    print(build_in_place(sys.argv[1:]))
+    print(_build.build_in_place(sys.argv[1:]))

@@ -27,9 +27,16 @@ unless :func:`keep_installed` asks to keep it (for callers that set a callback p
 Cache entries and skip marks live in the code object's extra slot, which the garbage
 collector does not traverse: an entry whose guard or replacement reaches back to its code
 object keeps both alive until :func:`clear_cache` or :func:`reset`.
+
+In a source checkout the extension is compiled on import when it is missing for the running
+interpreter or older than its C sources (see ``_build``); an installed wheel carries it.
 """
 
-from kiln.frameeval._C import (
+from kiln.frameeval._build import ensure_built
+
+ensure_built()
+
+from kiln.frameeval._C import (  # noqa: E402
     RUN_ONLY,
     SKIP,
     CacheEntry,
@@ -46,7 +53,7 @@ from kiln.frameeval._C import (
     reset,
     set_callback,
 )
-from kiln.frameeval._compat import LIMITATIONS
+from kiln.frameeval._compat import LIMITATIONS  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
