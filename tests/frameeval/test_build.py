@@ -40,7 +40,9 @@ def test_wheel_builds_installs_and_runs(tmp_path):
     assert "kiln/frameeval/_C.pyi" in names
     assert not any("/csrc/" in n for n in names)
 
-    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", target, wheel], check=True)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", "--target", target, wheel], check=True
+    )
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run(
         [sys.executable, "-S", "-c", SMOKE], env=env, check=True, capture_output=True, text=True
@@ -51,9 +53,7 @@ def test_wheel_builds_installs_and_runs(tmp_path):
 def checkout_copy(tmp_path):
     """A source checkout of the package alone (no compiled extension), as a fresh clone has."""
     root = tmp_path / "src"
-    shutil.copytree(
-        PACKAGE / "src", root, ignore=shutil.ignore_patterns("*.so", "__pycache__")
-    )
+    shutil.copytree(PACKAGE / "src", root, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     return root
 
 
