@@ -1,4 +1,5 @@
-"""The user API: forms of kiln.compile, backends, fullgraph errors, eager fallback, explain."""
+"""The user API: forms of kiln.compile, backends, fullgraph errors, graph breaks and eager
+fallback, explain."""
 
 import logging
 
@@ -87,16 +88,36 @@ def test_fullgraph_error_names_the_reason_and_user_line():
     assert "test_api.py" in str(err)
 
 
-def test_without_fullgraph_falls_back_to_eager_logs_once_and_marks_the_code(caplog):
+def uses_item_in_a_with_block(x):
+    with torch.no_grad():
+        return x * x.sum().item()
+
+
+def test_without_fullgraph_an_item_call_is_a_graph_break_logged_once(caplog):
     backend = CountingBackend()
     compiled = kiln.compile(uses_item, backend=backend)
     with caplog.at_level(logging.INFO, logger="kiln.graph_breaks"):
-        for _ in range(3):
-            torch.testing.assert_close(compiled(torch.ones(2)), uses_item(torch.ones(2)))
+        torch.testing.assert_close(compiled(torch.ones(2)), uses_item(torch.ones(2)))
+        torch.testing.assert_close(compiled(torch.ones(2)), uses_item(torch.ones(2)))
     records = [r for r in caplog.records if r.name == "kiln.graph_breaks"]
     assert len(records) == 1 and "item()" in records[0].getMessage()
+    # before the break: x.sum(); after it, in the resume function: x * <the float>
+    assert len(backend.graphs) == 2
+    assert "x.sum()" in backend.graphs[0].code and "* 2.0" in backend.graphs[1].code
+    assert not fe.is_skipped(uses_item.__code__)
+
+
+def test_without_fullgraph_a_failure_where_no_break_is_possible_falls_back_to_eager(caplog):
+    backend = CountingBackend()
+    compiled = kiln.compile(uses_item_in_a_with_block, backend=backend)
+    with caplog.at_level(logging.INFO, logger="kiln.graph_breaks"):
+        for _ in range(3):
+            torch.testing.assert_close(compiled(torch.ones(2)), uses_item_in_a_with_block(torch.ones(2)))
+    records = [r for r in caplog.records if r.name == "kiln.graph_breaks"]
+    assert len(records) == 1 and "runs eagerly" in records[0].getMessage()
+    assert "item()" in records[0].getMessage()
     assert backend.graphs == []
-    assert fe.is_skipped(uses_item.__code__)
+    assert fe.is_skipped(uses_item_in_a_with_block.__code__)
 
 
 def test_inner_function_compiles_when_outer_cannot():
@@ -105,8 +126,9 @@ def test_inner_function_compiles_when_outer_cannot():
 
     def outer(x):
         y = inner(x)
-        print_value = y.sum().item()  # not capturable: outer runs eagerly
-        return inner(y) + print_value
+        with torch.no_grad():  # a break inside a with block is not possible: outer runs eagerly
+            value = y.sum().item()
+        return inner(y) + value
 
     backend = CountingBackend()
     compiled = kiln.compile(outer, backend=backend)
@@ -131,7 +153,7 @@ def test_disable():
     kiln.reset()
     torch.testing.assert_close(kiln.compile(f, backend="eager")(torch.ones(2)), f(torch.ones(2)))
     assert len(calls) == 2  # the compiled call ran helper eagerly, like the plain call
-    # fullgraph after a non-fullgraph compile gave up on the same code: still an error
+    # fullgraph after a non-fullgraph compile broke the same code's graph: still an error
     with pytest.raises(kiln.Unsupported, match=r"marked kiln\.disable"):
         kiln.compile(f, backend="eager", fullgraph=True)(torch.ones(2))
 
@@ -144,10 +166,13 @@ def test_explain():
     assert out.op_count == 3
     assert [op.split(".")[-1] for op in out.ops_per_graph[0]] == ["linear", "relu", "linear"]
     assert len(out.guards) > 5
-    bad = kiln.explain(uses_item)(torch.ones(2))
-    assert bad.graph_count == 0
-    assert "item()" in bad.break_reasons[0].reason
-    assert bad.break_reasons[0].location.lineno == uses_item.__code__.co_firstlineno + 1
+    broken = kiln.explain(uses_item)(torch.ones(2))
+    assert (broken.graph_count, broken.graph_break_count) == (2, 1)
+    assert "item()" in broken.break_reasons[0].reason
+    assert broken.break_reasons[0].location.lineno == uses_item.__code__.co_firstlineno + 1
+    eager = kiln.explain(uses_item_in_a_with_block)(torch.ones(2))
+    assert (eager.graph_count, eager.graph_break_count) == (0, 1)
+    assert "item()" in eager.break_reasons[0].reason
 
 
 def test_reset_forgets_everything():
@@ -303,3 +328,31 @@ def test_frozen_stdlib_frames_are_never_compiled():
 
     assert bootstrap.FileLoader.__init__.__code__.co_filename.startswith("<frozen ")
     assert never_root(bootstrap.FileLoader.__init__.__code__)
+
+
+class _Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_frames_the_graph_calls_at_run_time_are_not_compiled():
+    # The graph calls the autograd.Function's apply; its Python forward runs inside the
+    # graph, as it is (torch.compile likewise disables itself around its graphs).
+    def fn(x):
+        return _Twice.apply(x).sin()
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    x = torch.randn(3, requires_grad=True)
+    for _ in range(2):
+        out = compiled(x)
+        torch.testing.assert_close(out, fn(x))
+    assert len(backend.graphs) == 1
+    assert not fe.get_cache_entries(_Twice.forward.__code__)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * torch.cos(2 * x))

@@ -63,6 +63,15 @@ def test_inplace_method_names_are_impure():
     assert not is_impure(g.call_method("__add__", (x, 1)))
 
 
+def test_calls_writing_into_an_out_argument_are_impure():
+    # torch.mm(a, b, out=view): nothing uses the result, the write into ``out`` is the point
+    g = Graph()
+    x = g.placeholder("x")
+    assert is_impure(g.call_function(operator.add, (x, 1), {"out": x}))
+    assert is_impure(g.call_method("mm", (x, x), {"out": x}))
+    assert not is_impure(g.call_function(operator.add, (x, 1), {"alpha": 2}))
+
+
 def test_cse_merges_equal_pure_nodes():
     g = Graph()
     x = g.placeholder("x")

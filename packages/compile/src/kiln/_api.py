@@ -8,9 +8,7 @@ kiln.frameeval, whose cache answers hits in C and asks the policy (``_policy``) 
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import inspect
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +17,7 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
-from kiln.symexec import SourceLocation, Unsupported, capture
+from kiln.symexec import SourceLocation, Unsupported, clear_resume_functions
 
 from . import _policy
 from ._backends import resolve_backend
@@ -83,11 +81,12 @@ def _wrap(fn: Callable[..., Any], callback: FrameCompiler) -> Callable[..., Any]
 
     @functools.wraps(fn)
     def compiled(*args: Any, **kwargs: Any) -> Any:
-        if entry is not None and entry in _policy.stats.eager_codes:
-            # An earlier compile without fullgraph gave up on this code; fullgraph promises
-            # an error rather than a silent eager run.
-            raise Unsupported(f"{entry.co_qualname} cannot be compiled in one graph: "
-                              f"{_policy.stats.eager_codes[entry]}")
+        if entry is not None:
+            # An earlier compile without fullgraph gave up on this code or broke its graph
+            # (its cache entries would be used); fullgraph promises an error instead.
+            why = _policy.stats.eager_codes.get(entry) or _policy.stats.broken_codes.get(entry)
+            if why is not None:
+                raise Unsupported(f"{entry.co_qualname} cannot be compiled in one graph: {why}")
         previous = set_callback(callback)
         try:
             return fn(*args, **kwargs)
@@ -143,6 +142,7 @@ def reset() -> None:
     fe.reset()
     fe.keep_installed(False)
     reset_policy()
+    clear_resume_functions()
 
 
 # -- explain -----------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ class ExplainOutput:
 
     graphs: list[Any]
     graph_count: int
-    graph_break_count: int
+    graph_break_count: int  # graph breaks taken plus frames that fell back to eager
     break_reasons: list[BreakReason]
     op_count: int
     ops_per_graph: list[list[str]]
@@ -179,44 +179,42 @@ class ExplainOutput:
 
 
 def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
-    """``kiln.explain(fn)(*args, **kwargs)``: capture one call of ``fn`` and describe it."""
+    """``kiln.explain(fn)(*args, **kwargs)``: run one call of ``fn`` under kiln and describe
+    what was captured: every graph (the frames ``fn`` starts, resume functions after graph
+    breaks), each graph break and each frame that fell back to eager, with its reason and
+    line, and the guards. Like ``torch._dynamo.explain`` it runs ``fn`` for real and resets
+    kiln before and after (entries compiled so far are forgotten)."""
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
-        target = fn.forward if isinstance(fn, torch.nn.Module) else fn
-        target = getattr(target, "_kiln_compiled", target)
-        code, L, f_globals = _frame_of(target, args, kwargs)
+        target = getattr(fn, "_kiln_compiled", fn)
+        if isinstance(target, CompiledModule):
+            target = target._orig_mod
+        captures: list[Any] = []
+        callback = FrameCompiler(lambda gm, example_inputs: gm.forward, fullgraph=False,
+                                 observer=captures.append)
+        call = target.__call__ if isinstance(target, torch.nn.Module) else target
+        reset()
         try:
-            cap = capture(code, L, f_globals)
-        except Unsupported as e:
-            return ExplainOutput([], 0, 0, [BreakReason(e.reason, e.location, list(e.stack))],
-                                 0, [], [])
-        ops = [_op_name(n) for n in cap.graph_module.graph.nodes
-               if n.op in ("call_function", "call_method", "call_module")]
-        graphs = [cap.graph_module] if cap.op_count else []
-        return ExplainOutput(graphs, len(graphs), 0, [], cap.op_count,
-                             [ops] if graphs else [], cap.guards.ordered())
+            fe.keep_installed(True)
+            _wrap(call, callback)(*args, **kwargs)
+            breaks = [_break_reason(b) for b in _policy.stats.breaks]
+        finally:
+            reset()
+        graphs = [c.graph_module for c in captures if c.op_count]
+        ops = [[_op_name(n) for n in gm.graph.nodes
+                if n.op in ("call_function", "call_method", "call_module")] for gm in graphs]
+        guards = [g for c in captures for g in c.guards.ordered()]
+        return ExplainOutput(graphs, len(graphs), len(breaks), breaks, sum(map(len, ops)), ops, guards)
 
     return run
+
+
+def _break_reason(error: Unsupported | str) -> BreakReason:
+    if isinstance(error, Unsupported):
+        return BreakReason(error.reason, error.location, list(error.stack))
+    return BreakReason(error, None)
 
 
 def _op_name(node: Any) -> str:
     t = node.target
     return t if isinstance(t, str) else getattr(t, "__qualname__", None) or repr(t)
-
-
-def _frame_of(fn: Any, args: tuple, kwargs: dict) -> tuple[types.CodeType, dict[str, Any], dict]:
-    """The code, argument mapping and globals a call ``fn(*args, **kwargs)`` would start with."""
-    if isinstance(fn, types.MethodType):
-        func, args = fn.__func__, (fn.__self__, *args)
-    else:
-        func = fn
-    if not isinstance(func, types.FunctionType):
-        raise TypeError(f"kiln.explain needs a Python function or module, got {type(fn).__name__}")
-    bound = inspect.signature(func, follow_wrapped=False).bind(*args, **kwargs)  # this code's own
-    bound.apply_defaults()
-    L = dict(bound.arguments)
-    code = func.__code__
-    for name, cell in zip(code.co_freevars, func.__closure__ or (), strict=True):
-        with contextlib.suppress(ValueError):  # an empty cell is not an argument
-            L[name] = cell.cell_contents
-    return code, L, func.__globals__

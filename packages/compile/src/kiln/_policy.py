@@ -7,10 +7,14 @@
    asks again.
 2. Code already given up on (a failure, or its recompile limit): run it as it is.
 3. Otherwise capture the frame (kiln.symexec), compile the graph with the backend, add a
-   cache entry ``(guard check, replacement code)`` and run the replacement.
+   cache entry ``(guard check, replacement code)`` and run the replacement. Where tracing
+   fails at a call or a branch of the frame, the capture ends there (a graph break, logged
+   with ``KILN_LOGS=graph_breaks``): the replacement runs the graph, the instruction, and a
+   resume function, itself a frame compiled the same way.
 
-A failure without ``fullgraph`` falls back to eager for that code, logged once with the
-reason and the user's line; with ``fullgraph`` it raises ``kiln.Unsupported``. Recompiles
+A failure where no graph break is possible falls back to eager for that code, logged once
+with the reason and the user's line; with ``fullgraph`` any failure raises
+``kiln.Unsupported`` (no graph breaks). Recompiles
 are logged (``KILN_LOGS=recompiles``) with the guard that failed for each existing entry.
 """
 
@@ -36,6 +40,7 @@ from ._logs import artifact_logger
 __all__ = ["FrameCompiler", "Stats", "reset_policy", "stats"]
 
 _log = logging.getLogger("kiln")
+RESUME_PREFIX = "__kiln_resume_in_"  # kiln.symexec's resume functions (of a compiled root)
 _STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"]) + os.sep
 _TORCH = os.path.normcase(os.path.dirname(torch.__file__)) + os.sep
 
@@ -57,13 +62,18 @@ def _user_dirs() -> tuple[str, ...]:
 
 @dataclass(slots=True)
 class Stats:
-    """Counters over the process (reset by ``kiln.reset``)."""
+    """Counters over the process (reset by ``kiln.reset``).
+
+    ``breaks`` holds each graph break taken and each frame given up on, in order, as the
+    ``Unsupported`` (reason and user's line) or the reason text."""
 
     captures: int = 0
     failures: int = 0
     entries: int = 0
     unique_graphs: int = 0
     eager_codes: dict[types.CodeType, str] = field(default_factory=dict)
+    broken_codes: dict[types.CodeType, str] = field(default_factory=dict)  # an entry with a break
+    breaks: list[Unsupported | str] = field(default_factory=list)
 
 
 stats = Stats()
@@ -84,16 +94,18 @@ def never_root(code: types.CodeType) -> bool:
     if path.startswith(_kiln_dirs()):
         return not path.startswith(_user_dirs())
     if path.startswith(_TORCH):
-        return code.co_name != "forward"
+        return code.co_name != "forward" and not code.co_name.startswith(RESUME_PREFIX)
     return path.startswith(_STDLIB) and "site-packages" not in path
 
 
 class FrameCompiler:
     """The frameeval callback of one ``kiln.compile`` configuration."""
 
-    def __init__(self, backend: Any, *, fullgraph: bool, entry: types.CodeType | None = None) -> None:
+    def __init__(self, backend: Any, *, fullgraph: bool, entry: types.CodeType | None = None,
+                 observer: Any = None) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
+        self.observer = observer  # called with each Capture made (kiln.explain)
         # ``fullgraph`` is about the compiled function itself; other frames that start during
         # the call (callees of code run eagerly, constructors the replacement calls) fall back.
         self.entry = entry
@@ -108,11 +120,11 @@ class FrameCompiler:
             return None
         strict = self.fullgraph and code is self.entry
         try:
-            return self._compile(code, L, func, entries)
+            return self._compile(code, L, func, entries, graph_breaks=not strict)
         except Unsupported as e:
             if strict:
                 raise
-            return self._give_up(code, entries, f"{e}")
+            return self._give_up(code, entries, e)
         except Exception as e:
             if strict or not config.suppress_errors:
                 raise
@@ -151,13 +163,20 @@ class FrameCompiler:
             return False
         return True
 
-    def _compile(self, code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any]) -> Any:
+    def _compile(self, code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any], *,
+                 graph_breaks: bool) -> Any:
         stats.captures += 1
-        cap = capture(code, L, func.__globals__)
+        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks)
+        if self.observer is not None:
+            self.observer(cap)
+        if cap.graph_break is not None:
+            stats.breaks.append(cap.graph_break)
+            stats.broken_codes[code] = str(cap.graph_break)
+            artifact_logger("graph_breaks").info("graph break in %s: %s", code.co_qualname, cap.graph_break)
         gm = cap.graph_module
         fe.mark_skip(gm.forward.__code__)  # the graph's generated code is never a root
         compiled = self.backend(gm, list(cap.example_inputs)) if cap.op_count else None
-        replacement = cap.replacement(compiled)
+        replacement = cap.replacement(None if compiled is None else _uncompiled_inside(compiled))
         check = cap.guards.compile(func.__globals__)
         fe.add_cache_entry(code, check, replacement)
         stats.entries += 1
@@ -165,8 +184,10 @@ class FrameCompiler:
         _log_capture(code, cap, replacement)
         return replacement
 
-    def _give_up(self, code: types.CodeType, entries: list[Any], reason: str) -> Any:
+    def _give_up(self, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
         stats.failures += 1
+        stats.breaks.append(error)
+        reason = str(error)
         artifact_logger("graph_breaks").info("%s runs eagerly: %s", code.co_qualname, reason)
         _log.debug("kiln: %s runs eagerly: %s", code.co_qualname, reason)
         if entries:
@@ -174,6 +195,22 @@ class FrameCompiler:
             return None
         stats.eager_codes[code] = reason
         return fe.SKIP
+
+
+def _uncompiled_inside(compiled: Any) -> Any:
+    """``compiled`` run with no frame callback: what the graph calls at run time (a custom
+    op's Python implementation, a hook) runs as it is, never compiled as a frame of its own
+    (as torch.compile disables itself around its compiled graphs)."""
+    set_callback = fe.set_callback
+
+    def run_graph(*args: Any) -> Any:
+        previous = set_callback(None)
+        try:
+            return compiled(*args)
+        finally:
+            set_callback(previous)
+
+    return run_graph
 
 
 def _log_capture(code: types.CodeType, cap: Any, replacement: types.CodeType) -> None:

@@ -56,6 +56,8 @@ def is_impure(node: Node) -> bool:
     op = node.op
     if op in ("placeholder", "output"):
         return True
+    if "out" in node.kwargs and op in ("call_function", "call_method"):
+        return True  # writes its result into a given tensor (``torch.mm(a, b, out=view)``)
     if op == "call_method":
         name = node.target
         if name in _impure_methods or (name.endswith("_") and not name.endswith("__")):

@@ -5,6 +5,8 @@
 - ``capture(code, L, f_globals)``: trace one frame into a torch-level graph, its guards and
   its replacement code (needs torch; imported on first use so the bytecode layer stays
   torch-free).
+  ``capture(..., graph_breaks=True)`` ends the graph where tracing fails and resumes after
+  (``_breaks``); ``clear_resume_functions()`` forgets the resume functions made so far.
 - ``Unsupported``: raised when tracing cannot go on, with the reason and the user's line.
 """
 
@@ -13,7 +15,7 @@ from typing import Any
 from ._unsupported import SourceLocation, Unsupported
 
 __version__ = "0.1.0"
-__all__ = ["Capture", "SourceLocation", "Unsupported", "capture"]
+__all__ = ["Capture", "SourceLocation", "Unsupported", "capture", "clear_resume_functions"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +23,8 @@ def __getattr__(name: str) -> Any:
         from . import _capture
 
         return getattr(_capture, name)
+    if name == "clear_resume_functions":
+        from ._breaks import clear_resume_functions
+
+        return clear_resume_functions
     raise AttributeError(f"module 'kiln.symexec' has no attribute {name!r}")

@@ -170,7 +170,12 @@ class VariableBuilder:
                 self._guard(IdMatch(source, value))
             return BuiltinVariable(value, source)
         if is_torch_function(value) or is_context_manager_class(value):
-            if g:
+            if g and isinstance(value, types.MethodType):
+                # ``Fn.apply`` of an autograd.Function: a new bound method at every read, so
+                # what it binds is guarded, not the bound object
+                self._guard(IdMatch(AttrSource(source, "__func__"), value.__func__))
+                self._guard(IdMatch(AttrSource(source, "__self__"), value.__self__))
+            elif g:
                 self._guard(IdMatch(source, value))
             return TorchFunctionVariable(value)
         if type(value) is functools.partial:
@@ -185,8 +190,6 @@ class VariableBuilder:
         if value is torch.finfo or value is torch.iinfo:
             return TorchFunctionVariable(value)  # evaluated at trace time
         if isinstance(value, types.FunctionType):
-            if getattr(value, "_kiln_disabled", False):
-                raise Unsupported(f"{value.__qualname__} is marked kiln.disable and cannot be traced")
             if g:
                 self._guard(FunctionMatch.from_function(source, value))
             return UserFunctionVariable(value, source)

@@ -15,6 +15,7 @@ import keyword
 import math
 import operator
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,15 +25,23 @@ from kiln.fxgraph import GraphModule, Node, eliminate_dead_code
 from kiln.guards import GuardSet, LocalSource, Source
 
 from . import _opcodes  # noqa: F401  (registers the opcode rules)
+from ._breaks import break_point, break_tail
 from ._codegen import ReplacementSource, build_replacement, render_source
+from ._opcodes import MethodOf
 from ._output_graph import OutputGraph
-from ._translator import CellVariable, Translator, lazy_local
+from ._translator import NULL, CellVariable, LazyVariable, StopTracing, Translator, lazy_local
 from ._unsupported import Unsupported
 from .variables._base import VariableTracker
 from .variables._constant import ConstantVariable
-from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .variables._containers import (
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    RangeVariable,
+    TupleVariable,
+)
 from .variables._objects import NewObjectVariable, lookup_class_attribute, new_object
-from .variables._tensor import TensorVariable
+from .variables._tensor import TensorMethodVariable, TensorVariable
 
 __all__ = ["Capture", "capture"]
 
@@ -49,6 +58,7 @@ class Capture:
     op_count: int
     body: ReplacementSource
     graph_name: str
+    graph_break: Unsupported | None = None  # set when the capture ends at a graph break
 
     def replacement(self, compiled: Any) -> types.CodeType:
         """The replacement code object calling ``compiled`` for the graph."""
@@ -62,8 +72,30 @@ class Capture:
         return "\n".join(self.body.lines)
 
 
-def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any]) -> Capture:
-    """Trace ``code`` called with the arguments ``L``; raises Unsupported when it cannot."""
+def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], *,
+            graph_breaks: bool = False) -> Capture:
+    """Trace ``code`` called with the arguments ``L``; raises Unsupported when it cannot.
+
+    With ``graph_breaks``, a failure at an instruction where a graph break is possible (see
+    ``_breaks``) gives a capture of what comes before it, whose replacement runs the
+    instruction and resumes after it (``Capture.graph_break`` holds the failure).
+    """
+    try:
+        return _trace(code, L, f_globals, None, None)
+    except Unsupported as e:
+        point = break_point(code, e) if graph_breaks else None
+        if point is None:
+            raise
+        try:
+            return _trace(code, L, f_globals, point, e)
+        except Unsupported as why:
+            e.reason = f"{e.reason} (no graph break possible there: {why.reason})"
+            e.args = (e.reason,)
+            raise e from None
+
+
+def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
+           stop_at: tuple[int, int] | None, graph_break: Unsupported | None) -> Capture:
     output = OutputGraph(f_globals)
     saved_grad = torch.is_grad_enabled()
     try:
@@ -74,14 +106,20 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any]) 
         cells = {name: CellVariable(lazy_local(L[name], LocalSource(name)) if name in L else None)
                  for name in code.co_freevars}
         tx = Translator(code, f_globals, output, symbolic_locals, cells)
-        result = tx.run()
+        tx.stop_at = stop_at
+        try:
+            result = tx.run()
+        except StopTracing:
+            output.finish_inputs()
+            return _finish(code, output, break_tail(tx, f_globals), graph_break)
         output.finish_inputs()
-        return _finish(code, output, result)
+        return _finish(code, output, lambda writer: [f"return {writer.expr(result)}"], None)
     finally:
         torch.set_grad_enabled(saved_grad)
 
 
-def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) -> Capture:
+def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer], list[str]],
+            graph_break: Unsupported | None) -> Capture:
     graph = output.graph
     params = set(code.co_varnames[:_parameter_count(code)]) | set(code.co_freevars)
     body = ReplacementSource()
@@ -116,7 +154,7 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
         else:
             target = body.ref(callee, "call")
         effect_lines.append(f"{target}({', '.join(call_args)})")
-    returned = writer.expr(result)
+    tail_lines = tail(writer)
     graph.output(tuple(outputs))
     eliminate_dead_code(graph)
     keep_sources, keep_examples = [], []
@@ -144,9 +182,10 @@ def _finish(code: types.CodeType, output: OutputGraph, result: VariableTracker) 
         body.lines.append(f"{graph_name}({inputs})")
     body.lines += writer.prelude
     body.lines += effect_lines
-    body.lines.append(f"return {returned}")
+    body.lines += tail_lines
     gm = GraphModule({}, graph, class_name="GraphModule")
-    return Capture(code, gm, keep_examples, keep_sources, output.guards, op_count, body, graph_name)
+    return Capture(code, gm, keep_examples, keep_sources, output.guards, op_count, body, graph_name,
+                   graph_break)
 
 
 _IN_PLACE_OPERATORS = frozenset({operator.setitem, operator.iadd, operator.isub, operator.imul,
@@ -212,6 +251,8 @@ class _Writer:
         return f"__kiln_out[{self.outputs.index(v.node)}]"
 
     def expr(self, v: VariableTracker) -> str:
+        if isinstance(v, LazyVariable):  # a frame argument never read: the frame's own value
+            return render_source(v.source, self.params, self.body)
         if isinstance(v, TensorVariable):
             if v.node.op == "placeholder" and v.source is not None:
                 return self.input(v)  # the caller's own tensor
@@ -221,6 +262,8 @@ class _Writer:
         if isinstance(v, (ConstantVariable, RangeVariable)):
             value = v.as_constant()
             return repr(value) if _literal(value) else self.body.ref(value)
+        if isinstance(v, TupleVariable) and v.source is not None:
+            return render_source(v.source, self.params, self.body)  # the frame's own (immutable) tuple
         if isinstance(v, TupleVariable):
             items = [self.expr(i) for i in v.items]
             if v.tuple_type is tuple:
@@ -230,16 +273,35 @@ class _Writer:
                 return f"{ctor}({', '.join(items)})"
             return f"{ctor}(({', '.join(items)}{',' if len(items) == 1 else ''}))"
         if isinstance(v, ListVariable):
-            return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
+            return self.hoisted(v, "[" + ", ".join(self.expr(i) for i in v.items) + "]")
         if isinstance(v, DictVariable):
-            return "{" + ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items()) + "}"
+            items = ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items())
+            return self.hoisted(v, "{" + items + "}")
         if isinstance(v, NewObjectVariable):
             return self.new_object(v)
+        if isinstance(v, IteratorVariable):  # what is left of it, at a graph break
+            rest = [self.expr(i) for i in v.items[v.index:]]
+            return f"iter(({', '.join(rest)}{',' if len(rest) == 1 else ''}))"
+        if isinstance(v, TensorMethodVariable):
+            return f"{self.expr(v.tensor)}.{v.name}"
+        if isinstance(v, MethodOf):
+            return f"{self.expr(v.obj)}.{v.name}"
+        if v is NULL:
+            raise Unsupported("a NULL stack entry has no value")
         if v.source is not None:
             return render_source(v.source, self.params, self.body)
         if v.is_constant():
             return self.body.ref(v.as_constant())
         raise Unsupported(f"returning {v.describe()} from a compiled region")
+
+    def hoisted(self, v: VariableTracker, build: str) -> str:
+        """A local holding a container made by the trace, built once (identity kept when
+        the same list is returned twice or passed on at a graph break)."""
+        name = self.built.get(id(v))
+        if name is None:
+            name = self.built[id(v)] = f"__kiln_obj{len(self.built)}"
+            self.prelude.append(f"{name} = {build}")
+        return name
 
     def new_object(self, v: NewObjectVariable) -> str:
         """A local holding the object, built once before it is used (identity kept)."""

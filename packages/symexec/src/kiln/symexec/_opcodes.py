@@ -172,7 +172,7 @@ def _load_attr(tx, instr):
     if instr.arg.method:
         # 3.12's method load (3.11's LOAD_METHOD): the call goes to call_method.
         tx.push(NULL)
-        tx.push(_MethodOf(obj, instr.arg.name))
+        tx.push(MethodOf(obj, instr.arg.name))
         return
     tx.push(obj.get_attr(tx, instr.arg.name))
 
@@ -181,10 +181,10 @@ def _load_attr(tx, instr):
 def _load_method(tx, instr):
     obj = tx.pop()
     tx.push(NULL)
-    tx.push(_MethodOf(obj, instr.arg))
+    tx.push(MethodOf(obj, instr.arg))
 
 
-class _MethodOf(VariableTracker):
+class MethodOf(VariableTracker):
     """``obj.name`` about to be called: kept unresolved so the call goes to call_method."""
 
     __slots__ = ("name", "obj")
@@ -216,7 +216,7 @@ def _load_super_attr(tx, instr):
     sup = SuperVariable(cls.as_constant(), obj)
     if instr.arg.method:
         tx.push(NULL)
-        tx.push(_MethodOf(sup, instr.arg.name))
+        tx.push(MethodOf(sup, instr.arg.name))
     else:
         tx.push(sup.get_attr(tx, instr.arg.name))
 

@@ -27,7 +27,8 @@ from .variables._base import VariableTracker
 from .variables._containers import DictVariable, IteratorVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
 
-__all__ = ["MAX_INLINE_DEPTH", "NULL", "CellVariable", "LazyVariable", "Translator", "lazy_local", "opcode_rules"]
+__all__ = ["MAX_INLINE_DEPTH", "NULL", "CellVariable", "LazyVariable", "StopTracing", "Translator", "lazy_local",
+           "opcode_rules"]
 
 MAX_INLINE_DEPTH = 64
 
@@ -76,6 +77,10 @@ class LazyVariable(VariableTracker):
 def lazy_local(value: Any, source: Any) -> LazyVariable:
     """A frame value to wrap when the code first reads it."""
     return LazyVariable(value, source)
+
+
+class StopTracing(Exception):
+    """Raised by a root translator at its ``stop_at`` instruction: the graph breaks there."""
 
 
 class _Return(Exception):
@@ -132,16 +137,29 @@ class Translator:
         self.yields: list[VariableTracker] | None = None
         # The exception an ``except`` block of this frame is handling (None: none).
         self.exc_info: VariableTracker | None = None
+        # Root frame only: times each instruction was reached, and where to stop (a break).
+        self.visit_counts: list[int] | None = [0] * len(self.instructions) if parent is None else None
+        self.stop_at: tuple[int, int] | None = None
 
     # -- the walk ----------------------------------------------------------------------------
 
     def run(self) -> VariableTracker:
-        """Trace to the function's return; the tracker of the returned value."""
+        """Trace to the function's return; the tracker of the returned value.
+
+        A root translator with ``stop_at = (index, visit)`` stops before running instruction
+        ``index`` for the ``visit``-th time, raising ``StopTracing`` (a graph break there).
+        """
         instructions = self.instructions
+        counts = self.visit_counts
+        stop_index, stop_visit = self.stop_at or (-1, 0)
         try:
             while True:
                 if self.ip >= len(instructions):
                     raise Unsupported("reached the end of the code without a return")
+                if counts is not None:
+                    counts[self.ip] += 1
+                    if self.ip == stop_index and counts[self.ip] == stop_visit:
+                        raise StopTracing()
                 instr = instructions[self.ip]
                 self.current = instr
                 self.ip += 1
@@ -157,6 +175,10 @@ class Translator:
         except _Return as done:
             return done.value
         except Unsupported as e:
+            if counts is not None and e.root_position is None and self.current is not None:
+                # Where the root frame was when tracing failed (the instruction and how many
+                # times it had been reached): a retrace can stop there for a graph break.
+                e.root_position = (self.ip - 1, counts[self.ip - 1])
             raise e.locate(self.current, self.location()) from None
 
     def _enter_handler(self, instr: Instr, e: TracedException) -> None:
@@ -282,6 +304,8 @@ class Translator:
                     raise
                 return self.builder.wrap(value, step(class_source, key))
 
+        if getattr(fn, "_kiln_disabled", False):  # refused at the call: a graph break there
+            raise Unsupported(f"{fn.__qualname__} is marked kiln.disable and cannot be traced")
         code = fn.__code__
         _check_inlinable(code, fn.__qualname__)
         defaults = [part(v, DefaultsSource, i) for i, v in enumerate(fn.__defaults__ or ())]

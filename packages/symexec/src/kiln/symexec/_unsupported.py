@@ -45,6 +45,8 @@ class Unsupported(Exception):
         self.instruction = instruction
         self.location = location
         self.stack: list[SourceLocation] = []  # inlined callers, innermost last
+        # (instruction index, times reached) of the root frame when this was raised.
+        self.root_position: tuple[int, int] | None = None
 
     def locate(self, instruction: Any, location: SourceLocation) -> Unsupported:
         """Record where the error happened unless a deeper frame already did."""

@@ -4,7 +4,8 @@ Three levels: a code object; the concrete level (``ConcreteBytecode``: real opco
 opargs, raw location and exception tables); the abstract level (``Bytecode``: ``Instr`` with
 argument meanings, ``Label`` jump targets, a handler per instruction). ``decode`` and
 ``assemble`` convert between code objects and the abstract level; ``make_code`` builds a
-fresh function body; ``disassemble`` formats either for logs. All knowledge of one CPython
+fresh function body and ``make_resume`` one that continues another at an instruction (graph
+breaks); ``disassemble`` formats either for logs. All knowledge of one CPython
 version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 """
 
@@ -35,6 +36,7 @@ from ._instr import (
     const_key,
 )
 from ._linetable import decode_linetable, encode_linetable
+from ._resume import STACK_PREFIX, in_loop, live_locals, make_resume, resumable
 from ._stackdepth import FlowInstr, StackDepthError, basic_block_starts, compute_stacksize
 from ._table import ArgKind, VersionTable
 from ._walk import map_code, walk_code
@@ -42,6 +44,7 @@ from .versions import SUPPORTED_VERSIONS, TABLE, UnsupportedVersion
 
 __all__ = [
     "NO_ARG",
+    "STACK_PREFIX",
     "SUPPORTED_VERSIONS",
     "TABLE",
     "ArgKind",
@@ -86,12 +89,16 @@ __all__ = [
     "exception_ranges",
     "extended_args_needed",
     "format_arg",
+    "in_loop",
     "jump_target_offset",
+    "live_locals",
     "localsplus_names",
     "make_code",
+    "make_resume",
     "map_code",
     "normalize_jumps",
     "prologue",
+    "resumable",
     "stack_depths",
     "walk_code",
     "with_null",

@@ -1,0 +1,151 @@
+"""Graph breaks: where tracing a frame fails, capture what came before and resume after.
+
+When an instruction of the frame itself (not of a function it inlines) cannot be traced, or
+it calls a function whose tracing fails, the frame is traced again up to that instruction
+(the ``Translator`` stops there) and its replacement does, in order:
+
+1. run the graph of everything before the instruction and replay its side effects;
+2. run the instruction for real: the call (``__kiln_r = fn(*args)``), or the branch on a
+   value known only at run time (``if <tensor>:``);
+3. return what a *resume function* returns: the original body continued after the
+   instruction (``kiln.symexec.bytecode.make_resume``), called with the value stack and the
+   locals still live there. The resume function is a new frame, which the frame hook
+   compiles like any other (and which may break again).
+
+Breakable: a ``CALL``/``CALL_FUNCTION_EX`` or a conditional jump of the frame, outside any
+``try``/``with`` block and outside loops (a break in a loop body would resume into the loop
+and chain a new frame per iteration: the frame runs eagerly instead, as torch.compile does,
+and the functions it calls are still compiled as frames of their own), in a function that
+``bytecode.resumable`` accepts (free variables only read: they are passed as arguments; no
+cell variables). Anything else still falls back to eager for the frame.
+
+Resume functions are cached by (code, instruction, stack layout, locals passed), so that
+recompiling a frame reuses them and their cache entries.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._translator import NULL, Translator
+from ._unsupported import TracedException, Unsupported
+from .bytecode import Instr, decode, in_loop, live_locals, make_resume, resumable
+from .variables._base import VariableTracker
+
+if TYPE_CHECKING:
+    from ._capture import _Writer
+
+__all__ = ["break_point", "break_tail", "clear_resume_functions"]
+
+_CALLS = frozenset(("CALL", "CALL_FUNCTION_EX"))
+_JUMPS = frozenset(("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"))
+
+_resume_functions: dict[tuple, types.FunctionType] = {}
+
+
+def clear_resume_functions() -> None:
+    """Forget the cached resume functions (``kiln.reset``)."""
+    _resume_functions.clear()
+
+
+def break_point(code: types.CodeType, error: Unsupported) -> tuple[int, int] | None:
+    """Where a graph break can replace the failure ``error`` of tracing ``code``:
+    ``(instruction index, visit)`` for ``Translator.stop_at``, or None."""
+    if isinstance(error, TracedException) or error.root_position is None:
+        return None
+    if resumable(code) is not None:
+        return None
+    index, _ = error.root_position
+    bc = decode(code)
+    instr = bc.instructions()[index]
+    if instr.name not in _CALLS | _JUMPS or instr.handler is not None:
+        return None
+    if in_loop(bc, index):
+        return None
+    return error.root_position
+
+
+def break_tail(tx: Translator, f_globals: dict[str, Any]) -> Callable[[_Writer], list[str]]:
+    """The replacement's last lines at ``tx``'s stop: the instruction run for real, then
+    the resume function's result returned. Rendered by the capture's writer."""
+    index = tx.ip
+    instr = tx.instructions[index]
+    resume = _Resumer(tx, f_globals)
+    if instr.name in _CALLS:
+        return lambda writer: _call_tail(writer, tx, instr, resume, index)
+    return lambda writer: _jump_tail(writer, tx, instr, resume, index)
+
+
+def _call_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer, index: int) -> list[str]:
+    stack = tx.stack
+    if instr.name == "CALL":
+        items = stack[len(stack) - instr.arg - 2:]
+        below = stack[:len(stack) - instr.arg - 2]
+        fn, args = (items[1], items[2:]) if items[0] is NULL else (items[0], items[1:])
+        kw_names = tx.kw_names
+        positional = args[:len(args) - len(kw_names)]
+        parts = [writer.expr(a) for a in positional]
+        parts += [f"{k}={writer.expr(v)}" for k, v in zip(kw_names, args[len(positional):], strict=True)]
+    else:  # CALL_FUNCTION_EX: NULL, callable, args (, kwargs)
+        depth = 4 if instr.arg & 1 else 3
+        items = stack[len(stack) - depth:]
+        below = stack[:len(stack) - depth]
+        fn = items[1]
+        parts = [f"*{writer.expr(items[2])}"] + ([f"**{writer.expr(items[3])}"] if depth == 4 else [])
+    call = f"{writer.expr(fn)}({', '.join(parts)})"
+    return [f"__kiln_r = {call}",
+            f"return {resume.call(writer, index + 1, below, ['__kiln_r'])}"]
+
+
+def _jump_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer, index: int) -> list[str]:
+    *below, cond = tx.stack
+    target = tx._labels[id(instr.arg)]
+    following = index + 1
+    if instr.name == "POP_JUMP_IF_TRUE":
+        if_true, if_false = resume.call(writer, target, below), resume.call(writer, following, below)
+    elif instr.name == "POP_JUMP_IF_FALSE":
+        if_true, if_false = resume.call(writer, following, below), resume.call(writer, target, below)
+    elif instr.name == "JUMP_IF_TRUE_OR_POP":
+        if_true, if_false = resume.call(writer, target, [*below, cond]), resume.call(writer, following, below)
+    else:  # JUMP_IF_FALSE_OR_POP
+        if_true, if_false = resume.call(writer, following, below), resume.call(writer, target, [*below, cond])
+    return [f"if {writer.expr(cond)}:", f"    return {if_true}", f"return {if_false}"]
+
+
+class _Resumer:
+    """Calls of resume functions of one frame, rendered with the capture's writer."""
+
+    def __init__(self, tx: Translator, f_globals: dict[str, Any]) -> None:
+        self.tx = tx
+        self.code = tx.code
+        self.f_globals = f_globals
+        self.live = live_locals(decode(tx.code))
+        self.break_line = tx.instructions[tx.ip].lineno
+
+    def call(self, writer: _Writer, target: int, stack: list[VariableTracker], extra: list[str] | None = None) -> str:
+        """``resume(<stack values>, <extra>, <live locals>)`` continuing at ``target``."""
+        extra = extra or []
+        layout = tuple([v is NULL for v in stack] + [False] * len(extra))
+        values = [writer.expr(v) for v in stack if v is not NULL] + extra
+        names = tuple(sorted(n for n in self.live[target] if n in self.tx.locals))
+        values += [writer.expr(self.tx.locals[n]) for n in names]
+        for n in self.code.co_freevars:
+            contents = self.tx.cells[n].contents
+            if contents is None:
+                raise Unsupported(f"the free variable {n!r} is empty")
+            values.append(writer.expr(contents))
+        fn = self._function(target, layout, names)
+        return f"{writer.body.ref(fn, 'resume')}({', '.join(values)})"
+
+    def _function(self, target: int, layout: tuple[bool, ...], names: tuple[str, ...]) -> types.FunctionType:
+        key = (self.code, target, layout, names)
+        fn = _resume_functions.get(key)
+        if fn is None or fn.__globals__ is not self.f_globals:
+            base = self.code.co_name if self.code.co_name.isidentifier() else "fn"
+            name = f"__kiln_resume_in_{base.removeprefix('__kiln_resume_in_')}_at_{self.break_line}"
+            code = make_resume(self.code, target, layout, names, name=name)
+            fn = types.FunctionType(code, self.f_globals, name)
+            _resume_functions[key] = fn
+        return fn

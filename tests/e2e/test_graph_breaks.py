@@ -1,0 +1,275 @@
+"""Graph breaks: a frame whose tracing fails at a call or a branch runs as graph, the call (or
+branch) for real, and a resume function compiled as a frame of its own. Each case is compared
+with eager and counts graphs and breaks exactly."""
+
+import logging
+import warnings
+
+import pytest
+import torch
+from e2e_support import assert_same
+from torch import nn
+
+import kiln
+import kiln._policy as policy
+import kiln.frameeval as fe
+from kiln.symexec._breaks import _resume_functions
+
+
+def breaks():
+    """The graph breaks taken (and frames given up on) since the test's kiln.reset."""
+    return policy.stats.breaks
+
+
+def resume_codes():
+    """Code objects of the resume functions made so far."""
+    return [fn.__code__ for fn in _resume_functions.values()]
+
+
+def test_item_in_the_middle(counting):
+    def fn(x, y):
+        a = x.sin() + y
+        n = a.sum().item()  # break: the graph before, the call, the resume after
+        b = a * 2
+        return b.cos(), n
+
+    compiled = kiln.compile(fn, backend=counting)
+    x, y = torch.randn(4), torch.randn(4)
+    for _ in range(3):
+        assert_same(compiled(x, y), fn(x, y))
+    assert len(counting.graphs) == 2
+    # A Python number passed to the resume function is guarded by value (kiln has no symbolic
+    # scalars yet): another value recompiles the resume function, not the frame.
+    x2 = torch.randn(4)
+    assert_same(compiled(x2, y), fn(x2, y))
+    assert len(counting.graphs) == 3
+    assert breaks()[0].location.text == "n = a.sum().item()  # break: the graph before, the call, the resume after"
+    assert len(breaks()) == 1
+
+
+def test_data_dependent_branch_resumes_in_either_branch(counting):
+    def fn(x):
+        y = x * 2
+        if y.sum() > 0:
+            z = y.cos()
+        else:
+            z = y.sin()
+        return z + 1
+
+    compiled = kiln.compile(fn, backend=counting)
+    pos, neg = torch.ones(3), -torch.ones(3)
+    for x in (pos, neg, pos, neg):
+        assert_same(compiled(x), fn(x))
+    # the graph before the branch, then each branch's resume once
+    assert len(counting.graphs) == 3
+    assert "depends on its data" in breaks()[0].reason
+    assert [type(b).__name__ for b in breaks()] == ["Unsupported"]
+
+
+def test_a_callee_that_breaks_breaks_its_caller_at_the_call(counting):
+    def helper(x):
+        return x * x.sum().item()
+
+    def fn(x):
+        y = x + 1
+        z = helper(y)
+        return z - 1
+
+    compiled = kiln.compile(fn, backend=counting)
+    for _ in range(2):
+        x = torch.ones(3)
+        assert_same(compiled(x), fn(x))
+    # fn before the call; helper as its own frame (before and after its .item()); fn's resume
+    assert len(counting.graphs) == 4
+    assert [b.location.function for b in breaks()] == ["test_a_callee_that_breaks_breaks_its_caller_at_the_call.<locals>.helper"] * 2
+    assert breaks()[0].stack[0].function.endswith("fn")  # the inlined caller is named
+
+
+def test_values_below_the_call_on_the_stack_survive_the_break(counting):
+    def helper(x):
+        return x.sum().item()
+
+    def fn(x, scale):
+        # when helper runs, the stack holds torch.add's NULL/callable, x, and scale * x
+        return torch.add(x, scale * x, alpha=helper(x))
+
+    compiled = kiln.compile(fn, backend=counting)
+    x = torch.arange(3.0)
+    assert_same(compiled(x, 2.0), fn(x, 2.0))
+    # fn before the call (scale * x); helper's own frame (x.sum(), then .item() breaks it);
+    # fn's resume (the add)
+    assert len(counting.graphs) == 3
+
+
+def test_disabled_function_is_a_break_and_runs_eagerly(counting):
+    calls = []
+
+    @kiln.disable
+    def log_it(t):
+        calls.append(t.clone())
+        return t
+
+    def fn(x):
+        y = x.relu()
+        y = log_it(y)
+        return y * 3
+
+    compiled = kiln.compile(fn, backend=counting)
+    x = torch.tensor([-1.0, 2.0])
+    assert_same(compiled(x), fn(x))
+    assert len(counting.graphs) == 2
+    torch.testing.assert_close(calls[0], x.relu())
+
+
+def test_side_effects_before_the_break_happen_before_it(counting, capsys):
+    seen = []
+
+    def observe(xs):
+        seen.append(list(xs))  # what the real call finds in the list
+        return len(xs)
+
+    def fn(x, xs):
+        xs.append(1)
+        print("before", x.shape)
+        n = kiln.disable(observe)(xs)
+        xs.append(n)
+        return x + n
+
+    compiled = kiln.compile(fn, backend=counting)
+    xs_c, xs_e = [], []
+    assert_same(compiled(torch.ones(2), xs_c), fn(torch.ones(2), xs_e))
+    assert xs_c == xs_e == [1, 1]
+    assert seen == [[1], [1]]
+    assert capsys.readouterr().out == "before torch.Size([2])\n" * 2
+
+
+def test_locals_keep_their_identity_across_the_break(counting):
+    def fn(x):
+        a = []
+        b = a
+        a.append(x * 2)
+        k = x.sum().item()
+        a.append(k)
+        return a is b, len(b), a[0] + k
+
+    compiled = kiln.compile(fn, backend=counting)
+    x = torch.ones(2)
+    assert_same(compiled(x), fn(x))
+    assert compiled(x)[0] is True
+
+
+def test_no_break_inside_with_try_or_loop_the_frame_runs_eagerly(counting, caplog):
+    def in_with(x):
+        with torch.no_grad():
+            n = x.sum().item()
+        return x * n
+
+    def in_try(x):
+        try:
+            n = x.sum().item()
+        except RuntimeError:
+            n = 0.0
+        return x * n
+
+    def in_loop(x):
+        for _ in range(2):
+            x = x * x.sum().item()
+        return x
+
+    with caplog.at_level(logging.INFO, logger="kiln.graph_breaks"):
+        for fn in (in_with, in_try, in_loop):
+            x = torch.full((2,), 0.5)
+            assert_same(kiln.compile(fn, backend=counting)(x), fn(x))
+            assert fe.is_skipped(fn.__code__)
+    assert counting.graphs == []
+    assert sum("runs eagerly" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_fullgraph_is_still_an_error():
+    def fn(x):
+        return x * x.sum().item()
+
+    with pytest.raises(kiln.Unsupported, match=r"item\(\)"):
+        kiln.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
+
+
+def test_module_with_a_break_in_forward(counting):
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.a(x).relu()
+            if h.mean() > 0.1:  # data-dependent
+                return self.b(h)
+            return h
+
+    torch.manual_seed(0)
+    model = Gate()
+    compiled = kiln.compile(model, backend=counting)
+    with torch.no_grad():
+        for scale in (1.0, -1.0, 1.0):
+            x = torch.randn(2, 4) * scale
+            assert_same(compiled(x), model(x))
+    report = kiln.explain(model)(torch.randn(2, 4))
+    assert report.graph_break_count == 1
+    assert report.break_reasons[0].location.text == "if h.mean() > 0.1:  # data-dependent"
+
+
+def test_recompiling_the_frame_reuses_its_resume_function(counting):
+    def fn(x):
+        n = x.sum().item()
+        return x * 2, n
+
+    compiled = kiln.compile(fn, backend=counting)
+    compiled(torch.ones(2))
+    first = resume_codes()
+    compiled(torch.ones(2, dtype=torch.float64))  # fn's guards fail: recompiled
+    assert len(fe.get_cache_entries(fn.__code__)) == 2
+    assert resume_codes() == first and len(first) == 1
+    assert len(fe.get_cache_entries(first[0])) == 2  # its own recompile for float64
+
+
+def test_explain_counts_graphs_and_breaks_over_resume_functions():
+    def fn(x):
+        y = x * 2
+        n = y.sum().item()
+        if n > 0:
+            y = y + n
+        z = y.relu()
+        if z.max() > 1:
+            return z.cos()
+        return z
+
+    report = kiln.explain(fn)(torch.ones(3))
+    assert report.graph_count == 3
+    assert report.graph_break_count == 2
+    assert [r.location.lineno - fn.__code__.co_firstlineno for r in report.break_reasons] == [2, 6]
+    assert "graph breaks: 2" in str(report)
+
+
+def test_a_warning_in_a_resumed_frame_points_at_the_users_line():
+    def fn(x):
+        n = x.sum().item()
+        warnings.warn("careful", stacklevel=1)
+        return x * n
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(kiln.compile(fn, backend="eager")(torch.ones(2)), torch.ones(2) * 2)
+    assert [str(w.message) for w in caught] == ["careful"]
+
+
+def test_out_argument_writes_into_an_input_are_kept(counting):
+    # found through a break (transformers' grouped-mm fallback): an op whose only effect
+    # is the write into ``out=`` (a view of an input) was removed as dead code
+    def fn(x, w, out):
+        torch.mm(x, w, out=out[0:2])
+        return out
+
+    x, w = torch.randn(2, 3), torch.randn(3, 4)
+    out_c, out_e = torch.zeros(4, 4), torch.zeros(4, 4)
+    assert_same(kiln.compile(fn, backend=counting, fullgraph=True)(x, w, out_c), fn(x, w, out_e))
+    torch.testing.assert_close(out_c, out_e)
