@@ -1,7 +1,8 @@
 """The suites: named lists of workloads (a callable and its inputs, built on a device).
 
 - ``overhead``: per-call cost of a cache hit (tiny functions, where the frontend dominates);
-- ``capture``: graphs, graph breaks and compile time on model code;
+- ``capture``: graphs, graph breaks and compile time on model code, some of it with graph
+  breaks (``.item()``, a data-dependent branch, a loop over ``tolist()``);
 - ``kernels``: softmax, LayerNorm, GELU and reductions on mid-sized tensors;
 - ``models``: an MLP, a convnet, a transformer block, the demo's GPT, and models from
   ``transformers`` built from small random configurations when that package is installed.
@@ -73,6 +74,49 @@ def _reductions(x):
     return x.sum(dim=-1) + x.amax(dim=-1) - x.mean(dim=-1)
 
 
+class _LogsScale(nn.Module):
+    """Reads a statistic back mid-forward (``.item()``, as logging code does): a graph break."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(256, 256), nn.Linear(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.a(x))
+        scale = h.abs().mean().item()
+        return self.b(h) / (1.0 + abs(scale))
+
+
+class _Gated(nn.Module):
+    """A data-dependent branch (early exit when activations are small)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(256, 256), nn.Linear(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x))
+        if h.mean() > 0.01:
+            h = h + self.b(h)
+        return h.softmax(-1)
+
+
+def _grouped_matmul(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    # transformers' grouped-mm fallback: host-side group boundaries, one matmul per group
+    out = x.new_zeros(x.shape[0], w.shape[2])
+    start = 0
+    for i, end in enumerate(offs.tolist()):
+        out[start:end] = x[start:end] @ w[i]
+        start = end
+    return out
+
+
+def _moe_step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x)
+    offs = torch.tensor([16, 40, 64], device=x.device)
+    return _grouped_matmul(h, w, offs).relu()
+
+
 def _mlp() -> nn.Module:
     return nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(256, 256), nn.GELU())])
 
@@ -137,7 +181,11 @@ SUITES: dict[str, list[Workload]] = {
                  Workload("overhead", "3 ops (8 elements)", _fn(_three_ops, (8,), (8,)))],
     "capture": [Workload("capture", "mlp", _module(_mlp, 32, 256)),
                 Workload("capture", "transformer block", _module(_block, 4, 64, 256)),
-                Workload("capture", "gpt", _gpt)],
+                Workload("capture", "gpt", _gpt),
+                # code with graph breaks (for both compilers)
+                Workload("capture", "item() mid-forward", _module(_LogsScale, 32, 256)),
+                Workload("capture", "data-dependent branch", _module(_Gated, 32, 256)),
+                Workload("capture", "grouped matmul (tolist)", _fn(_moe_step, (64, 32), (3, 32, 32)))],
     "kernels": [Workload("kernels", "softmax", _fn(_softmax, (512, 1024))),
                 Workload("kernels", "layer_norm", _fn(_layer_norm, (512, 1024))),
                 Workload("kernels", "gelu", _fn(_gelu, (512, 1024))),

@@ -29,3 +29,17 @@ def test_compare_flags_regressions():
     assert text[0] == "s/w kiln_ms: 1 -> 1.5 (1.50x) REGRESSION"
     assert text[1] == "s/w kiln_compile_s: 1 -> 0.5 (0.50x) improved"
     assert text[2] == "s/v: new"
+
+
+def test_capture_workloads_with_graph_breaks_break_no_more_than_torch_compile():
+    from benchmarks.harness.run import run_workload
+
+    breaking = [w for w in SUITES["capture"] if w.name in
+                ("item() mid-forward", "data-dependent branch", "grouped matmul (tolist)")]
+    assert len(breaking) == 3
+    for w in breaking:
+        row = run_workload(w, "cpu", rounds=1)
+        assert row["matches_eager"], w.name
+        assert 1 <= row["kiln_breaks"] <= row["torch_breaks"], (w.name, row)
+        assert row["kiln_graphs"] == row["kiln_breaks"] + (2 if "grouped" in w.name else 1)
+        assert len(row["break_reasons"]) == row["kiln_breaks"]
