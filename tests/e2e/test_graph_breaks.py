@@ -273,3 +273,65 @@ def test_out_argument_writes_into_an_input_are_kept(counting):
     out_c, out_e = torch.zeros(4, 4), torch.zeros(4, 4)
     assert_same(kiln.compile(fn, backend=counting, fullgraph=True)(x, w, out_c), fn(x, w, out_e))
     torch.testing.assert_close(out_c, out_e)
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x).tanh()
+        if h.sum() > 0:  # a break in every block
+            h = h * 2
+        return x + h
+
+
+class _Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(_Block() for _ in range(3))
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        x = x * 0.5
+        for block in self.blocks:  # the break is in the loop: this frame runs eagerly
+            x = block(x)
+        return self.head(x)
+
+
+def test_a_break_inside_a_loop_over_layers_compiles_each_layer(counting):
+    torch.manual_seed(0)
+    model = _Stack()
+    compiled = kiln.compile(model, backend=counting)
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        assert_same(compiled(x), model(x))
+    assert fe.is_skipped(_Stack.forward.__code__)
+    # the blocks share one forward code: its graph before the branch, and the resume of the
+    # branch taken; one entry serves all three blocks (their parameters are graph inputs)
+    assert len(fe.get_cache_entries(_Block.forward.__code__)) == 1
+    outcomes = set()
+    with torch.no_grad():
+        h = x * 0.5
+        for block in model.blocks:
+            outcomes.add(bool(block.fc(h).tanh().sum() > 0))
+            h = block(h)
+    # Block.forward before the branch, one resume per branch taken, the head (Linear.forward)
+    assert len(counting.graphs) == 1 + len(outcomes) + 1
+
+
+def test_training_through_a_break_gives_eager_gradients(counting):
+    torch.manual_seed(0)
+    model = _Block()
+    reference = _Block()
+    reference.load_state_dict(model.state_dict())
+    compiled = kiln.compile(model, backend=counting)
+    x = torch.randn(4, 8, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    compiled(x).pow(2).sum().backward()
+    reference(x_ref).pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad)
+    assert len(counting.graphs) == 2
