@@ -158,9 +158,9 @@ def test_locals_keep_their_identity_across_the_break(counting):
     assert compiled(x)[0] is True
 
 
-def test_no_break_inside_with_try_or_loop_the_frame_runs_eagerly(counting, caplog):
+def test_no_break_inside_try_autocast_or_loop_the_frame_runs_eagerly(counting, caplog):
     def in_with(x):
-        with torch.no_grad():
+        with torch.autocast("cpu", enabled=False):
             n = x.sum().item()
         return x * n
 
@@ -335,3 +335,42 @@ def test_training_through_a_break_gives_eager_gradients(counting):
     for p, q in zip(model.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad)
     assert len(counting.graphs) == 2
+
+
+def test_a_break_inside_grad_mode_blocks_resumes_inside_them(counting):
+    def fn(x):
+        y = x * 2
+        with torch.no_grad():
+            z = y + 1
+            with torch.enable_grad():
+                n = z.sum().item()  # break inside both blocks
+                w = y * n
+            v = z * n
+        return w, v, y * 3
+
+    x = torch.ones(2, requires_grad=True)
+    compiled = kiln.compile(fn, backend=counting)
+    for _ in range(2):
+        got, want = compiled(x), fn(x)
+        assert_same(got, want)  # requires_grad of each output included
+        assert torch.is_grad_enabled()
+    assert len(counting.graphs) == 2
+    assert len(breaks()) == 1
+
+
+def test_an_exception_at_a_break_inside_a_grad_mode_block_restores_grad_mode(counting):
+    @kiln.disable
+    def fails(t):
+        raise ValueError("no")
+
+    def fn(x):
+        with torch.no_grad():
+            y = x * 2
+            fails(y)
+        return y
+
+    compiled = kiln.compile(fn, backend=counting)
+    with pytest.raises(ValueError, match="no"):
+        compiled(torch.ones(2))
+    assert torch.is_grad_enabled()
+    assert len(counting.graphs) == 1 and len(breaks()) == 1

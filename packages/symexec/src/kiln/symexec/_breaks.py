@@ -13,7 +13,10 @@ it calls a function whose tracing fails, the frame is traced again up to that in
    compiles like any other (and which may break again).
 
 Breakable: a ``CALL``/``CALL_FUNCTION_EX`` or a conditional jump of the frame, outside any
-``try``/``with`` block and outside loops (a break in a loop body would resume into the loop
+``try`` block and any ``with`` block but grad mode's (``torch.no_grad()``, ``enable_grad()``,
+``set_grad_enabled(b)``: the replacement runs the instruction inside a ``try`` that exits
+the blocks if it raises, and the resume function gets a ``GradModeExit`` where the block's
+``__exit__`` was), and outside loops (a break in a loop body would resume into the loop
 and chain a new frame per iteration: the frame runs eagerly instead, as torch.compile does,
 and the functions it calls are still compiled as frames of their own), in a function that
 ``bytecode.resumable`` accepts (free variables only read: they are passed as arguments; no
@@ -33,6 +36,7 @@ from ._translator import NULL, Translator
 from ._unsupported import TracedException, Unsupported
 from .bytecode import Instr, decode, in_loop, live_locals, make_resume, resumable
 from .variables._base import VariableTracker
+from .variables._torch import ExitVariable
 
 if TYPE_CHECKING:
     from ._capture import _Writer
@@ -60,7 +64,7 @@ def break_point(code: types.CodeType, error: Unsupported) -> tuple[int, int] | N
     index, _ = error.root_position
     bc = decode(code)
     instr = bc.instructions()[index]
-    if instr.name not in _CALLS | _JUMPS or instr.handler is not None:
+    if instr.name not in _CALLS | _JUMPS:
         return None
     if in_loop(bc, index):
         return None
@@ -69,16 +73,52 @@ def break_point(code: types.CodeType, error: Unsupported) -> tuple[int, int] | N
 
 def break_tail(tx: Translator, f_globals: dict[str, Any]) -> Callable[[_Writer], list[str]]:
     """The replacement's last lines at ``tx``'s stop: the instruction run for real, then
-    the resume function's result returned. Rendered by the capture's writer."""
+    the resume function's result returned. Rendered by the capture's writer.
+
+    Raises Unsupported where the instruction is inside a block no break can cross."""
     index = tx.ip
     instr = tx.instructions[index]
+    exits = _enclosing_exits(tx, instr)
     resume = _Resumer(tx, f_globals)
-    if instr.name in _CALLS:
-        return lambda writer: _call_tail(writer, tx, instr, resume, index)
-    return lambda writer: _jump_tail(writer, tx, instr, resume, index)
+    tail = _call_tail if instr.name in _CALLS else _jump_tail
+
+    def render(writer: _Writer) -> list[str]:
+        run, rest = tail(writer, tx, instr, resume, index)
+        if exits:
+            # The instruction runs inside the blocks: if it raises, they exit (innermost
+            # first) as they would have around it, and the exception goes on.
+            cleanup = [f"    {writer.expr(e)}(None, None, None)" for e in exits]
+            run = ["try:", *[f"    {line}" for line in run], "except BaseException:", *cleanup, "    raise"]
+        return run + rest
+
+    return render
 
 
-def _call_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer, index: int) -> list[str]:
+def _enclosing_exits(tx: Translator, instr: Instr) -> list[ExitVariable]:
+    """The ``__exit__`` trackers of the with blocks around ``instr``, innermost first; a
+    ``try`` block or a with block on anything but grad mode is Unsupported (its handler would
+    have to catch what the instruction raises, run for real outside the original frame)."""
+    exits: list[ExitVariable] = []
+    handler = instr.handler
+    while handler is not None:
+        cleanup = tx.instruction_at(handler.target)
+        following = tx.instructions[tx._labels[id(handler.target)] + 1]
+        exit_ = tx.stack[handler.depth - 1] if 0 < handler.depth <= len(tx.stack) else None
+        if (cleanup is None or cleanup.name != "PUSH_EXC_INFO" or following.name != "WITH_EXCEPT_START"
+                or not isinstance(exit_, ExitVariable)):
+            raise Unsupported("a graph break inside a try block")
+        exit_.runtime_exit()  # Unsupported unless a grad-mode block
+        exits.append(exit_)
+        # the block's cleanup code is covered by its own handler (re-raise), which the
+        # next enclosing block's handler covers in turn
+        inner = cleanup.handler
+        reraise = tx.instruction_at(inner.target) if inner is not None else None
+        handler = reraise.handler if reraise is not None else None
+    return exits
+
+
+def _call_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,
+               index: int) -> tuple[list[str], list[str]]:
     stack = tx.stack
     if instr.name == "CALL":
         items = stack[len(stack) - instr.arg - 2:]
@@ -95,11 +135,11 @@ def _call_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer, 
         fn = items[1]
         parts = [f"*{writer.expr(items[2])}"] + ([f"**{writer.expr(items[3])}"] if depth == 4 else [])
     call = f"{writer.expr(fn)}({', '.join(parts)})"
-    return [f"__kiln_r = {call}",
-            f"return {resume.call(writer, index + 1, below, ['__kiln_r'])}"]
+    return [f"__kiln_r = {call}"], [f"return {resume.call(writer, index + 1, below, ['__kiln_r'])}"]
 
 
-def _jump_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer, index: int) -> list[str]:
+def _jump_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,
+               index: int) -> tuple[list[str], list[str]]:
     *below, cond = tx.stack
     target = tx._labels[id(instr.arg)]
     following = index + 1
@@ -111,7 +151,7 @@ def _jump_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer, 
         if_true, if_false = resume.call(writer, target, [*below, cond]), resume.call(writer, following, below)
     else:  # JUMP_IF_FALSE_OR_POP
         if_true, if_false = resume.call(writer, following, below), resume.call(writer, target, [*below, cond])
-    return [f"if {writer.expr(cond)}:", f"    return {if_true}", f"return {if_false}"]
+    return [f"__kiln_r = bool({writer.expr(cond)})"], ["if __kiln_r:", f"    return {if_true}", f"return {if_false}"]
 
 
 class _Resumer:

@@ -70,6 +70,9 @@ from .variables._objects import (
     read_through_hooks,
 )
 from .variables._torch import (
+    ExitVariable,
+    GradModeExit,
+    GradModeVariable,
     TorchFunctionVariable,
     grad_mode_instance,
     is_context_manager_class,
@@ -143,6 +146,11 @@ class VariableBuilder:
                 return self.output.add_tensor_input(source, value)
         if value is os.environ:
             return EnvironVariable()  # each variable read is guarded on its own
+        if type(value) is GradModeExit:  # a resume function inside a grad-mode block
+            if g:
+                self._guard(TypeMatch(source, GradModeExit))
+                self._guard(EqualsMatch(AttrSource(source, "previous"), value.previous))
+            return ExitVariable(GradModeVariable.entered(torch.is_grad_enabled(), value.previous))
         manager = grad_mode_instance(value)
         if manager is not None:
             if g:

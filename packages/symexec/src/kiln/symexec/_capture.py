@@ -42,6 +42,7 @@ from .variables._containers import (
 )
 from .variables._objects import NewObjectVariable, lookup_class_attribute, new_object
 from .variables._tensor import TensorMethodVariable, TensorVariable
+from .variables._torch import ExitVariable
 
 __all__ = ["Capture", "capture"]
 
@@ -286,6 +287,8 @@ class _Writer:
             return f"{self.expr(v.tensor)}.{v.name}"
         if isinstance(v, MethodOf):
             return f"{self.expr(v.obj)}.{v.name}"
+        if isinstance(v, ExitVariable):  # a grad-mode block left open at a graph break
+            return self.body.ref(v.runtime_exit(), "exit")
         if v is NULL:
             raise Unsupported("a NULL stack entry has no value")
         if v.source is not None:

@@ -12,36 +12,18 @@ from __future__ import annotations
 
 from ._opcodes import rule
 from ._unsupported import MissingAttribute, TracedException, Unsupported
-from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable
 from .variables._constant import ConstantVariable
 from .variables._functions import UserMethodVariable
 from .variables._objects import ExceptionVariable, user_special_method
-from .variables._torch import ContextManagerVariable
-
-
-class _ExitVariable(VariableTracker):
-    """The bound ``__exit__`` BEFORE_WITH leaves on the stack; calling it exits the block."""
-
-    __slots__ = ("manager",)
-
-    def __init__(self, manager: ContextManagerVariable) -> None:
-        super().__init__(None)
-        self.manager = manager
-
-    def describe(self) -> str:
-        return f"__exit__ of {self.manager.describe()}"
-
-    def call(self, tx, args, kwargs):
-        self.manager.exit(tx)
-        return ConstantVariable(None)
+from .variables._torch import ContextManagerVariable, ExitVariable
 
 
 @rule("BEFORE_WITH")
 def _before_with(tx, instr):
     manager = tx.pop()
     if isinstance(manager, ContextManagerVariable):
-        tx.push(_ExitVariable(manager))
+        tx.push(ExitVariable(manager))
         tx.push(manager.enter(tx))
         return
     # A context manager written in Python (contextlib.nullcontext, a user class): its

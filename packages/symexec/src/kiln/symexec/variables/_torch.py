@@ -23,8 +23,8 @@ from ._constant import ConstantVariable, is_constant_value
 if TYPE_CHECKING:
     from .._translator import Translator
 
-__all__ = ["AutocastVariable", "ContextManagerVariable", "GradModeVariable", "TorchFunctionVariable",
-           "grad_mode_instance", "is_context_manager_class", "is_torch_function"]
+__all__ = ["AutocastVariable", "ContextManagerVariable", "ExitVariable", "GradModeExit", "GradModeVariable",
+           "TorchFunctionVariable", "grad_mode_instance", "is_context_manager_class", "is_torch_function"]
 
 
 @functools.cache
@@ -183,6 +183,53 @@ class ContextManagerVariable(VariableTracker):
         raise NotImplementedError
 
 
+class ExitVariable(VariableTracker):
+    """The bound ``__exit__`` BEFORE_WITH leaves on the stack; calling it exits the block."""
+
+    __slots__ = ("manager", "runtime")
+
+    def __init__(self, manager: ContextManagerVariable) -> None:
+        super().__init__(None)
+        self.manager = manager
+        self.runtime: GradModeExit | None = None
+
+    def describe(self) -> str:
+        return f"__exit__ of {self.manager.describe()}"
+
+    def call(self, tx: Translator, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        self.manager.exit(tx)
+        return ConstantVariable(None)
+
+    def runtime_exit(self) -> GradModeExit:
+        """A real object doing what this exit does, for code that runs the rest of the block
+        for real (a graph break inside it): only grad-mode blocks have one."""
+        if isinstance(self.manager, GradModeVariable) and self.manager.previous is not None:
+            if self.runtime is None:
+                self.runtime = GradModeExit(self.manager.previous)
+            return self.runtime
+        raise Unsupported(f"a graph break inside a with block on {self.manager.describe()}")
+
+
+class GradModeExit:
+    """The ``__exit__`` of a grad-mode block entered by compiled code: restores the grad mode
+    of before the block (``previous``) and lets any exception through. A resume function gets
+    it on its value stack where the original had the context manager's ``__exit__``."""
+
+    __slots__ = ("previous",)
+
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
+
+    def __call__(self, *exc_info: Any) -> bool:
+        import torch
+
+        torch._C._set_grad_enabled(self.previous)
+        return False
+
+    def __repr__(self) -> str:
+        return f"GradModeExit(previous={self.previous})"
+
+
 class AutocastVariable(ContextManagerVariable):
     """``torch.autocast(...)`` in a ``with`` block.
 
@@ -259,6 +306,13 @@ class GradModeVariable(ContextManagerVariable):
     def exit(self, tx: Translator) -> None:
         assert self.previous is not None
         self._switch(tx, self.previous)
+
+    @classmethod
+    def entered(cls, enabled: bool, previous: bool) -> GradModeVariable:
+        """A block entered before tracing began (a resume function inside it)."""
+        manager = cls(enabled)
+        manager.previous = previous
+        return manager
 
     @staticmethod
     def _switch(tx: Translator, enabled: bool) -> bool:
