@@ -184,5 +184,11 @@ def test_what_cannot_be_resumed_says_why():
     assert "captured by inner functions" in resumable(writes_nonlocal.__code__)
     assert "writes to a variable of an enclosing function" in resumable(writes_nonlocal().__code__)
     assert resumable(closure.__code__) is None
+
+    class Child(dict):
+        def get(self, key):
+            return super().get(key)
+
+    assert "super()" in resumable(Child.get.__code__)
     with pytest.raises(ValueError, match="cannot be resumed"):
         make_resume(gen.__code__, 0, [], [], name="r")

@@ -112,6 +112,9 @@ def resumable(code: CodeType) -> str | None:
         return "it is a generator or coroutine"
     if code.co_cellvars:
         return f"its variables {', '.join(code.co_cellvars)} are captured by inner functions"
+    if "__class__" in code.co_freevars:
+        # zero-argument super() reads the __class__ cell and the first local of its frame
+        return "it calls super() without arguments"
     if code.co_freevars and any(i.name in _FREE_WRITES for i in decode(code).instructions()):
         return "it writes to a variable of an enclosing function"
     return None
