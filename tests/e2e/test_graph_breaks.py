@@ -374,3 +374,21 @@ def test_an_exception_at_a_break_inside_a_grad_mode_block_restores_grad_mode(cou
         compiled(torch.ones(2))
     assert torch.is_grad_enabled()
     assert len(counting.graphs) == 1 and len(breaks()) == 1
+
+
+def test_a_trace_stopped_inside_an_autocast_block_leaves_autocast_as_it_was():
+    # tracing enters autocast for real (fakes get its dtypes); a trace that stops inside the
+    # block (no break possible there: the frame runs eagerly) must leave it as it found it
+    def fn(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            n = x.sum().item()
+        return x * n
+
+    state = (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
+    nesting = torch.autocast_increment_nesting()
+    torch.autocast_decrement_nesting()
+    assert_same(kiln.compile(fn, backend="eager")(torch.ones(2)), fn(torch.ones(2)))
+    assert fe.is_skipped(fn.__code__)
+    assert (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")) == state  # was left on
+    assert torch.autocast_increment_nesting() == nesting  # no block left entered
+    torch.autocast_decrement_nesting()

@@ -116,6 +116,7 @@ def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
         output.finish_inputs()
         return _finish(code, output, lambda writer: [f"return {writer.expr(result)}"], None)
     finally:
+        output.close_contexts()
         torch.set_grad_enabled(saved_grad)
 
 

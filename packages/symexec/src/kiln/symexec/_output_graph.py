@@ -75,6 +75,9 @@ class OutputGraph:
         # after the graph in trace order: (callee, args, kwargs, ops recorded before the call
         # when a tensor is among the arguments, else None)
         self.replayed_calls: list[tuple[Any, list[VariableTracker], dict[str, VariableTracker], int | None]] = []
+        # Context managers entered for real while tracing (autocast, so fakes get its dtypes),
+        # innermost last; whatever is still open when tracing ends is exited then.
+        self.open_contexts: list[Any] = []
         self._first_op: Node | None = None
         self._ops = 0  # nodes recorded so far; each op node's meta["order"]
         self._input_names: set[str] = set()
@@ -83,6 +86,11 @@ class OutputGraph:
         # Autocast adds thread-local dispatch keys that tensor guards would record; guards
         # are taken as at entry even when a tensor is first read inside an autocast region.
         self._entry_autocast = {d: torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES}
+
+    def close_contexts(self) -> None:
+        """Exit the real context managers a trace that stopped early left open."""
+        while self.open_contexts:
+            self.open_contexts.pop().__exit__(None, None, None)
 
     # -- inputs ------------------------------------------------------------------------------
 

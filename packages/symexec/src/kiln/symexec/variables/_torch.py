@@ -255,6 +255,7 @@ class AutocastVariable(ContextManagerVariable):
 
         self.real = torch.autocast(*self.args)
         self.real.__enter__()
+        tx.output.open_contexts.append(self.real)
         self.mode_node = tx.output.record_effect(autocast_mode._enter_autocast, self.args)
         return ConstantVariable(None)
 
@@ -262,6 +263,7 @@ class AutocastVariable(ContextManagerVariable):
         from torch.amp import autocast_mode
 
         tx.output.record_effect(autocast_mode._exit_autocast, (self.mode_node,))
+        tx.output.open_contexts.remove(self.real)
         self.real.__exit__(None, None, None)
 
 
