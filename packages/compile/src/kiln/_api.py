@@ -62,7 +62,7 @@ def compile(
     # hook's ~20 ns on other Python calls while no callback is set.
     fe.keep_installed(True)
     resolved = resolve_backend(backend)  # an unknown or unavailable backend fails here, early
-    callback = FrameCompiler(resolved, fullgraph=fullgraph, entry=_entry_code(model))
+    callback = FrameCompiler(resolved, fullgraph=fullgraph, entry=_entry_code(model), dynamic=dynamic)
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, callback)
     return _wrap(model, callback)

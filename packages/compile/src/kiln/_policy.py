@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
+from kiln.guards import EqualsMatch
 from kiln.symexec import Unsupported, capture
 
 from ._config import config
@@ -73,6 +74,9 @@ class Stats:
     unique_graphs: int = 0
     eager_codes: dict[types.CodeType, str] = field(default_factory=dict)
     broken_codes: dict[types.CodeType, str] = field(default_factory=dict)  # an entry with a break
+    # per code: the guards of its captures, and the sources whose floats are graph inputs now
+    code_guards: dict[types.CodeType, list[Any]] = field(default_factory=dict)
+    dynamic_floats: dict[types.CodeType, frozenset[Any]] = field(default_factory=dict)
     breaks: list[Unsupported | str] = field(default_factory=list)
 
 
@@ -102,9 +106,10 @@ class FrameCompiler:
     """The frameeval callback of one ``kiln.compile`` configuration."""
 
     def __init__(self, backend: Any, *, fullgraph: bool, entry: types.CodeType | None = None,
-                 observer: Any = None) -> None:
+                 observer: Any = None, dynamic: bool | None = None) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
+        self.dynamic = dynamic  # False: every value specialized (no automatic dynamic floats)
         self.observer = observer  # called with each Capture made (kiln.explain)
         # ``fullgraph`` is about the compiled function itself; other frames that start during
         # the call (callees of code run eagerly, constructors the replacement calls) fall back.
@@ -166,7 +171,9 @@ class FrameCompiler:
     def _compile(self, code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any], *,
                  graph_breaks: bool) -> Any:
         stats.captures += 1
-        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks)
+        dynamic = self._dynamic_floats(code, L, func) if entries else frozenset()
+        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_floats=dynamic)
+        stats.code_guards.setdefault(code, []).append(cap.guards)
         if self.observer is not None:
             self.observer(cap)
         if cap.graph_break is not None:
@@ -183,6 +190,30 @@ class FrameCompiler:
         stats.unique_graphs += bool(cap.op_count)
         _log_capture(code, cap, replacement)
         return replacement
+
+    def _dynamic_floats(self, code: types.CodeType, L: dict[str, Any], func: Any) -> frozenset[Any]:
+        """Sources whose float values the next capture of ``code`` takes as graph inputs:
+        those named before, and each float an earlier capture guarded by value that holds
+        another value now (torch.compile's automatic dynamic, for Python floats)."""
+        known = stats.dynamic_floats.get(code, frozenset())
+        if self.dynamic is False:
+            return known
+        changed = set(known)
+        for guards in stats.code_guards.get(code, ()):
+            for guard in guards.ordered():
+                if type(guard) is not EqualsMatch or type(guard.value) is not float or guard.source in changed:
+                    continue
+                try:
+                    now = guard.source.fetch(L, func.__globals__)
+                except Exception:
+                    continue
+                if type(now) is float and now != guard.value:
+                    changed.add(guard.source)
+                    artifact_logger("recompiles").info(
+                        "%s: %s is a graph input from now on (was %r, now %r)",
+                        code.co_qualname, guard.source, guard.value, now)
+        stats.dynamic_floats[code] = result = frozenset(changed)
+        return result
 
     def _give_up(self, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
         stats.failures += 1

@@ -41,6 +41,7 @@ from .variables._containers import (
     TupleVariable,
 )
 from .variables._objects import NewObjectVariable, lookup_class_attribute, new_object
+from .variables._symfloat import SymFloatVariable
 from .variables._tensor import TensorMethodVariable, TensorVariable
 from .variables._torch import ExitVariable
 
@@ -74,21 +75,22 @@ class Capture:
 
 
 def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], *,
-            graph_breaks: bool = False) -> Capture:
+            graph_breaks: bool = False, dynamic_floats: frozenset[Source] = frozenset()) -> Capture:
     """Trace ``code`` called with the arguments ``L``; raises Unsupported when it cannot.
 
     With ``graph_breaks``, a failure at an instruction where a graph break is possible (see
     ``_breaks``) gives a capture of what comes before it, whose replacement runs the
-    instruction and resumes after it (``Capture.graph_break`` holds the failure).
+    instruction and resumes after it (``Capture.graph_break`` holds the failure). Floats
+    read from ``dynamic_floats`` are graph inputs (``variables._symfloat``).
     """
     try:
-        return _trace(code, L, f_globals, None, None)
+        return _trace(code, L, f_globals, None, None, dynamic_floats)
     except Unsupported as e:
         point = break_point(code, e) if graph_breaks else None
         if point is None:
             raise
         try:
-            return _trace(code, L, f_globals, point, e)
+            return _trace(code, L, f_globals, point, e, dynamic_floats)
         except Unsupported as why:
             e.reason = f"{e.reason} (no graph break possible there: {why.reason})"
             e.args = (e.reason,)
@@ -96,8 +98,9 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], 
 
 
 def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
-           stop_at: tuple[int, int] | None, graph_break: Unsupported | None) -> Capture:
-    output = OutputGraph(f_globals)
+           stop_at: tuple[int, int] | None, graph_break: Unsupported | None,
+           dynamic_floats: frozenset[Source] = frozenset()) -> Capture:
+    output = OutputGraph(f_globals, dynamic_floats)
     saved_grad = torch.is_grad_enabled()
     try:
         symbolic_locals: dict[str, VariableTracker] = {}
@@ -258,6 +261,10 @@ class _Writer:
         if isinstance(v, TensorVariable):
             if v.node.op == "placeholder" and v.source is not None:
                 return self.input(v)  # the caller's own tensor
+            return self.tensor(v)
+        if isinstance(v, SymFloatVariable):  # a float the graph takes or computes
+            if v.node.op == "placeholder":
+                return render_source(v.source, self.params, self.body)
             return self.tensor(v)
         if isinstance(v, (ListVariable, DictVariable)) and v.source is not None:
             return render_source(v.source, self.params, self.body)  # identity matters: the real object

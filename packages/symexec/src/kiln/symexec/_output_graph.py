@@ -23,6 +23,7 @@ from ._unsupported import Unsupported
 from .variables._base import VariableTracker
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .variables._symfloat import SymFloatVariable, keeps_floats_symbolic
 from .variables._tensor import TensorVariable
 
 __all__ = ["OutputGraph"]
@@ -55,8 +56,10 @@ def _owned_by_module(source: Source) -> bool:
 class OutputGraph:
     """The graph under construction; see the module docstring."""
 
-    def __init__(self, f_globals: dict[str, Any]) -> None:
+    def __init__(self, f_globals: dict[str, Any], dynamic_floats: frozenset[Source] = frozenset()) -> None:
         self.graph = Graph()
+        # floats read from these sources are graph inputs, not constants (SymFloatVariable)
+        self.dynamic_floats = dynamic_floats
         self.shape_env = ShapeEnv()
         self.fake_mode = FakeTensorMode(self.shape_env)
         self.guards = GuardSet([TorchGlobalState.capture()])
@@ -123,6 +126,43 @@ class OutputGraph:
         tracker = TensorVariable(node, fake, source, type(real))
         self.tensor_inputs[id(real)] = tracker
         return tracker
+
+    def add_float_input(self, source: Source, value: float) -> SymFloatVariable:
+        """The placeholder for a float the graph takes as an input (a dynamic float)."""
+        name = _input_name(source)
+        base, i = name, 0
+        while name in self._input_names:
+            i += 1
+            name = f"{base}_{i}"
+        self._input_names.add(name)
+        anchor = self._first_op
+        if anchor is None:
+            node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(anchor):
+                node = self.graph.placeholder(name)
+        node.meta["val"] = value
+        node.meta["source"] = source
+        self.input_sources.append(source)
+        self.example_inputs.append(value)
+        return SymFloatVariable(node, value, self, source=source)
+
+    def float_op(self, fn: Any, args: list[VariableTracker]) -> SymFloatVariable:
+        """``fn(*args)`` on floats, computed by the graph (an argument is a SymFloatVariable,
+        the others numbers known at trace time)."""
+        node_args, examples, inputs = [], [], []
+        for a in args:
+            if isinstance(a, SymFloatVariable):
+                node_args.append(a.node)
+                examples.append(a.example)
+                inputs += [i for i in a.inputs if i not in inputs]
+            else:
+                node_args.append(a.as_constant())
+                examples.append(a.as_constant())
+        node = self._new_node("call_function", fn, tuple(node_args))
+        example = fn(*examples)
+        node.meta["val"] = example
+        return SymFloatVariable(node, example, self, inputs=tuple(inputs))
 
     def store_attribute(self, owner: VariableTracker, name: str, value: VariableTracker) -> None:
         """``owner.name = value``: seen by later reads in the trace, replayed after the graph."""
@@ -222,10 +262,11 @@ class OutputGraph:
     def _record(self, op: str, target: Any, args: list[VariableTracker],
                 kwargs: dict[str, VariableTracker]) -> VariableTracker:
         what = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-        node_args = tuple(_unwrap(a, _node_of, what) for a in args)
-        node_kwargs = {k: _unwrap(v, _node_of, what) for k, v in kwargs.items()}
-        fake_args = tuple(_unwrap(a, _fake_of, what) for a in args)
-        fake_kwargs = {k: _unwrap(v, _fake_of, what) for k, v in kwargs.items()}
+        floats = keeps_floats_symbolic(op, target)
+        node_args = tuple(_unwrap(a, _node_of, what, floats) for a in args)
+        node_kwargs = {k: _unwrap(v, _node_of, what, floats) for k, v in kwargs.items()}
+        fake_args = tuple(_unwrap(a, _fake_of, what, floats) for a in args)
+        fake_kwargs = {k: _unwrap(v, _fake_of, what, floats) for k, v in kwargs.items()}
         try:
             with self.fake_mode:
                 if op == "call_function":
@@ -287,25 +328,28 @@ def _rebuild_tuple(tuple_type: type, items: list[Any]) -> tuple:
     return tuple_type(*items) if hasattr(tuple_type, "_fields") else tuple(items)
 
 
-def _unwrap(v: VariableTracker, tensor_leaf: Any, what: str) -> Any:
+def _unwrap(v: VariableTracker, leaf: Any, what: str, floats: bool = False) -> Any:
     """The value a torch call receives for ``v``: containers rebuilt, constants as they are,
-    tensors through ``tensor_leaf`` (the graph node, or the fake tensor)."""
+    tensors (and, where ``floats``, graph-input floats) through ``leaf`` (the graph node, or
+    the fake tensor / example value); a graph-input float elsewhere is specialized."""
     if isinstance(v, TensorVariable):
-        return tensor_leaf(v)
+        return leaf(v)
+    if isinstance(v, SymFloatVariable):
+        return leaf(v) if floats else v.as_constant()
     if isinstance(v, (ConstantVariable, RangeVariable)):
         return v.as_constant()
     if isinstance(v, TupleVariable):
-        return _rebuild_tuple(v.tuple_type, [_unwrap(i, tensor_leaf, what) for i in v.items])
+        return _rebuild_tuple(v.tuple_type, [_unwrap(i, leaf, what, floats) for i in v.items])
     if isinstance(v, ListVariable):
-        return [_unwrap(i, tensor_leaf, what) for i in v.items]
+        return [_unwrap(i, leaf, what, floats) for i in v.items]
     if isinstance(v, DictVariable):
-        return {k: _unwrap(i, tensor_leaf, what) for k, i in v.items.items()}
+        return {k: _unwrap(i, leaf, what, floats) for k, i in v.items.items()}
     raise Unsupported(f"passing {v.describe()} to {what} is not supported")
 
 
-def _node_of(v: TensorVariable) -> Any:
+def _node_of(v: TensorVariable | SymFloatVariable) -> Any:
     return v.node
 
 
-def _fake_of(v: TensorVariable) -> Any:
-    return v.fake
+def _fake_of(v: TensorVariable | SymFloatVariable) -> Any:
+    return v.fake if isinstance(v, TensorVariable) else v.example

@@ -1,0 +1,99 @@
+"""SymFloatVariable: a Python float the graph takes as an input instead of a constant.
+
+A float read from the frame is a constant, guarded by its value (``L['scale'] == 0.5``). When
+that guard is what fails on a recompile, the compile policy names the source dynamic and the
+next trace makes the value a graph input (``automatic dynamic``, as torch.compile does after
+a float changes): one graph then serves every value.
+
+It stays an input only where its value cannot change what the trace computes: tensor
+arithmetic with it (``x * scale``, ``torch.add(x, b)``, ``x.clamp(min=lo)``: the result's
+dtype depends on its type, never its value) and float arithmetic between such values, which
+the graph computes at run time (``1.0 / (1 + abs(scale))``). Any other use needs the value
+at trace time (``if scale > 1``, ``int(scale)``, a size, a non-arithmetic torch argument):
+``as_constant()`` then *specializes* it, guarding each input it derives from by value, so
+the answer is right for this value and a new value recompiles, as before.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ._base import VariableTracker
+
+if TYPE_CHECKING:
+    from kiln.fxgraph import Node
+    from kiln.guards import Source
+
+    from .._output_graph import OutputGraph
+
+__all__ = ["FLOAT_OPS", "SCALAR_SAFE_FUNCTIONS", "SCALAR_SAFE_METHODS", "SymFloatVariable"]
+
+# Float arithmetic kept in the graph (the rest folds at trace time, specializing). Not
+# ``**``: a negative base with a fractional exponent gives a complex, a type the trace
+# would not have seen.
+FLOAT_OPS = frozenset((operator.add, operator.sub, operator.mul, operator.truediv,
+                       operator.neg, operator.pos, abs))
+
+
+def _torch_safe_functions() -> frozenset[Any]:
+    import torch
+
+    return frozenset((operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
+                      operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                      torch.add, torch.sub, torch.mul, torch.div, torch.true_divide, torch.pow,
+                      torch.rsub, torch.clamp, torch.clamp_min, torch.clamp_max))
+
+
+SCALAR_SAFE_FUNCTIONS: frozenset[Any] | None = None  # built on first use (needs torch)
+# Tensor methods whose float argument does not change the result's metadata.
+SCALAR_SAFE_METHODS = frozenset(("add", "sub", "mul", "div", "true_divide", "pow", "rsub", "clamp",
+                                 "clamp_min", "clamp_max", "add_", "sub_", "mul_", "div_", "pow_",
+                                 "clamp_", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
+                                 "__rmul__", "__truediv__", "__rtruediv__", "__pow__", "__rpow__"))
+
+
+def keeps_floats_symbolic(op: str, target: Any) -> bool:
+    """Whether a graph call ``target`` may take a SymFloatVariable as an input (its value
+    does not change the result's metadata)."""
+    global SCALAR_SAFE_FUNCTIONS
+    if op == "call_method":
+        return target in SCALAR_SAFE_METHODS
+    if SCALAR_SAFE_FUNCTIONS is None:
+        SCALAR_SAFE_FUNCTIONS = _torch_safe_functions()
+    return target in SCALAR_SAFE_FUNCTIONS
+
+
+class SymFloatVariable(VariableTracker):
+    """A float computed by the graph at run time (an input, or arithmetic on inputs);
+    ``example`` is its value in the traced call. See the module docstring."""
+
+    __slots__ = ("example", "inputs", "node", "output", "specialized")
+
+    def __init__(self, node: Node, example: float, output: OutputGraph, *,
+                 inputs: tuple[SymFloatVariable, ...] = (), source: Source | None = None) -> None:
+        super().__init__(source)
+        self.node = node
+        self.example = example
+        self.output = output
+        self.inputs = inputs or (self,)  # the graph inputs it is computed from
+        self.specialized = False
+
+    def python_type(self) -> type:
+        return float
+
+    def is_constant(self) -> bool:
+        return True  # known at trace time, once specialized
+
+    def as_constant(self) -> float:
+        """The value, after guarding every input this float derives from by value."""
+        from kiln.guards import EqualsMatch
+
+        for leaf in self.inputs:
+            if not leaf.specialized:
+                leaf.specialized = True
+                self.output.guards.add(EqualsMatch(leaf.source, leaf.example))
+        return self.example
+
+    def describe(self) -> str:
+        return f"float {self.example!r} (a graph input{f' {self.source}' if self.source else ''})"

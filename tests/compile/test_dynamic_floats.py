@@ -1,0 +1,115 @@
+"""Automatic dynamic floats: a Python float first compiles as a constant; once a recompile
+shows it changed, it becomes a graph input, so further values reuse one graph (as under
+torch.compile). Uses that need its value specialize it again, and stay correct."""
+
+import pytest
+import torch
+from e2e_support import CountingBackend
+from torch import nn
+
+import kiln
+
+
+def test_a_changing_float_argument_compiles_twice_for_any_number_of_values():
+    def fn(x, s):
+        t = 1.0 / (1 + abs(s))  # float arithmetic: computed by the graph
+        return x * s + t, s
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for s in (0.5, 0.7, 1.3, 2.0, -3.0):
+        x = torch.randn(3)
+        got, want = compiled(x, s), fn(x, s)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == s and type(got[1]) is float
+    assert len(backend.graphs) == 2
+    assert "x * s" in backend.graphs[1].code  # the float is an input of the second graph
+
+
+def test_a_value_the_trace_needs_is_specialized_again():
+    def fn(x, s):
+        if s > 1.0:  # the branch needs the value: guarded by value again
+            return x * s
+        return x - s
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    values = (0.5, 0.7, 1.3, 2.0)
+    for s in values:
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x, s), fn(x, s))
+    assert len(backend.graphs) == len(values)
+
+
+def test_a_float_given_to_an_op_whose_result_depends_on_it_is_specialized():
+    def fn(x, s):
+        return x + torch.full((2,), s) + clamp_within(x, s)
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for s in (0.5, 0.7, 0.9):
+        x = torch.randn(2)
+        torch.testing.assert_close(compiled(x, s), fn(x, s))
+    assert len(backend.graphs) == 3
+
+
+def clamp_within(x, s):
+    return x.clamp(min=-s, max=s)  # stays an input here: -s is computed by the graph
+
+
+def test_item_results_passed_to_a_resume_function_become_inputs():
+    def fn(x):
+        n = x.sum().item()
+        return x * n
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for _ in range(4):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), fn(x))
+    # the graph before the break; the resume for the first value; the resume with n an input
+    assert len(backend.graphs) == 3
+
+
+def test_a_module_attribute_that_changes_becomes_an_input():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.temperature = 1.0
+
+        def forward(self, x):
+            return torch.softmax(x / self.temperature, dim=-1)
+
+    model = Scaled()
+    backend = CountingBackend()
+    compiled = kiln.compile(model, backend=backend)
+    for t in (1.0, 0.5, 0.25, 2.0):
+        model.temperature = t
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2
+
+
+def test_dynamic_false_specializes_every_value():
+    def fn(x, s):
+        return x * s
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend, dynamic=False)
+    for s in (0.5, 0.7, 1.3):
+        torch.testing.assert_close(compiled(torch.ones(2), s), torch.ones(2) * s)
+    assert len(backend.graphs) == 3
+
+
+@pytest.mark.parametrize("other", [3, True, None])
+def test_another_type_in_place_of_the_float_recompiles(other):
+    def fn(x, s):
+        return x * (s if s is not None else 2)
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for s in (0.5, 0.7, 1.5):
+        torch.testing.assert_close(compiled(torch.ones(2), s), fn(torch.ones(2), s))
+    assert len(backend.graphs) == 2
+    torch.testing.assert_close(compiled(torch.ones(2), other), fn(torch.ones(2), other))
+    assert len(backend.graphs) == 3
