@@ -3,7 +3,9 @@
 Per workload: kiln and torch.compile are reset, then each compiles it with a counting
 ``backend="eager"`` (the comparison is between frontends until kiln's own backends exist);
 the first call of each is the compile time; outputs are checked against eager; then the
-three run interleaved, median of ``rounds`` rounds after warm-up.
+three run interleaved, median of ``rounds`` rounds after warm-up. A call sequence (the
+``recompiles`` suite) runs its calls once per compiler from a reset, counting graphs and
+timing the whole sequence, compiles included.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 import kiln
 from kiln.demo import measure, time_once
 
-from .suites import SUITES, Workload
+from .suites import SUITES, CallSequence, Workload
 
 __all__ = ["compare", "format_table", "run_suites"]
 
@@ -70,6 +72,45 @@ def run_workload(w: Workload, device: str, rounds: int) -> dict[str, Any]:
     return row
 
 
+def run_sequence(w: CallSequence, device: str) -> dict[str, Any]:
+    """Graphs each compiler makes over a sequence of calls with changing inputs, whether
+    every call matches eager, and the seconds the whole sequence takes (compiles included)."""
+    import torch._dynamo
+
+    row: dict[str, Any] = {"suite": w.suite, "name": w.name}
+    fn, calls = w.make(device)
+    with torch.no_grad():
+        expected = []
+        for args, before in calls:
+            if before is not None:
+                before()
+            expected.append(fn(*args))
+        row["calls"] = len(calls)
+        row["eager_total_s"] = time_once(lambda: [fn(*a) for a, _ in calls], device)
+        matches = True
+        for name, compile_ in (("kiln", kiln.compile), ("torch", torch.compile)):
+            kiln.reset()
+            torch._dynamo.reset()
+            counting = _Counting()
+            compiled = compile_(fn, backend=counting)
+
+            outs: list[Any] = []
+
+            def run_all(compiled: Any = compiled, outs: list[Any] = outs) -> None:
+                for args, before in calls:
+                    if before is not None:
+                        before()
+                    outs.append(compiled(*args))
+
+            row[f"{name}_total_s"] = time_once(run_all, device)
+            row[f"{name}_graphs"] = counting.graphs
+            matches = matches and all(_matches(o, e) for o, e in zip(outs, expected, strict=True))
+        row["matches_eager"] = matches
+    kiln.reset()
+    torch._dynamo.reset()
+    return row
+
+
 def _torch_breaks(fn: Any, args: tuple) -> int:
     """torch.compile's graph break count for one call (torch._dynamo.explain)."""
     import torch._dynamo
@@ -93,7 +134,8 @@ def run_suites(names: list[str], device: str, rounds: int = 15) -> dict[str, Any
         "python": platform.python_version(), "torch": torch.__version__, "kiln": kiln.__version__,
         "backend": "eager (both)", "rounds": rounds,
     }
-    rows = [run_workload(w, device, rounds) for n in names for w in SUITES[n]]
+    rows = [run_sequence(w, device) if isinstance(w, CallSequence) else run_workload(w, device, rounds)
+            for n in names for w in SUITES[n]]
     return {"meta": meta, "rows": rows}
 
 
@@ -102,19 +144,37 @@ def format_table(result: dict[str, Any]) -> str:
     headers = ("suite", "workload", "eager ms", "kiln ms", "torch ms", "kiln/torch",
                "compile kiln s", "compile torch s", "graphs k/t", "breaks k/t", "ok")
     lines = []
-    for r in result["rows"]:
+    timed = [r for r in result["rows"] if "kiln_ms" in r]
+    sequences = [r for r in result["rows"] if "kiln_total_s" in r]
+    for r in timed:
         lines.append((r["suite"], r["name"], f"{r['eager_ms']:.4f}", f"{r['kiln_ms']:.4f}",
                       f"{r['torch.compile_ms']:.4f}", f"{r['kiln_ms'] / r['torch.compile_ms']:.2f}",
                       f"{r['kiln_compile_s']:.3f}", f"{r['torch_compile_s']:.3f}",
                       f"{r['kiln_graphs']}/{r['torch_graphs']}", f"{r['kiln_breaks']}/{r.get('torch_breaks', '?')}",
                       "yes" if r["matches_eager"] else "NO"))
+    out = [_aligned(headers, lines)] if lines else []
+    if sequences:
+        out += ["", _sequence_table(sequences)] if out else [_sequence_table(sequences)]
+    m = result["meta"]
+    out.append(f"{m['date']}  {m['device']}{' ' + m['gpu'] if m['gpu'] else ''}  Python {m['python']}  "
+               f"torch {m['torch']}  backend {m['backend']}  median of {m['rounds']} rounds")
+    return "\n".join(out)
+
+
+def _sequence_table(rows: list[dict[str, Any]]) -> str:
+    headers = ("suite", "calls with changing inputs", "graphs kiln", "graphs torch",
+               "sequence s: eager / kiln / torch", "ok")
+    lines = [(r["suite"], r["name"], str(r["kiln_graphs"]), str(r["torch_graphs"]),
+              f"{r['eager_total_s']:.4g} / {r['kiln_total_s']:.4g} / {r['torch_total_s']:.4g}",
+              "yes" if r["matches_eager"] else "NO") for r in rows]
+    return _aligned(headers, lines)
+
+
+def _aligned(headers: tuple[str, ...], lines: list[tuple[str, ...]]) -> str:
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)),
            "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
-    m = result["meta"]
-    out.append(f"{m['date']}  {m['device']}{' ' + m['gpu'] if m['gpu'] else ''}  Python {m['python']}  "
-               f"torch {m['torch']}  backend {m['backend']}  median of {m['rounds']} rounds")
     return "\n".join(out)
 
 
@@ -127,7 +187,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float = 0.05) -
         if o is None:
             lines.append(f"{r['suite']}/{r['name']}: new")
             continue
-        for key in ("kiln_ms", "kiln_compile_s"):
+        for key in [k for k in ("kiln_ms", "kiln_compile_s", "kiln_graphs", "kiln_total_s") if k in r and k in o]:
             ratio = r[key] / o[key] if o[key] else float("inf")
             flag = "REGRESSION" if ratio > 1 + threshold else ("improved" if ratio < 1 - threshold else "")
             lines.append(f"{r['suite']}/{r['name']} {key}: {o[key]:.4g} -> {r[key]:.4g} ({ratio:.2f}x) {flag}".rstrip())

@@ -5,7 +5,9 @@
   breaks (``.item()``, a data-dependent branch, a loop over ``tolist()``);
 - ``kernels``: softmax, LayerNorm, GELU and reductions on mid-sized tensors;
 - ``models``: an MLP, a convnet, a transformer block, the demo's GPT, and models from
-  ``transformers`` built from small random configurations when that package is installed.
+  ``transformers`` built from small random configurations when that package is installed;
+- ``recompiles``: sequences of calls whose inputs change (a float argument, an ``.item()``
+  value, a module attribute, the sequence length), counting the graphs each compiler makes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["SUITES", "Workload"]
+__all__ = ["SUITES", "CallSequence", "Workload"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,16 @@ class Workload:
     suite: str
     name: str
     make: Callable[[str], tuple[Callable[..., Any], tuple[Any, ...]]]
+
+
+@dataclass(frozen=True)
+class CallSequence:
+    """Calls of one callable with changing inputs: ``make(device) -> (callable, calls)``, each
+    call ``(args, before)`` where ``before`` (or None) runs first (e.g. sets an attribute)."""
+
+    suite: str
+    name: str
+    make: Callable[[str], tuple[Callable[..., Any], list[tuple[tuple[Any, ...], Callable[[], None] | None]]]]
 
 
 def _randn(device: str, *shape: int) -> torch.Tensor:
@@ -176,7 +188,53 @@ def _transformers_models() -> list[Workload]:
             Workload("models", "hf_llama_small", model(llama))]
 
 
-SUITES: dict[str, list[Workload]] = {
+def _scale_and_shift(x: torch.Tensor, s: float) -> torch.Tensor:
+    return x * s + 1.0 / (1.0 + abs(s))
+
+
+def _normalize_by_item(x: torch.Tensor) -> torch.Tensor:
+    return x / (1e-6 + x.abs().max().item())
+
+
+class _Temperature(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(32, 32)
+        self.temperature = 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.proj(x) / self.temperature, dim=-1)
+
+
+def _self_attention(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x @ x.transpose(-1, -2) / 4.0, dim=-1) @ x
+
+
+def _float_values(device: str) -> tuple[Any, list]:
+    x = _randn(device, 64, 32)
+    return _scale_and_shift, [((x, s), None) for s in (0.5, 0.75, 1.25, 2.0, -1.5, 3.0)]
+
+
+def _item_values(device: str) -> tuple[Any, list]:
+    return _normalize_by_item, [((_randn(device, 64, 32) * (i + 1),), None) for i in range(6)]
+
+
+def _temperatures(device: str) -> tuple[Any, list]:
+    torch.manual_seed(0)
+    model = _Temperature().to(device).eval()
+    x = _randn(device, 8, 32)
+
+    def setter(t: float) -> Callable[[], None]:
+        return lambda: setattr(model, "temperature", t)
+
+    return model, [((x,), setter(t)) for t in (1.0, 0.7, 0.5, 0.3, 2.0, 1.5)]
+
+
+def _sequence_lengths(device: str) -> tuple[Any, list]:
+    return _self_attention, [((_randn(device, 2, n, 16),), None) for n in (16, 17, 18, 19, 20, 24)]
+
+
+SUITES: dict[str, list[Any]] = {
     "overhead": [Workload("overhead", "x+1 (1 element)", _fn(_add_one, (1,))),
                  Workload("overhead", "3 ops (8 elements)", _fn(_three_ops, (8,), (8,)))],
     "capture": [Workload("capture", "mlp", _module(_mlp, 32, 256)),
@@ -195,4 +253,8 @@ SUITES: dict[str, list[Workload]] = {
                Workload("models", "transformer block", _module(_block, 4, 64, 256)),
                Workload("models", "gpt", _gpt),
                *_transformers_models()],
+    "recompiles": [CallSequence("recompiles", "float argument (6 values)", _float_values),
+                   CallSequence("recompiles", ".item() value (6 inputs)", _item_values),
+                   CallSequence("recompiles", "module attribute (6 values)", _temperatures),
+                   CallSequence("recompiles", "sequence length (6 lengths)", _sequence_lengths)],
 }

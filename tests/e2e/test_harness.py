@@ -43,3 +43,20 @@ def test_capture_workloads_with_graph_breaks_break_no_more_than_torch_compile():
         assert 1 <= row["kiln_breaks"] <= row["torch_breaks"], (w.name, row)
         assert row["kiln_graphs"] == row["kiln_breaks"] + (2 if "grouped" in w.name else 1)
         assert len(row["break_reasons"]) == row["kiln_breaks"]
+
+
+def test_recompile_sequences_make_no_more_graphs_than_torch_compile_except_for_shapes():
+    from benchmarks.harness.run import run_sequence
+
+    rows = {w.name: run_sequence(w, "cpu") for w in SUITES["recompiles"]}
+    for name, row in rows.items():
+        assert row["matches_eager"], name
+        assert row["calls"] == 6 and row["kiln_total_s"] > 0 and row["torch_total_s"] > 0
+    assert rows["float argument (6 values)"]["kiln_graphs"] == rows["float argument (6 values)"]["torch_graphs"] == 2
+    assert rows[".item() value (6 inputs)"]["kiln_graphs"] == 3  # before the break; resume; resume with n an input
+    assert rows["module attribute (6 values)"]["kiln_graphs"] == 2
+    # no dynamic shapes yet: one graph per length (torch.compile: 2, the second dynamic)
+    assert rows["sequence length (6 lengths)"]["kiln_graphs"] == 6
+    table = format_table({"meta": {"date": "d", "device": "cpu", "gpu": None, "python": "3", "torch": "t",
+                                   "backend": "eager", "rounds": 1}, "rows": list(rows.values())})
+    assert "graphs kiln" in table and "sequence length (6 lengths)" in table
