@@ -101,11 +101,11 @@ def _enclosing_exits(tx: Translator, instr: Instr) -> list[ExitVariable]:
     exits: list[ExitVariable] = []
     handler = instr.handler
     while handler is not None:
-        cleanup = tx.instruction_at(handler.target)
-        following = tx.instructions[tx._labels[id(handler.target)] + 1]
+        at = tx.label_index(handler.target)
+        cleanup, following = (tx.instructions[at:at + 2] + [None, None])[:2]
         exit_ = tx.stack[handler.depth - 1] if 0 < handler.depth <= len(tx.stack) else None
-        if (cleanup is None or cleanup.name != "PUSH_EXC_INFO" or following.name != "WITH_EXCEPT_START"
-                or not isinstance(exit_, ExitVariable)):
+        if (cleanup is None or cleanup.name != "PUSH_EXC_INFO" or following is None
+                or following.name != "WITH_EXCEPT_START" or not isinstance(exit_, ExitVariable)):
             raise Unsupported("a graph break inside a try block")
         exit_.runtime_exit()  # Unsupported unless a grad-mode block
         exits.append(exit_)
@@ -141,7 +141,7 @@ def _call_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,
 def _jump_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,
                index: int) -> tuple[list[str], list[str]]:
     *below, cond = tx.stack
-    target = tx._labels[id(instr.arg)]
+    target = tx.label_index(instr.arg)
     following = index + 1
     if instr.name == "POP_JUMP_IF_TRUE":
         if_true, if_false = resume.call(writer, target, below), resume.call(writer, following, below)

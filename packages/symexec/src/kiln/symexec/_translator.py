@@ -207,6 +207,10 @@ class Translator:
         """Continue at ``label``."""
         self.ip = self._labels[id(label)]
 
+    def label_index(self, label: Label) -> int:
+        """The index of the instruction a label marks."""
+        return self._labels[id(label)]
+
     def instruction_at(self, label: Label) -> Instr | None:
         """The instruction a label marks (None past the end)."""
         i = self._labels[id(label)]
