@@ -86,12 +86,14 @@ def _reductions(x):
     return x.sum(dim=-1) + x.amax(dim=-1) - x.mean(dim=-1)
 
 
-class _LogsScale(nn.Module):
-    """Reads a statistic back mid-forward (``.item()``, as logging code does): a graph break."""
-
+class _TwoLinear(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.a, self.b = nn.Linear(256, 256), nn.Linear(256, 256)
+
+
+class _LogsScale(_TwoLinear):
+    """Reads a statistic back mid-forward (``.item()``, as logging code does): a graph break."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = F.gelu(self.a(x))
@@ -99,12 +101,8 @@ class _LogsScale(nn.Module):
         return self.b(h) / (1.0 + abs(scale))
 
 
-class _Gated(nn.Module):
+class _Gated(_TwoLinear):
     """A data-dependent branch (early exit when activations are small)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.a, self.b = nn.Linear(256, 256), nn.Linear(256, 256)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.a(x))

@@ -102,7 +102,7 @@ def _enclosing_exits(tx: Translator, instr: Instr) -> list[ExitVariable]:
     handler = instr.handler
     while handler is not None:
         at = tx.label_index(handler.target)
-        cleanup, following = (tx.instructions[at:at + 2] + [None, None])[:2]
+        cleanup, following = [*tx.instructions[at:at + 2], None, None][:2]
         exit_ = tx.stack[handler.depth - 1] if 0 < handler.depth <= len(tx.stack) else None
         if (cleanup is None or cleanup.name != "PUSH_EXC_INFO" or following is None
                 or following.name != "WITH_EXCEPT_START" or not isinstance(exit_, ExitVariable)):

@@ -106,29 +106,21 @@ class OutputGraph:
             if known.source is not None and known.source != source:
                 self.guards.add(ObjectAliasing(known.source, source))
             return TensorVariable(known.node, known.fake, source, known.pytype)
-        name = _input_name(source)
-        base, i = name, 0
-        while name in self._input_names:
-            i += 1
-            name = f"{base}_{i}"
-        self._input_names.add(name)
-        anchor = self._first_op
-        if anchor is None:
-            node = self.graph.placeholder(name)
-        else:
-            with self.graph.inserting_before(anchor):
-                node = self.graph.placeholder(name)
-        fake = self.fake_mode.from_real(real, name=name)
+        node = self._placeholder(source, real)
+        fake = self.fake_mode.from_real(real, name=node.name)
         node.meta["val"] = fake
-        node.meta["source"] = source
-        self.input_sources.append(source)
-        self.example_inputs.append(real)
         tracker = TensorVariable(node, fake, source, type(real))
         self.tensor_inputs[id(real)] = tracker
         return tracker
 
     def add_float_input(self, source: Source, value: float) -> SymFloatVariable:
         """The placeholder for a float the graph takes as an input (a dynamic float)."""
+        node = self._placeholder(source, value)
+        node.meta["val"] = value
+        return SymFloatVariable(node, value, self, source=source)
+
+    def _placeholder(self, source: Source, example: Any) -> Node:
+        """A new graph input read from ``source`` (a unique name; placed before every op)."""
         name = _input_name(source)
         base, i = name, 0
         while name in self._input_names:
@@ -141,11 +133,10 @@ class OutputGraph:
         else:
             with self.graph.inserting_before(anchor):
                 node = self.graph.placeholder(name)
-        node.meta["val"] = value
         node.meta["source"] = source
         self.input_sources.append(source)
-        self.example_inputs.append(value)
-        return SymFloatVariable(node, value, self, source=source)
+        self.example_inputs.append(example)
+        return node
 
     def float_op(self, fn: Any, args: list[VariableTracker]) -> SymFloatVariable:
         """``fn(*args)`` on floats, computed by the graph (an argument is a SymFloatVariable,
