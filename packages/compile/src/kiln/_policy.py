@@ -74,9 +74,9 @@ class Stats:
     unique_graphs: int = 0
     eager_codes: dict[types.CodeType, str] = field(default_factory=dict)
     broken_codes: dict[types.CodeType, str] = field(default_factory=dict)  # an entry with a break
-    # per code: the guards of its captures, and the sources whose floats are graph inputs now
+    # per code: the guards of its captures, and the sources whose numbers are graph inputs now
     code_guards: dict[types.CodeType, list[Any]] = field(default_factory=dict)
-    dynamic_floats: dict[types.CodeType, frozenset[Any]] = field(default_factory=dict)
+    dynamic_numbers: dict[types.CodeType, frozenset[Any]] = field(default_factory=dict)
     breaks: list[Unsupported | str] = field(default_factory=list)
 
 
@@ -109,7 +109,7 @@ class FrameCompiler:
                  observer: Any = None, dynamic: bool | None = None) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
-        self.dynamic = dynamic  # False: every value specialized (no automatic dynamic floats)
+        self.dynamic = dynamic  # False: every value specialized (no automatic dynamic numbers)
         self.observer = observer  # called with each Capture made (kiln.explain)
         # ``fullgraph`` is about the compiled function itself; other frames that start during
         # the call (callees of code run eagerly, constructors the replacement calls) fall back.
@@ -171,8 +171,8 @@ class FrameCompiler:
     def _compile(self, code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any], *,
                  graph_breaks: bool) -> Any:
         stats.captures += 1
-        dynamic = self._dynamic_floats(code, L, func) if entries else frozenset()
-        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_floats=dynamic)
+        dynamic = self._dynamic_numbers(code, L, func) if entries else frozenset()
+        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=dynamic)
         stats.code_guards.setdefault(code, []).append(cap.guards)
         if self.observer is not None:
             self.observer(cap)
@@ -191,28 +191,30 @@ class FrameCompiler:
         _log_capture(code, cap, replacement)
         return replacement
 
-    def _dynamic_floats(self, code: types.CodeType, L: dict[str, Any], func: Any) -> frozenset[Any]:
-        """Sources whose float values the next capture of ``code`` takes as graph inputs:
-        those named before, and each float an earlier capture guarded by value that holds
-        another value now (torch.compile's automatic dynamic, for Python floats)."""
-        known = stats.dynamic_floats.get(code, frozenset())
+    def _dynamic_numbers(self, code: types.CodeType, L: dict[str, Any], func: Any) -> frozenset[Any]:
+        """Sources whose numbers the next capture of ``code`` takes as graph inputs: those
+        named before, and each int or float an earlier capture guarded by value that holds
+        another value of the same type now (torch.compile's automatic dynamic, for Python
+        numbers; bools stay constants)."""
+        known = stats.dynamic_numbers.get(code, frozenset())
         if self.dynamic is False:
             return known
         changed = set(known)
         for guards in stats.code_guards.get(code, ()):
             for guard in guards.ordered():
-                if type(guard) is not EqualsMatch or type(guard.value) is not float or guard.source in changed:
+                if (type(guard) is not EqualsMatch or type(guard.value) not in (int, float)
+                        or guard.source in changed):
                     continue
                 try:
                     now = guard.source.fetch(L, func.__globals__)
                 except Exception:
                     continue
-                if type(now) is float and now != guard.value:
+                if type(now) is type(guard.value) and now != guard.value:
                     changed.add(guard.source)
                     artifact_logger("recompiles").info(
                         "%s: %s is a graph input from now on (was %r, now %r)",
                         code.co_qualname, guard.source, guard.value, now)
-        stats.dynamic_floats[code] = result = frozenset(changed)
+        stats.dynamic_numbers[code] = result = frozenset(changed)
         return result
 
     def _give_up(self, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:

@@ -160,9 +160,9 @@ class VariableBuilder:
             if g:
                 self._guard(ModuleStructureMatch.from_module(source, value, ordered=True))
             return NNModuleVariable(value, source)
-        if g and type(value) is float and source in self.output.dynamic_floats:
-            self._guard(TypeMatch(source, float))
-            return self.output.add_float_input(source, value)
+        if g and type(value) in (int, float) and source in self.output.dynamic_numbers:
+            self._guard(TypeMatch(source, type(value)))
+            return self.output.add_number_input(source, value)
         if is_constant_value(value) and not isinstance(value, tuple):
             if g:
                 if value is None:

@@ -41,7 +41,7 @@ from .variables._containers import (
     TupleVariable,
 )
 from .variables._objects import NewObjectVariable, lookup_class_attribute, new_object
-from .variables._symfloat import SymFloatVariable
+from .variables._symnumber import SymNumberVariable
 from .variables._tensor import TensorMethodVariable, TensorVariable
 from .variables._torch import ExitVariable
 
@@ -75,22 +75,22 @@ class Capture:
 
 
 def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], *,
-            graph_breaks: bool = False, dynamic_floats: frozenset[Source] = frozenset()) -> Capture:
+            graph_breaks: bool = False, dynamic_numbers: frozenset[Source] = frozenset()) -> Capture:
     """Trace ``code`` called with the arguments ``L``; raises Unsupported when it cannot.
 
     With ``graph_breaks``, a failure at an instruction where a graph break is possible (see
     ``_breaks``) gives a capture of what comes before it, whose replacement runs the
     instruction and resumes after it (``Capture.graph_break`` holds the failure). Floats
-    read from ``dynamic_floats`` are graph inputs (``variables._symfloat``).
+    read from ``dynamic_numbers`` are graph inputs (``variables._symnumber``).
     """
     try:
-        return _trace(code, L, f_globals, None, None, dynamic_floats)
+        return _trace(code, L, f_globals, None, None, dynamic_numbers)
     except Unsupported as e:
         point = break_point(code, e) if graph_breaks else None
         if point is None:
             raise
         try:
-            return _trace(code, L, f_globals, point, e, dynamic_floats)
+            return _trace(code, L, f_globals, point, e, dynamic_numbers)
         except Unsupported as why:
             e.reason = f"{e.reason} (no graph break possible there: {why.reason})"
             e.args = (e.reason,)
@@ -99,8 +99,8 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], 
 
 def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
            stop_at: tuple[int, int] | None, graph_break: Unsupported | None,
-           dynamic_floats: frozenset[Source] = frozenset()) -> Capture:
-    output = OutputGraph(f_globals, dynamic_floats)
+           dynamic_numbers: frozenset[Source] = frozenset()) -> Capture:
+    output = OutputGraph(f_globals, dynamic_numbers)
     saved_grad = torch.is_grad_enabled()
     try:
         symbolic_locals: dict[str, VariableTracker] = {}
@@ -262,7 +262,7 @@ class _Writer:
             if v.node.op == "placeholder" and v.source is not None:
                 return self.input(v)  # the caller's own tensor
             return self.tensor(v)
-        if isinstance(v, SymFloatVariable):  # a float the graph takes or computes
+        if isinstance(v, SymNumberVariable):  # a number the graph takes or computes
             if v.node.op == "placeholder":
                 return render_source(v.source, self.params, self.body)
             return self.tensor(v)

@@ -23,7 +23,7 @@ from .variables._builtins import builtin_rules
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
-from .variables._symfloat import SymFloatVariable
+from .variables._symnumber import SymNumberVariable
 from .variables._wrap import wrap_trace_value
 
 __all__ = ["opcode_rules"]
@@ -502,8 +502,8 @@ def _conditional(test: Callable[[Translator, VariableTracker], bool]):
 
 
 def _is_none(tx: Translator, v: VariableTracker) -> bool:
-    if isinstance(v, SymFloatVariable):
-        return False  # a float, whatever its value
+    if isinstance(v, SymNumberVariable):
+        return False  # a number, whatever its value
     return v.is_constant() and v.as_constant() is None
 
 

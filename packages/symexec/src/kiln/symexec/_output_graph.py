@@ -23,7 +23,7 @@ from ._unsupported import Unsupported
 from .variables._base import VariableTracker
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
-from .variables._symfloat import SymFloatVariable, keeps_floats_symbolic
+from .variables._symnumber import SymNumberVariable, keeps_numbers_symbolic
 from .variables._tensor import TensorVariable
 
 __all__ = ["OutputGraph"]
@@ -56,10 +56,11 @@ def _owned_by_module(source: Source) -> bool:
 class OutputGraph:
     """The graph under construction; see the module docstring."""
 
-    def __init__(self, f_globals: dict[str, Any], dynamic_floats: frozenset[Source] = frozenset()) -> None:
+    def __init__(self, f_globals: dict[str, Any], dynamic_numbers: frozenset[Source] = frozenset()) -> None:
         self.graph = Graph()
-        # floats read from these sources are graph inputs, not constants (SymFloatVariable)
-        self.dynamic_floats = dynamic_floats
+        # ints and floats read from these sources are graph inputs, not constants
+        # (SymNumberVariable)
+        self.dynamic_numbers = dynamic_numbers
         self.shape_env = ShapeEnv()
         self.fake_mode = FakeTensorMode(self.shape_env)
         self.guards = GuardSet([TorchGlobalState.capture()])
@@ -113,11 +114,11 @@ class OutputGraph:
         self.tensor_inputs[id(real)] = tracker
         return tracker
 
-    def add_float_input(self, source: Source, value: float) -> SymFloatVariable:
-        """The placeholder for a float the graph takes as an input (a dynamic float)."""
+    def add_number_input(self, source: Source, value: int | float) -> SymNumberVariable:
+        """The placeholder for a number the graph takes as an input (a dynamic number)."""
         node = self._placeholder(source, value)
         node.meta["val"] = value
-        return SymFloatVariable(node, value, self, source=source)
+        return SymNumberVariable(node, value, self, source=source)
 
     def _placeholder(self, source: Source, example: Any) -> Node:
         """A new graph input read from ``source`` (a unique name; placed before every op)."""
@@ -138,12 +139,12 @@ class OutputGraph:
         self.example_inputs.append(example)
         return node
 
-    def float_op(self, fn: Any, args: list[VariableTracker]) -> SymFloatVariable:
-        """``fn(*args)`` on floats, computed by the graph (an argument is a SymFloatVariable,
+    def number_op(self, fn: Any, args: list[VariableTracker]) -> SymNumberVariable:
+        """``fn(*args)`` on numbers, computed by the graph (an argument is a SymNumberVariable,
         the others numbers known at trace time)."""
         node_args, examples, inputs = [], [], []
         for a in args:
-            if isinstance(a, SymFloatVariable):
+            if isinstance(a, SymNumberVariable):
                 node_args.append(a.node)
                 examples.append(a.example)
                 inputs += [i for i in a.inputs if i not in inputs]
@@ -153,7 +154,7 @@ class OutputGraph:
         node = self._new_node("call_function", fn, tuple(node_args))
         example = fn(*examples)
         node.meta["val"] = example
-        return SymFloatVariable(node, example, self, inputs=tuple(inputs))
+        return SymNumberVariable(node, example, self, inputs=tuple(inputs))
 
     def store_attribute(self, owner: VariableTracker, name: str, value: VariableTracker) -> None:
         """``owner.name = value``: seen by later reads in the trace, replayed after the graph."""
@@ -253,11 +254,11 @@ class OutputGraph:
     def _record(self, op: str, target: Any, args: list[VariableTracker],
                 kwargs: dict[str, VariableTracker]) -> VariableTracker:
         what = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-        floats = keeps_floats_symbolic(op, target)
-        node_args = tuple(_unwrap(a, _node_of, what, floats) for a in args)
-        node_kwargs = {k: _unwrap(v, _node_of, what, floats) for k, v in kwargs.items()}
-        fake_args = tuple(_unwrap(a, _fake_of, what, floats) for a in args)
-        fake_kwargs = {k: _unwrap(v, _fake_of, what, floats) for k, v in kwargs.items()}
+        numbers = keeps_numbers_symbolic(op, target)
+        node_args = tuple(_unwrap(a, _node_of, what, numbers) for a in args)
+        node_kwargs = {k: _unwrap(v, _node_of, what, numbers) for k, v in kwargs.items()}
+        fake_args = tuple(_unwrap(a, _fake_of, what, numbers) for a in args)
+        fake_kwargs = {k: _unwrap(v, _fake_of, what, numbers) for k, v in kwargs.items()}
         try:
             with self.fake_mode:
                 if op == "call_function":
@@ -319,28 +320,28 @@ def _rebuild_tuple(tuple_type: type, items: list[Any]) -> tuple:
     return tuple_type(*items) if hasattr(tuple_type, "_fields") else tuple(items)
 
 
-def _unwrap(v: VariableTracker, leaf: Any, what: str, floats: bool = False) -> Any:
+def _unwrap(v: VariableTracker, leaf: Any, what: str, numbers: bool = False) -> Any:
     """The value a torch call receives for ``v``: containers rebuilt, constants as they are,
-    tensors (and, where ``floats``, graph-input floats) through ``leaf`` (the graph node, or
-    the fake tensor / example value); a graph-input float elsewhere is specialized."""
+    tensors (and, where ``numbers``, graph-input numbers) through ``leaf`` (the graph node,
+    or the fake tensor / example value); a graph-input number elsewhere is specialized."""
     if isinstance(v, TensorVariable):
         return leaf(v)
-    if isinstance(v, SymFloatVariable):
-        return leaf(v) if floats else v.as_constant()
+    if isinstance(v, SymNumberVariable):
+        return leaf(v) if numbers else v.as_constant()
     if isinstance(v, (ConstantVariable, RangeVariable)):
         return v.as_constant()
     if isinstance(v, TupleVariable):
-        return _rebuild_tuple(v.tuple_type, [_unwrap(i, leaf, what, floats) for i in v.items])
+        return _rebuild_tuple(v.tuple_type, [_unwrap(i, leaf, what, numbers) for i in v.items])
     if isinstance(v, ListVariable):
-        return [_unwrap(i, leaf, what, floats) for i in v.items]
+        return [_unwrap(i, leaf, what, numbers) for i in v.items]
     if isinstance(v, DictVariable):
-        return {k: _unwrap(i, leaf, what, floats) for k, i in v.items.items()}
+        return {k: _unwrap(i, leaf, what, numbers) for k, i in v.items.items()}
     raise Unsupported(f"passing {v.describe()} to {what} is not supported")
 
 
-def _node_of(v: TensorVariable | SymFloatVariable) -> Any:
+def _node_of(v: TensorVariable | SymNumberVariable) -> Any:
     return v.node
 
 
-def _fake_of(v: TensorVariable | SymFloatVariable) -> Any:
+def _fake_of(v: TensorVariable | SymNumberVariable) -> Any:
     return v.fake if isinstance(v, TensorVariable) else v.example

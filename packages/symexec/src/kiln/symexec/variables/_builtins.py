@@ -31,7 +31,7 @@ from ._containers import (
     constant_args,
 )
 from ._objects import call_special_method
-from ._symfloat import FLOAT_OPS, SymFloatVariable
+from ._symnumber import NUMBER_OPS, SymNumberVariable
 from ._tensor import TensorVariable
 from ._wrap import wrap_trace_value
 
@@ -127,8 +127,8 @@ def _binary(fn: Any) -> Rule:
         a, b = args
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             return tx.output.call_function(fn, [a, b], {})
-        if fn in FLOAT_OPS and _float_arithmetic(a, b):
-            return tx.output.float_op(fn, [a, b])
+        if fn in NUMBER_OPS and _number_arithmetic(a, b):
+            return tx.output.number_op(fn, [a, b])
         if a.is_constant() and b.is_constant():
             return _fold(fn, args, kwargs)
         return _container_binary(tx, fn, a, b)
@@ -136,13 +136,13 @@ def _binary(fn: Any) -> Rule:
     return apply
 
 
-def _float_arithmetic(a: VariableTracker, b: VariableTracker) -> bool:
-    """A graph-input float with another, or with an int/float known at trace time."""
+def _number_arithmetic(a: VariableTracker, b: VariableTracker) -> bool:
+    """A graph-input number with another, or with an int/float known at trace time."""
     def number(v: VariableTracker) -> bool:
-        return isinstance(v, SymFloatVariable) or (
+        return isinstance(v, SymNumberVariable) or (
             type(v) is ConstantVariable and type(v.as_constant()) in (int, float))
 
-    return (isinstance(a, SymFloatVariable) or isinstance(b, SymFloatVariable)) and number(a) and number(b)
+    return (isinstance(a, SymNumberVariable) or isinstance(b, SymNumberVariable)) and number(a) and number(b)
 
 
 def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker:
@@ -200,8 +200,8 @@ def _unary(fn: Any) -> Rule:
         (a,) = args
         if isinstance(a, TensorVariable):
             return tx.output.call_function(fn, [a], {})
-        if fn in FLOAT_OPS and isinstance(a, SymFloatVariable):
-            return tx.output.float_op(fn, [a])
+        if fn in NUMBER_OPS and isinstance(a, SymNumberVariable):
+            return tx.output.number_op(fn, [a])
         return _fold(fn, args, kwargs)
 
     return apply
@@ -227,10 +227,10 @@ def _truth(tx, args, kwargs):
 def _is(tx, args, kwargs):
     a, b = args
     for x, y in ((a, b), (b, a)):
-        # a float the graph takes is never the same object as a constant of another type;
+        # a number the graph takes is never the same object as a constant of another type;
         # answered without its value (which would specialize it)
-        if isinstance(x, SymFloatVariable) and not isinstance(y, SymFloatVariable) \
-                and y.is_constant() and type(y.as_constant()) is not float:
+        if isinstance(x, SymNumberVariable) and not isinstance(y, SymNumberVariable) \
+                and y.is_constant() and type(y.as_constant()) is not x.python_type():
             return ConstantVariable(False)
     if a.is_constant() and b.is_constant():
         same = a.as_constant() is b.as_constant()

@@ -1,6 +1,7 @@
-"""Automatic dynamic floats: a Python float first compiles as a constant; once a recompile
-shows it changed, it becomes a graph input, so further values reuse one graph (as under
-torch.compile). Uses that need its value specialize it again, and stay correct."""
+"""Automatic dynamic numbers: a Python int or float first compiles as a constant; once a
+recompile shows it changed, it becomes a graph input, so further values reuse one graph (as
+under torch.compile). Uses that need its value (branches, sizes, indices) specialize it
+again, and stay correct; bools stay constants."""
 
 import pytest
 import torch
@@ -113,3 +114,61 @@ def test_another_type_in_place_of_the_float_recompiles(other):
     assert len(backend.graphs) == 2
     torch.testing.assert_close(compiled(torch.ones(2), other), fn(torch.ones(2), other))
     assert len(backend.graphs) == 3
+
+
+def test_a_changing_int_in_tensor_arithmetic_becomes_an_input():
+    def fn(x, n):
+        return x * n + (n - 1), n
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for n in (2, 3, 5, 7, 11):
+        x = torch.arange(4)  # an integer tensor: int arithmetic keeps its dtype
+        got, want = compiled(x, n), fn(x, n)
+        assert got[1] == n and type(got[1]) is int
+        torch.testing.assert_close(got[0], want[0])
+    assert len(backend.graphs) == 2
+
+
+@pytest.mark.parametrize("use", ["slice", "range", "view", "ones"])
+def test_an_int_used_as_a_size_or_index_is_specialized(use):
+    def fn(x, n):
+        if use == "slice":
+            return x[:n] * 2
+        if use == "range":
+            return sum(x[i] for i in range(n))
+        if use == "view":
+            return x.view(n, -1) + 1
+        return x[:n] + torch.ones(n)
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    values = (2, 4, 2, 8)
+    for n in values:
+        x = torch.arange(8.0)
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+    assert len(backend.graphs) == len(set(values))
+
+
+def test_an_integer_item_becomes_an_input_of_the_resume_function():
+    def fn(x, counts):
+        k = counts.sum().item()  # an int
+        return x * k
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for i in range(4):
+        counts = torch.tensor([i, 2 * i, 1])
+        torch.testing.assert_close(compiled(torch.ones(2), counts), fn(torch.ones(2), counts))
+    assert len(backend.graphs) == 3
+
+
+def test_bools_stay_constants():
+    def fn(x, flag):
+        return x * 2 if flag else x - 1
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for flag in (True, False, True, False):
+        torch.testing.assert_close(compiled(torch.ones(2), flag), fn(torch.ones(2), flag))
+    assert len(backend.graphs) == 2

@@ -1,17 +1,19 @@
-"""SymFloatVariable: a Python float the graph takes as an input instead of a constant.
+"""SymNumberVariable: a Python int or float the graph takes as an input, not a constant.
 
-A float read from the frame is a constant, guarded by its value (``L['scale'] == 0.5``). When
-that guard is what fails on a recompile, the compile policy names the source dynamic and the
-next trace makes the value a graph input (``automatic dynamic``, as torch.compile does after
-a float changes): one graph then serves every value.
+A number read from the frame is a constant, guarded by its value (``L['scale'] == 0.5``).
+When that guard is what fails on a recompile, the compile policy names the source dynamic
+and the next trace makes the number a graph input (``automatic dynamic``, as torch.compile
+does after a number changes): one graph then serves every value.
 
 It stays an input only where its value cannot change what the trace computes: tensor
 arithmetic with it (``x * scale``, ``torch.add(x, b)``, ``x.clamp(min=lo)``: the result's
-dtype depends on its type, never its value) and float arithmetic between such values, which
-the graph computes at run time (``1.0 / (1 + abs(scale))``). Any other use needs the value
-at trace time (``if scale > 1``, ``int(scale)``, a size, a non-arithmetic torch argument):
-``as_constant()`` then *specializes* it, guarding each input it derives from by value, so
-the answer is right for this value and a new value recompiles, as before.
+dtype depends on its type, never its value) and ``+ - * /``, ``abs`` and unary minus between
+such numbers and constants, which the graph computes at run time
+(``1.0 / (1 + abs(scale))``). Any other use needs the value at trace time (``if n > 1``,
+``range(n)``, a size or an index, a non-arithmetic torch argument): ``as_constant()`` then
+*specializes* it, guarding each input it derives from by value, so the answer is right for
+this value and a new value recompiles, as before. Sizes therefore stay static: symbolic
+shapes are kiln.symshapes' and not used by symexec yet.
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ if TYPE_CHECKING:
 
     from .._output_graph import OutputGraph
 
-__all__ = ["FLOAT_OPS", "SCALAR_SAFE_FUNCTIONS", "SCALAR_SAFE_METHODS", "SymFloatVariable"]
+__all__ = ["NUMBER_OPS", "SCALAR_SAFE_FUNCTIONS", "SCALAR_SAFE_METHODS", "SymNumberVariable"]
 
-# Float arithmetic kept in the graph (the rest folds at trace time, specializing). Not
-# ``**``: a negative base with a fractional exponent gives a complex, a type the trace
-# would not have seen.
-FLOAT_OPS = frozenset((operator.add, operator.sub, operator.mul, operator.truediv,
+# Arithmetic kept in the graph (the rest folds at trace time, specializing). Not ``**``: a
+# negative base with a fractional exponent gives a complex, a type the trace would not have
+# seen; not ``//`` or ``%``, whose results feed indexing and sizes more often than not.
+NUMBER_OPS = frozenset((operator.add, operator.sub, operator.mul, operator.truediv,
                        operator.neg, operator.pos, abs))
 
 
@@ -53,8 +55,8 @@ SCALAR_SAFE_METHODS = frozenset(("add", "sub", "mul", "div", "true_divide", "pow
                                  "__rmul__", "__truediv__", "__rtruediv__", "__pow__", "__rpow__"))
 
 
-def keeps_floats_symbolic(op: str, target: Any) -> bool:
-    """Whether a graph call ``target`` may take a SymFloatVariable as an input (its value
+def keeps_numbers_symbolic(op: str, target: Any) -> bool:
+    """Whether a graph call ``target`` may take a SymNumberVariable as an input (its value
     does not change the result's metadata)."""
     global SCALAR_SAFE_FUNCTIONS
     if op == "call_method":
@@ -64,14 +66,14 @@ def keeps_floats_symbolic(op: str, target: Any) -> bool:
     return target in SCALAR_SAFE_FUNCTIONS
 
 
-class SymFloatVariable(VariableTracker):
-    """A float computed by the graph at run time (an input, or arithmetic on inputs);
-    ``example`` is its value in the traced call. See the module docstring."""
+class SymNumberVariable(VariableTracker):
+    """An int or float computed by the graph at run time (an input, or arithmetic on
+    inputs); ``example`` is its value in the traced call. See the module docstring."""
 
     __slots__ = ("example", "inputs", "node", "output", "specialized")
 
-    def __init__(self, node: Node, example: float, output: OutputGraph, *,
-                 inputs: tuple[SymFloatVariable, ...] = (), source: Source | None = None) -> None:
+    def __init__(self, node: Node, example: int | float, output: OutputGraph, *,
+                 inputs: tuple[SymNumberVariable, ...] = (), source: Source | None = None) -> None:
         super().__init__(source)
         self.node = node
         self.example = example
@@ -80,13 +82,13 @@ class SymFloatVariable(VariableTracker):
         self.specialized = False
 
     def python_type(self) -> type:
-        return float
+        return type(self.example)
 
     def is_constant(self) -> bool:
         return True  # known at trace time, once specialized
 
-    def as_constant(self) -> float:
-        """The value, after guarding every input this float derives from by value."""
+    def as_constant(self) -> int | float:
+        """The value, after guarding every input this number derives from by value."""
         from kiln.guards import EqualsMatch
 
         for leaf in self.inputs:
@@ -96,4 +98,5 @@ class SymFloatVariable(VariableTracker):
         return self.example
 
     def describe(self) -> str:
-        return f"float {self.example!r} (a graph input{f' {self.source}' if self.source else ''})"
+        kind = type(self.example).__name__
+        return f"{kind} {self.example!r} (a graph input{f' {self.source}' if self.source else ''})"
