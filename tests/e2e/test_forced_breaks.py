@@ -50,8 +50,21 @@ def _replacement_function(fn, cap):
     return new
 
 
+def _run(fn, args, kwargs, compile_resumes):
+    """Call ``fn``; with ``compile_resumes`` under kiln's frame callback, so that the resume
+    function (and whatever else starts) is captured and compiled as kiln would."""
+    if not compile_resumes:
+        return fn(*args, **kwargs)
+    import kiln.frameeval as fe
+    from kiln._policy import FrameCompiler
+
+    with fe.callback_set(FrameCompiler(lambda gm, example_inputs: gm.forward, fullgraph=False)):
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize("compile_resumes", [False, True], ids=["resume_as_bytecode", "resume_compiled"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_forced_break_at_every_breakable_instruction(name):
+def test_forced_break_at_every_breakable_instruction(name, compile_resumes):
     make, _, _ = CASES[name]
     fn, args, kwargs = make()
     if isinstance(fn, torch.nn.Module) and type(fn).forward is torch.nn.Module.forward:
@@ -78,7 +91,7 @@ def test_forced_break_at_every_breakable_instruction(name):
             continue
         if cap.graph_break is None:
             continue  # the code returned before reaching the instruction (another branch)
-        actual = _replacement_function(func, cap)(*call_args, **call_kwargs)
+        actual = _run(_replacement_function(func, cap), call_args, call_kwargs, compile_resumes)
         assert_same(actual, expected, f"break at {index}")
         assert_same((run_args, run_kwargs), (eager_args, eager_kwargs), f"inputs, break at {index}")
         tried += 1

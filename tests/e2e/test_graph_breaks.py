@@ -392,3 +392,31 @@ def test_a_trace_stopped_inside_an_autocast_block_leaves_autocast_as_it_was():
     assert (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")) == state  # was left on
     assert torch.autocast_increment_nesting() == nesting  # no block left entered
     torch.autocast_decrement_nesting()
+
+
+def test_iterators_made_in_the_trace_stay_iterators(counting):
+    # iter() in traced code made a tuple: returned, or handed to a resume function, the
+    # caller got a tuple where it expected an iterator
+    def fn(x):
+        it = iter([x, x * 2, x * 3])
+        first = next(it)
+        missing = next(iter(()), None)
+        return first + 1, it, missing
+
+    compiled = kiln.compile(fn, backend=counting, fullgraph=True)
+    x = torch.ones(2)
+    first, it, missing = compiled(x)
+    torch.testing.assert_close(first, x + 1)
+    assert missing is None
+    assert iter(it) is it and [t.tolist() for t in it] == [[2.0, 2.0], [3.0, 3.0]]
+
+    def drains(x):
+        it = iter([x])
+        next(it)
+        try:
+            next(it)
+        except StopIteration:
+            return x - 1
+        return x
+
+    torch.testing.assert_close(kiln.compile(drains, backend=counting, fullgraph=True)(x), x - 1)

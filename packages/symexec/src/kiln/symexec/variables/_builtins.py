@@ -24,6 +24,7 @@ from ._base import VariableTracker
 from ._constant import ConstantVariable, FrozenObjectVariable, is_constant_value
 from ._containers import (
     DictVariable,
+    IteratorVariable,
     ListVariable,
     RangeVariable,
     SetVariable,
@@ -674,7 +675,24 @@ for _fn in (int, float, str, complex):
 
 @rule(iter)
 def _iter(tx, args, kwargs):
-    return TupleVariable(args[0].iterate(tx))
+    if len(args) != 1 or kwargs:
+        raise Unsupported("iter() with a sentinel")
+    if isinstance(args[0], IteratorVariable):
+        return args[0]  # an iterator's iter() is itself
+    return IteratorVariable(args[0].iterate(tx))
+
+
+@rule(next)
+def _next(tx, args, kwargs):
+    it = args[0] if args else None
+    if not isinstance(it, IteratorVariable) or len(args) > 2 or kwargs:
+        raise Unsupported(f"next() of {it.describe() if it is not None else 'nothing'}")
+    if it.index < len(it.items):
+        it.index += 1
+        return it.items[it.index - 1]
+    if len(args) == 2:
+        return args[1]
+    raise TracedException("next() of an exhausted iterator raised StopIteration", StopIteration)
 
 
 @rule(print)
