@@ -185,10 +185,44 @@ def test_what_cannot_be_resumed_says_why():
     assert "writes to a variable of an enclosing function" in resumable(writes_nonlocal().__code__)
     assert resumable(closure.__code__) is None
 
-    class Child(dict):
+    class Bare(dict):
         def get(self, key):
-            return super().get(key)
+            parent = super()  # reads the frame on every version
+            return parent.get(key)
 
-    assert "super()" in resumable(Child.get.__code__)
+    assert "super()" in resumable(Bare.get.__code__)
     with pytest.raises(ValueError, match="cannot be resumed"):
         make_resume(gen.__code__, 0, [], [], name="r")
+
+
+class _Base:
+    def scale(self, x):
+        return x * 2
+
+
+class _Child(_Base):
+    def scale(self, x):
+        y = x + 1
+        z = super().scale(y)
+        return z - x
+
+
+def test_super_attribute_calls_resume_where_the_version_loads_them_on_the_stack():
+    code = _Child.scale.__code__
+    why = resumable(code)
+    if sys.version_info < (3, 12):
+        assert why is not None and "super()" in why  # 3.11: super() reads the frame
+        return
+    assert why is None  # 3.12+: LOAD_SUPER_ATTR takes __class__ and self from the stack
+    obj = _Child()
+    points, expected = _statement_starts(_Child.scale, (obj, 5), {})
+    bc = decode(code)
+    live = live_locals(bc)
+    resumed = 0
+    for index, values in points:
+        names = sorted(n for n in live[index] if n in values)
+        resume = make_resume(code, index, [], names, name=f"resume_at_{index}")
+        fn = types.FunctionType(resume, globals(), resume.co_name)
+        assert fn(*[values[n] for n in names], _Child) == expected == 7
+        resumed += 1
+    assert resumed == 3

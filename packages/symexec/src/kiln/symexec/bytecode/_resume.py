@@ -27,7 +27,7 @@ from types import CodeType
 from ._build import make_code
 from ._bytecode import Bytecode
 from ._decode import decode
-from ._instr import Instr, Label
+from ._instr import Instr, Label, SuperAttrArg
 from .versions import TABLE
 
 __all__ = ["STACK_PREFIX", "in_loop", "live_locals", "make_resume", "resumable"]
@@ -112,12 +112,27 @@ def resumable(code: CodeType) -> str | None:
         return "it is a generator or coroutine"
     if code.co_cellvars:
         return f"its variables {', '.join(code.co_cellvars)} are captured by inner functions"
-    if "__class__" in code.co_freevars:
-        # zero-argument super() reads the __class__ cell and the first local of its frame
-        return "it calls super() without arguments"
-    if code.co_freevars and any(i.name in _FREE_WRITES for i in decode(code).instructions()):
+    if not code.co_freevars:
+        return None
+    instrs = decode(code).instructions()
+    if any(i.name in _FREE_WRITES for i in instrs):
         return "it writes to a variable of an enclosing function"
+    if "__class__" in code.co_freevars and _calls_frame_super(instrs):
+        return "it calls super() without arguments"
     return None
+
+
+def _calls_frame_super(instrs: list[Instr]) -> bool:
+    """Whether some ``super()`` call finds its class and instance in the calling frame (the
+    __class__ cell, the first local): every zero-argument ``super()`` on 3.11, a bare one on
+    3.12+. ``super().name`` on 3.12+ loads both onto the stack for LOAD_SUPER_ATTR, whose
+    two-argument form a resume function uses instead (``_read_free_as_local``)."""
+    for k, ins in enumerate(instrs):
+        if ins.name == "LOAD_GLOBAL" and ins.arg.name == "super":
+            following = instrs[k + 1] if k + 1 < len(instrs) else None
+            if following is None or following.name != "LOAD_DEREF" or following.arg != "__class__":
+                return True
+    return False
 
 
 def make_resume(code: CodeType, target: int, stack: Sequence[bool], local_names: Sequence[str],
@@ -188,4 +203,9 @@ def _read_free_as_local(item: Instr | Label) -> Instr | Label:
     # Only free variables can be dereferenced here (no cells): each is now an argument.
     if isinstance(item, Instr) and item.name == "LOAD_DEREF":
         return Instr("LOAD_FAST", item.arg, location=item.location, handler=item.handler, offset=item.offset)
+    if isinstance(item, Instr) and item.name == "LOAD_SUPER_ATTR" and not item.arg.two_arg:
+        # ``super().name``: the class and instance are on the stack already; the two-argument
+        # form uses them instead of looking for a __class__ cell in the (resume) frame
+        arg = SuperAttrArg(item.arg.name, item.arg.method, two_arg=True)
+        return Instr(item.name, arg, location=item.location, handler=item.handler, offset=item.offset)
     return item
