@@ -158,17 +158,10 @@ def test_locals_keep_their_identity_across_the_break(counting):
     assert compiled(x)[0] is True
 
 
-def test_no_break_inside_try_autocast_or_loop_the_frame_runs_eagerly(counting, caplog):
+def test_no_break_inside_autocast_or_a_loop_the_frame_runs_eagerly(counting, caplog):
     def in_with(x):
         with torch.autocast("cpu", enabled=False):
             n = x.sum().item()
-        return x * n
-
-    def in_try(x):
-        try:
-            n = x.sum().item()
-        except RuntimeError:
-            n = 0.0
         return x * n
 
     def in_loop(x):
@@ -177,12 +170,12 @@ def test_no_break_inside_try_autocast_or_loop_the_frame_runs_eagerly(counting, c
         return x
 
     with caplog.at_level(logging.INFO, logger="kiln.graph_breaks"):
-        for fn in (in_with, in_try, in_loop):
+        for fn in (in_with, in_loop):
             x = torch.full((2,), 0.5)
             assert_same(kiln.compile(fn, backend=counting)(x), fn(x))
             assert fe.is_skipped(fn.__code__)
     assert counting.graphs == []
-    assert sum("runs eagerly" in r.getMessage() for r in caplog.records) == 3
+    assert sum("runs eagerly" in r.getMessage() for r in caplog.records) == 2
 
 
 def test_fullgraph_is_still_an_error():
@@ -420,3 +413,52 @@ def test_iterators_made_in_the_trace_stay_iterators(counting):
         return x
 
     torch.testing.assert_close(kiln.compile(drains, backend=counting, fullgraph=True)(x), x - 1)
+
+
+@kiln.disable
+def _risky(t, fail):
+    if fail == "value":
+        raise ValueError("boom")
+    if fail == "key":
+        raise KeyError("boom")
+    return t.sum().item()
+
+
+def test_a_break_inside_a_try_block_resumes_at_its_handler_when_the_call_raises(counting):
+    def fn(x, fail):
+        y = x * 2
+        try:
+            n = _risky(y, fail)
+        except ValueError:
+            n = -1.0
+        return y + n
+
+    compiled = kiln.compile(fn, backend=counting)
+    for fail in (None, "value", "value", None):
+        x = torch.ones(2)
+        torch.testing.assert_close(compiled(x, fail), fn(x, fail))
+    with pytest.raises(KeyError, match="boom"):  # not caught by the handler: goes on
+        compiled(torch.ones(2), "key")
+
+
+def test_finally_and_grad_blocks_inside_a_try_run_on_both_paths(counting):
+    log = []
+
+    def fn(x, fail):
+        try:
+            with torch.no_grad():
+                y = x * 2
+                n = _risky(y, fail)
+        except ValueError:
+            n = 0.5
+        finally:
+            log.append("finally")
+        return y * n, x * 3
+
+    x = torch.ones(2, requires_grad=True)
+    compiled = kiln.compile(fn, backend=counting)
+    for fail in (None, "value"):
+        log.clear()
+        got, want = compiled(x, fail), fn(x, fail)
+        assert_same(got, want)  # requires_grad of each output too: grad mode was restored
+        assert log == ["finally", "finally"] and torch.is_grad_enabled()

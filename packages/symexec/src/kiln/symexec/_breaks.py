@@ -13,10 +13,11 @@ it calls a function whose tracing fails, the frame is traced again up to that in
    compiles like any other (and which may break again).
 
 Breakable: a ``CALL``/``CALL_FUNCTION_EX`` or a conditional jump of the frame, outside any
-``try`` block and any ``with`` block but grad mode's (``torch.no_grad()``, ``enable_grad()``,
-``set_grad_enabled(b)``: the replacement runs the instruction inside a ``try`` that exits
-the blocks if it raises, and the resume function gets a ``GradModeExit`` where the block's
-``__exit__`` was), and outside loops (a break in a loop body would resume into the loop
+``with`` block but grad mode's (``torch.no_grad()``, ``enable_grad()``,
+``set_grad_enabled(b)``: the resume function gets a ``GradModeExit`` where the block's
+``__exit__`` was), inside ``try`` blocks too (the replacement runs the instruction in a
+``try`` whose ``except`` exits the grad-mode blocks inside the try and calls a second resume
+function, continuing at the try's handler with the exception), and outside loops (a break in a loop body would resume into the loop
 and chain a new frame per iteration: the frame runs eagerly instead, as torch.compile does,
 and the functions it calls are still compiled as frames of their own), in a function that
 ``bytecode.resumable`` accepts (free variables only read: they are passed as arguments; no
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._translator import NULL, Translator
 from ._unsupported import TracedException, Unsupported
-from .bytecode import Instr, decode, in_loop, live_locals, make_resume, resumable
+from .bytecode import ExceptHandler, Instr, decode, in_loop, live_locals, make_resume, resumable
 from .variables._base import VariableTracker
 from .variables._torch import ExitVariable
 
@@ -75,38 +76,50 @@ def break_tail(tx: Translator, f_globals: dict[str, Any]) -> Callable[[_Writer],
     """The replacement's last lines at ``tx``'s stop: the instruction run for real, then
     the resume function's result returned. Rendered by the capture's writer.
 
+    Inside blocks, what the instruction raises takes the path it would have taken: the
+    grad-mode with blocks around it exit (innermost first), then either the exception goes on
+    or, inside a ``try``, a resume function continues at the handler with the exception.
     Raises Unsupported where the instruction is inside a block no break can cross."""
     index = tx.ip
     instr = tx.instructions[index]
-    exits = _enclosing_exits(tx, instr)
+    exits, catch = _enclosing_blocks(tx, instr)
     resume = _Resumer(tx, f_globals)
     tail = _call_tail if instr.name in _CALLS else _jump_tail
 
     def render(writer: _Writer) -> list[str]:
         run, rest = tail(writer, tx, instr, resume, index)
-        if exits:
-            # The instruction runs inside the blocks: if it raises, they exit (innermost
-            # first) as they would have around it, and the exception goes on.
-            cleanup = [f"    {writer.expr(e)}(None, None, None)" for e in exits]
-            run = ["try:", *[f"    {line}" for line in run], "except BaseException:", *cleanup, "    raise"]
-        return run + rest
+        if not exits and catch is None:
+            return run + rest
+        on_error = [f"    {writer.expr(e)}(None, None, None)" for e in exits]
+        if catch is None:
+            on_error.append("    raise")
+        else:
+            handler = catch
+            extra = ([repr(instr.offset)] if handler.lasti else []) + ["__kiln_e"]
+            target = tx.label_index(handler.target)
+            on_error.append(f"    return {resume.call(writer, target, tx.stack[:handler.depth], extra)}")
+        return ["try:", *[f"    {line}" for line in run], "except BaseException as __kiln_e:", *on_error,
+                *rest]
 
     return render
 
 
-def _enclosing_exits(tx: Translator, instr: Instr) -> list[ExitVariable]:
-    """The ``__exit__`` trackers of the with blocks around ``instr``, innermost first; a
-    ``try`` block or a with block on anything but grad mode is Unsupported (its handler would
-    have to catch what the instruction raises, run for real outside the original frame)."""
+def _enclosing_blocks(tx: Translator, instr: Instr) -> tuple[list[ExitVariable], ExceptHandler | None]:
+    """The ``__exit__`` trackers of the with blocks around ``instr`` up to the innermost
+    ``try`` block (innermost first), and that try block's handler (None: not in one). A with
+    block on anything but grad mode is Unsupported (its exit cannot run outside the frame)."""
     exits: list[ExitVariable] = []
     handler = instr.handler
     while handler is not None:
         at = tx.label_index(handler.target)
         cleanup, following = [*tx.instructions[at:at + 2], None, None][:2]
         exit_ = tx.stack[handler.depth - 1] if 0 < handler.depth <= len(tx.stack) else None
-        if (cleanup is None or cleanup.name != "PUSH_EXC_INFO" or following is None
-                or following.name != "WITH_EXCEPT_START" or not isinstance(exit_, ExitVariable)):
-            raise Unsupported("a graph break inside a try block")
+        if cleanup is None or cleanup.name != "PUSH_EXC_INFO":
+            raise Unsupported("a graph break inside a block whose handler is not understood")
+        if following is None or following.name != "WITH_EXCEPT_START":
+            return exits, handler  # a try block (except or finally): resumed at its handler
+        if not isinstance(exit_, ExitVariable):
+            raise Unsupported("a graph break inside a with block on an object kiln does not model")
         exit_.runtime_exit()  # Unsupported unless a grad-mode block
         exits.append(exit_)
         # the block's cleanup code is covered by its own handler (re-raise), which the
@@ -114,7 +127,7 @@ def _enclosing_exits(tx: Translator, instr: Instr) -> list[ExitVariable]:
         inner = cleanup.handler
         reraise = tx.instruction_at(inner.target) if inner is not None else None
         handler = reraise.handler if reraise is not None else None
-    return exits
+    return exits, None
 
 
 def _call_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,
