@@ -12,16 +12,20 @@ it calls a function whose tracing fails, the frame is traced again up to that in
    locals still live there. The resume function is a new frame, which the frame hook
    compiles like any other (and which may break again).
 
-Breakable: a ``CALL``/``CALL_FUNCTION_EX`` or a conditional jump of the frame, outside any
-``with`` block but grad mode's (``torch.no_grad()``, ``enable_grad()``,
-``set_grad_enabled(b)``: the resume function gets a ``GradModeExit`` where the block's
-``__exit__`` was), inside ``try`` blocks too (the replacement runs the instruction in a
-``try`` whose ``except`` exits the grad-mode blocks inside the try and calls a second resume
-function, continuing at the try's handler with the exception), and outside loops (a break in a loop body would resume into the loop
-and chain a new frame per iteration: the frame runs eagerly instead, as torch.compile does,
-and the functions it calls are still compiled as frames of their own), in a function that
-``bytecode.resumable`` accepts (free variables only read: they are passed as arguments; no
-cell variables). Anything else still falls back to eager for the frame.
+Breakable: a ``CALL``/``CALL_FUNCTION_EX`` or a conditional jump of the frame
+
+- inside ``with torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` blocks: the
+  resume function gets a ``GradModeExit`` where the block's ``__exit__`` was;
+- inside ``try`` blocks: the replacement runs the instruction in a ``try`` whose ``except``
+  exits the grad-mode blocks inside the try, then returns a second resume function's
+  result, continuing at the try's handler with the exception;
+- not in a loop (a break in a loop body would resume into the loop and chain a new frame
+  per iteration: the frame runs eagerly instead, as torch.compile does, and the functions
+  it calls are still compiled as frames of their own), nor inside other ``with`` blocks;
+- in a function that ``bytecode.resumable`` accepts (free variables only read: they are
+  passed as arguments; no cell variables).
+
+Anything else still falls back to eager for the frame.
 
 Resume functions are cached by (code, instruction, stack layout, locals passed), so that
 recompiling a frame reuses them and their cache entries.
