@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -90,9 +91,20 @@ class _Return(Exception):
         self.value = value
 
 
+# Decoded instruction lists by code object, kept while the code object lives: decoding is
+# a pure function of the code, and the same functions (nn.Linear.forward, a model's layers)
+# are traced again by every capture and recompile.
+_DECODED: weakref.WeakKeyDictionary[types.CodeType, tuple[list[Instr], dict[int, int]]] = \
+    weakref.WeakKeyDictionary()
+
+
 def _decoded(code: types.CodeType, cache: dict[types.CodeType, tuple[list[Instr], dict[int, int]]]):
     found = cache.get(code)
     if found is None:
+        found = _DECODED.get(code)
+        if found is not None:
+            cache[code] = found
+            return found
         bc: Bytecode = decode(code)
         instrs: list[Instr] = []
         labels: dict[int, int] = {}
@@ -101,7 +113,7 @@ def _decoded(code: types.CodeType, cache: dict[types.CodeType, tuple[list[Instr]
                 labels[id(item)] = len(instrs)
             else:
                 instrs.append(item)
-        found = cache[code] = (instrs, labels)
+        found = cache[code] = _DECODED[code] = (instrs, labels)
     return found
 
 
