@@ -315,6 +315,37 @@ def test_cache_can_be_shared_or_disabled():
         assert tuple(fake.sum(0).shape) == (5,)
 
 
+def test_a_shared_cache_serves_modes_with_different_shape_envs_for_concrete_calls_only():
+    shared = DispatchCache()
+    real = torch.randn(4, 6)
+    outs = []
+    for _ in range(2):  # each with its own ShapeEnv, as a compiler makes one per capture
+        mode = FakeTensorMode(ShapeEnv(), cache=shared)
+        fake = from_real(mode, real)  # static sizes
+        with mode:
+            outs.append(fake.t().matmul(fake))
+    assert (shared.hits, shared.misses) == (2, 2)  # t, matmul: computed once, replayed once
+    assert all(tuple(o.shape) == (6, 6) for o in outs)
+    # symbolic inputs: the key holds the ShapeEnv, so another env never sees the entry
+    before = shared.hits
+    for _ in range(2):
+        mode = FakeTensorMode(ShapeEnv(), cache=shared)
+        fake = from_real(mode, real, dynamic_dims=(0,), name="x")
+        with mode:
+            fake.t().matmul(fake)
+    assert shared.hits == before
+    # an unbacked output size is never stored under a shared (concrete) key
+    for _ in range(2):
+        mode = FakeTensorMode(ShapeEnv(), cache=shared)
+        fake = from_real(mode, real)
+        with mode:
+            n = torch.nonzero(fake)
+        assert not isinstance(n.shape[0], int)
+    shared_entries = [spec for key, spec in shared.entries.items() if key[1] is None]
+    assert shared_entries and all(isinstance(v, int) for spec in shared_entries
+                                  if hasattr(spec, "size") for v in spec.size)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_symbolic(name):
     fn, specs = CASES[name]

@@ -17,7 +17,7 @@ from typing import Any
 from kiln.fxgraph import Graph, Node
 from kiln.guards import GuardSet, NoAliasing, ObjectAliasing, Source, TorchGlobalState
 from kiln.symshapes import ShapeEnv
-from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, UnsupportedOpError
+from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
 
 from ._unsupported import Unsupported
 from .variables._base import VariableTracker
@@ -53,6 +53,22 @@ def _owned_by_module(source: Source) -> bool:
     return isinstance(base, AttrSource) and base.attr in ("_parameters", "_buffers")
 
 
+_DISPATCH_CACHE_LIMIT = 100_000
+
+
+def _shared_dispatch_cache() -> DispatchCache:
+    """One fake-op cache for every capture of the process: what an op gives on concrete
+    input metadata does not depend on the capture (symbolic entries stay per ShapeEnv).
+    Cleared when it grows past ``_DISPATCH_CACHE_LIMIT`` entries."""
+    cache = _DISPATCH_CACHE[0]
+    if len(cache.entries) > _DISPATCH_CACHE_LIMIT:
+        cache.entries.clear()
+    return cache
+
+
+_DISPATCH_CACHE = [DispatchCache()]
+
+
 class OutputGraph:
     """The graph under construction; see the module docstring."""
 
@@ -62,7 +78,7 @@ class OutputGraph:
         # (SymNumberVariable)
         self.dynamic_numbers = dynamic_numbers
         self.shape_env = ShapeEnv()
-        self.fake_mode = FakeTensorMode(self.shape_env)
+        self.fake_mode = FakeTensorMode(self.shape_env, cache=_shared_dispatch_cache())
         self.guards = GuardSet([TorchGlobalState.capture()])
         self.f_globals = f_globals
         self.input_sources: list[Source] = []

@@ -10,8 +10,11 @@ Invariants:
 - A key exists only when every argument is hashable: tensors contribute (sizes, strides,
   storage offset, dtype, device, which earlier argument shares their storage), each size an int or, for kiln SymInts, its sympy
   expression; an unhashable value or an object without value semantics makes the call
-  uncacheable. Symbolic entries are only meaningful within one ShapeEnv: the mode puts its
-  ShapeEnv (None for a static mode) in every key. Replaying a symbolic entry
+  uncacheable. Symbolic entries are only meaningful within one ShapeEnv: a key that holds a
+  symbolic size holds the mode's ShapeEnv too. A key with concrete sizes only holds None in
+  its place, and its entry is stored only if its outputs are concrete as well (no unbacked
+  size), so one cache can serve modes with different ShapeEnvs (a compiler that makes a
+  ShapeEnv per capture shares what every capture computes alike). Replaying a symbolic entry
   records nothing new, which is sound because the first call already recorded, in that same
   ShapeEnv, every guard the result depends on (knowledge only grows).
 - Replaying an entry yields outputs equal in every metadata field to what running the meta
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import sympy
 import torch
 
 from kiln.symshapes.bridge._fake_tensor import FakeTensor, empty_meta
@@ -59,7 +63,7 @@ class DispatchCache:
     def key(self, func, args: tuple, kwargs: dict, shape_env: object = None) -> tuple | None:
         """The cache key of a call, or None when the call is not cacheable."""
         # Factories without a dtype argument follow the global default dtype.
-        parts: list = [func, shape_env, torch.get_default_dtype()]
+        parts: list = [func, None, torch.get_default_dtype()]
         storages: dict[object, int] = {}
         try:
             for value in args:
@@ -71,12 +75,17 @@ class DispatchCache:
                     return None
         except _Uncacheable:
             return None
+        if shape_env is not None and _symbolic(parts):
+            parts[1] = shape_env
         return tuple(parts)
 
     def store(self, key: tuple, inputs: list[FakeTensor], out: object) -> None:
         spec = _spec(out, inputs)
-        if spec is not _UNCACHEABLE:
-            self.entries[key] = spec
+        if spec is _UNCACHEABLE:
+            return
+        if key[1] is None and not _concrete(spec):
+            return  # a shared entry must not name the symbols of one ShapeEnv (unbacked sizes)
+        self.entries[key] = spec
 
     def replay(self, spec: object, inputs: list[FakeTensor], mode) -> object:
         """Outputs for ``spec`` built for this call's ``inputs``."""
@@ -121,6 +130,21 @@ def _describe(value, parts: list, storages: dict[object, int]) -> bool:
         parts.append((type(value), _static(value)))
         return True
     return False
+
+
+def _symbolic(value) -> bool:
+    """Whether a key part holds a sympy expression (a size that is not a plain int)."""
+    if isinstance(value, (tuple, list)):
+        return any(_symbolic(v) for v in value)
+    return isinstance(value, sympy.Basic)
+
+
+def _concrete(spec) -> bool:
+    if isinstance(spec, OutputSpec):
+        return all(type(v) is int for v in (*spec.size, *spec.stride, spec.offset))
+    if isinstance(spec, tuple) and len(spec) == 2 and spec[0] == "value":
+        return True
+    return all(_concrete(s) for s in spec)
 
 
 def _spec(out, inputs: list[FakeTensor]):
