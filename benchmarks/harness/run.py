@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 import kiln
-from kiln.demo import measure, time_once
+from kiln.demo import measure, outputs_match, time_once
 
 from .suites import SUITES, CallSequence, Workload
 
@@ -36,14 +36,6 @@ class _Counting:
     def __call__(self, gm: Any, example_inputs: list[Any]) -> Any:
         self.graphs += 1
         return gm.forward
-
-
-def _matches(a: Any, b: Any) -> bool:
-    try:
-        torch.testing.assert_close(a, b)  # the same ops run: float32 defaults
-    except AssertionError:
-        return False
-    return True
 
 
 def run_workload(w: Workload, device: str, rounds: int) -> dict[str, Any]:
@@ -69,7 +61,7 @@ def run_workload(w: Workload, device: str, rounds: int) -> dict[str, Any]:
             firsts["torch"].append(time_once(lambda tc=tc: tc(*args), device))
         row["kiln_compile_s"] = statistics.median(firsts["kiln"])
         row["torch_compile_s"] = statistics.median(firsts["torch"])
-        row["matches_eager"] = _matches(k(*args), expected)
+        row["matches_eager"] = outputs_match(k(*args), expected)
         row["kiln_graphs"], row["torch_graphs"] = ours.graphs, theirs.graphs
         row["kiln_breaks"] = explained.graph_break_count
         row["torch_breaks"] = torch_breaks
@@ -112,7 +104,7 @@ def run_sequence(w: CallSequence, device: str) -> dict[str, Any]:
 
             row[f"{name}_total_s"] = time_once(run_all, device)
             row[f"{name}_graphs"] = counting.graphs
-            matches = matches and all(_matches(o, e) for o, e in zip(outs, expected, strict=True))
+            matches = matches and all(outputs_match(o, e) for o, e in zip(outs, expected, strict=True))
         row["matches_eager"] = matches
     kiln.reset()
     torch._dynamo.reset()

@@ -67,8 +67,6 @@ def _run(fn, args, kwargs, compile_resumes):
 def test_forced_break_at_every_breakable_instruction(name, compile_resumes):
     make, _, _ = CASES[name]
     fn, args, kwargs = make()
-    if isinstance(fn, torch.nn.Module) and type(fn).forward is torch.nn.Module.forward:
-        pytest.skip("no forward of its own")
     pristine = clone_args((args, kwargs))
     func, _, _, _ = _function_and_arguments(fn, args, kwargs)
     points = _break_points(func.__code__)

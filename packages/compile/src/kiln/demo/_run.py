@@ -88,7 +88,9 @@ class _Progress:
             yield advance
 
 
-def _close(a: Any, b: Any) -> bool:
+def outputs_match(a: Any, b: Any) -> bool:
+    """Whether two results are equal within torch's default tolerances (the same ops ran,
+    so float32 defaults apply); shared by the demo and the benchmark harness."""
     try:
         torch.testing.assert_close(a, b)  # the same ops run: float32 defaults
     except AssertionError:
@@ -139,7 +141,7 @@ def run_demo(device: str | None = None, *, rounds: int = 10, config: GPTConfig |
             result.compile_s["kiln"] = time_once(lambda: ours(idx), device)
             result.compile_s["torch.compile"] = time_once(lambda: theirs(idx), device)
             expected = model(idx)
-            result.numerics["inference output"] = _close(ours(idx), expected)
+            result.numerics["inference output"] = outputs_match(ours(idx), expected)
         # what kiln.compile really compiled (explain only traces): a silent fallback to eager
         # would show here as 0
         result.compiled_graphs = len(compiled_graphs)
@@ -179,10 +181,10 @@ def _check_training(model: torch.nn.Module, idx: torch.Tensor, targets: torch.Te
     opt_k.zero_grad(set_to_none=True)
     _, loss_k = compiled(idx, targets)
     loss_k.backward()
-    grads = all(_close(a.grad, b.grad) for a, b in zip(eager_model.parameters(), kiln_model.parameters(), strict=True))
+    grads = all(outputs_match(a.grad, b.grad) for a, b in zip(eager_model.parameters(), kiln_model.parameters(), strict=True))
     opt_k.step()
-    params = all(_close(a, b) for a, b in zip(eager_model.parameters(), kiln_model.parameters(), strict=True))
-    return {"training loss": _close(loss_k, loss_e), "gradients": grads, "parameters after SGD step": params}
+    params = all(outputs_match(a, b) for a, b in zip(eager_model.parameters(), kiln_model.parameters(), strict=True))
+    return {"training loss": outputs_match(loss_k, loss_e), "gradients": grads, "parameters after SGD step": params}
 
 
 def _time_training(model: torch.nn.Module, idx: torch.Tensor, targets: torch.Tensor, device: str,
