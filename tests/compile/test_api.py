@@ -358,3 +358,22 @@ def test_frames_the_graph_calls_at_run_time_are_not_compiled():
     assert not fe.get_cache_entries(_Twice.forward.__code__)
     out.sum().backward()
     torch.testing.assert_close(x.grad, 2 * torch.cos(2 * x))
+
+
+def test_only_graphs_that_can_start_user_frames_turn_the_callback_off():
+    # The plain graph's replacement calls the compiled graph directly (no wrapper frame on
+    # every call); a graph calling an autograd.Function's apply goes through the wrapper.
+    def plain(x):
+        return torch.relu(x * 2).sum(-1)
+
+    def custom(x):
+        return _Twice.apply(x).sin()
+
+    def called(fn):
+        compiled = kiln.compile(fn, backend="eager")
+        compiled(torch.randn(3))
+        (entry,) = fe.get_cache_entries(fn.__code__)
+        return [c.__name__ for c in entry.code.co_consts if callable(c) and hasattr(c, "__name__")]
+
+    assert called(plain) == ["forward"]
+    assert called(custom) == ["run_graph"]

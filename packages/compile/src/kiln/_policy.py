@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
+from kiln.fxgraph import Node
 from kiln.guards import EqualsMatch
 from kiln.symexec import Unsupported, capture
 
@@ -183,7 +184,9 @@ class FrameCompiler:
         gm = cap.graph_module
         fe.mark_skip(gm.forward.__code__)  # the graph's generated code is never a root
         compiled = self.backend(gm, list(cap.example_inputs)) if cap.op_count else None
-        replacement = cap.replacement(None if compiled is None else _uncompiled_inside(compiled))
+        if compiled is not None and _may_start_user_frames(gm):
+            compiled = _uncompiled_inside(compiled)
+        replacement = cap.replacement(compiled)
         check = cap.guards.compile(func.__globals__)
         fe.add_cache_entry(code, check, replacement)
         stats.entries += 1
@@ -228,6 +231,46 @@ class FrameCompiler:
             return None
         stats.eager_codes[code] = reason
         return fe.SKIP
+
+
+_TRUSTED_MODULES = ("operator", "math", "builtins")
+
+
+def _may_start_user_frames(gm: Any) -> bool:
+    """Whether running the graph can start Python frames of code other than torch's own: a
+    call of anything but a C function or a function of torch (or operator/math), such as
+    an autograd.Function's ``apply`` or a custom op whose kernel is Python, or a callable
+    passed to a torch function. Only such graphs pay for turning the callback off."""
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        if any(callable(a) and not isinstance(a, (type, torch.Tensor)) for a in _flat_args(node)):
+            return True
+        if node.op == "call_method":
+            continue  # a Tensor method: C, or torch's own Python
+        target = node.target
+        if isinstance(target, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+            continue
+        module = getattr(target, "__module__", None) or ""
+        if isinstance(target, types.FunctionType) and (
+                module == "torch" or module.startswith("torch.") or module in _TRUSTED_MODULES):
+            continue
+        return True
+    return False
+
+
+def _flat_args(node: Any) -> list[Any]:
+    out: list[Any] = []
+    todo = [*node.args, *node.kwargs.values()]
+    while todo:
+        a = todo.pop()
+        if isinstance(a, (tuple, list)):
+            todo.extend(a)
+        elif isinstance(a, dict):
+            todo.extend(a.values())
+        elif not isinstance(a, Node):  # a node is a value the graph computes
+            out.append(a)
+    return out
 
 
 def _uncompiled_inside(compiled: Any) -> Any:
