@@ -34,12 +34,22 @@ recompiling a frame reuses them and their cache entries.
 from __future__ import annotations
 
 import types
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._translator import NULL, Translator
 from ._unsupported import TracedException, Unsupported
-from .bytecode import ExceptHandler, Instr, decode, in_loop, live_locals, make_resume, resumable
+from .bytecode import (
+    Bytecode,
+    ExceptHandler,
+    Instr,
+    decode,
+    in_loop,
+    live_locals,
+    make_resume,
+    resumable,
+)
 from .variables._base import VariableTracker
 from .variables._torch import ExitVariable
 
@@ -52,6 +62,20 @@ _CALLS = frozenset(("CALL", "CALL_FUNCTION_EX"))
 _JUMPS = frozenset(("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"))
 
 _resume_functions: dict[tuple, types.FunctionType] = {}
+
+
+# Per code object (while it lives): its decoded body and the locals live at each
+# instruction, read by every break of that code (recompiles break at the same places).
+_analyses: weakref.WeakKeyDictionary[types.CodeType, tuple[Bytecode, list[frozenset[str]]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _analysis(code: types.CodeType) -> tuple[Bytecode, list[frozenset[str]]]:
+    found = _analyses.get(code)
+    if found is None:
+        bc = decode(code)
+        found = _analyses[code] = (bc, live_locals(bc))
+    return found
 
 
 def clear_resume_functions() -> None:
@@ -67,7 +91,7 @@ def break_point(code: types.CodeType, error: Unsupported) -> tuple[int, int] | N
     if resumable(code) is not None:
         return None
     index, _ = error.root_position
-    bc = decode(code)
+    bc, _ = _analysis(code)
     instr = bc.instructions()[index]
     if instr.name not in _CALLS | _JUMPS:
         return None
@@ -178,7 +202,7 @@ class _Resumer:
         self.tx = tx
         self.code = tx.code
         self.f_globals = f_globals
-        self.live = live_locals(decode(tx.code))
+        self.live = _analysis(tx.code)[1]
         self.break_line = tx.instructions[tx.ip].lineno
 
     def call(self, writer: _Writer, target: int, stack: list[VariableTracker], extra: list[str] | None = None) -> str:

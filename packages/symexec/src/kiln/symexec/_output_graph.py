@@ -60,13 +60,12 @@ def _shared_dispatch_cache() -> DispatchCache:
     """One fake-op cache for every capture of the process: what an op gives on concrete
     input metadata does not depend on the capture (symbolic entries stay per ShapeEnv).
     Cleared when it grows past ``_DISPATCH_CACHE_LIMIT`` entries."""
-    cache = _DISPATCH_CACHE[0]
-    if len(cache.entries) > _DISPATCH_CACHE_LIMIT:
-        cache.entries.clear()
-    return cache
+    if len(_DISPATCH_CACHE.entries) > _DISPATCH_CACHE_LIMIT:
+        _DISPATCH_CACHE.entries.clear()
+    return _DISPATCH_CACHE
 
 
-_DISPATCH_CACHE = [DispatchCache()]
+_DISPATCH_CACHE = DispatchCache()
 
 
 class OutputGraph:

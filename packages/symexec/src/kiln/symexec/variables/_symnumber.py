@@ -18,6 +18,7 @@ shapes are kiln.symshapes' and not used by symexec yet.
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from .._output_graph import OutputGraph
 
-__all__ = ["NUMBER_OPS", "SCALAR_SAFE_FUNCTIONS", "SCALAR_SAFE_METHODS", "SymNumberVariable"]
+__all__ = ["NUMBER_OPS", "SCALAR_SAFE_METHODS", "SymNumberVariable", "keeps_numbers_symbolic"]
 
 # Arithmetic kept in the graph (the rest folds at trace time, specializing). Not ``**``: a
 # negative base with a fractional exponent gives a complex, a type the trace would not have
@@ -38,6 +39,7 @@ NUMBER_OPS = frozenset((operator.add, operator.sub, operator.mul, operator.trued
                        operator.neg, operator.pos, abs))
 
 
+@functools.cache
 def _torch_safe_functions() -> frozenset[Any]:
     import torch
 
@@ -47,7 +49,6 @@ def _torch_safe_functions() -> frozenset[Any]:
                       torch.rsub, torch.clamp, torch.clamp_min, torch.clamp_max))
 
 
-SCALAR_SAFE_FUNCTIONS: frozenset[Any] | None = None  # built on first use (needs torch)
 # Tensor methods whose float argument does not change the result's metadata.
 SCALAR_SAFE_METHODS = frozenset(("add", "sub", "mul", "div", "true_divide", "pow", "rsub", "clamp",
                                  "clamp_min", "clamp_max", "add_", "sub_", "mul_", "div_", "pow_",
@@ -58,12 +59,9 @@ SCALAR_SAFE_METHODS = frozenset(("add", "sub", "mul", "div", "true_divide", "pow
 def keeps_numbers_symbolic(op: str, target: Any) -> bool:
     """Whether a graph call ``target`` may take a SymNumberVariable as an input (its value
     does not change the result's metadata)."""
-    global SCALAR_SAFE_FUNCTIONS
     if op == "call_method":
         return target in SCALAR_SAFE_METHODS
-    if SCALAR_SAFE_FUNCTIONS is None:
-        SCALAR_SAFE_FUNCTIONS = _torch_safe_functions()
-    return target in SCALAR_SAFE_FUNCTIONS
+    return target in _torch_safe_functions()
 
 
 class SymNumberVariable(VariableTracker):
