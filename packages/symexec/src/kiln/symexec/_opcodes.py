@@ -23,7 +23,6 @@ from .variables._builtins import builtin_rules
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
-from .variables._symnumber import SymNumberVariable
 from .variables._wrap import wrap_trace_value
 
 __all__ = ["opcode_rules"]
@@ -502,9 +501,7 @@ def _conditional(test: Callable[[Translator, VariableTracker], bool]):
 
 
 def _is_none(tx: Translator, v: VariableTracker) -> bool:
-    if isinstance(v, SymNumberVariable):
-        return False  # a number, whatever its value
-    return v.is_constant() and v.as_constant() is None
+    return _builtin(tx, operator.is_, v, ConstantVariable(None)).as_constant()
 
 
 opcode_rules["POP_JUMP_IF_TRUE"] = _conditional(lambda tx, v: v.truth(tx))
