@@ -1,5 +1,6 @@
 """``python -m benchmarks run --suite overhead,models --device cpu [--out results.json]`` and
-``python -m benchmarks compare old.json new.json``."""
+``python -m benchmarks compare old.json new.json`` (also ``python -m benchmarks --compare
+old.json new.json``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), default=None,
+                        help="kiln's figures of two result files, side by side (as the compare command)")
+    sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="time suites for eager, torch.compile and kiln")
-    run.add_argument("--suite", default="all", help="comma list of overhead,capture,kernels,models or all")
+    run.add_argument("--suite", default="all", help="comma list of overhead,capture,kernels,models,recompiles or all")
     run.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     run.add_argument("--rounds", type=int, default=15)
     run.add_argument("--out", default=None, help="write the results as JSON here")
@@ -20,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     cmp.add_argument("old")
     cmp.add_argument("new")
     args = parser.parse_args(argv)
+    if args.compare is not None:
+        args.command, (args.old, args.new) = "compare", args.compare
+    elif args.command is None:
+        parser.error("a command is needed: run, compare (or --compare OLD NEW)")
 
     import torch
 

@@ -60,3 +60,20 @@ def test_recompile_sequences_make_no_more_graphs_than_torch_compile_except_for_s
     table = format_table({"meta": {"date": "d", "device": "cpu", "gpu": None, "python": "3", "torch": "t",
                                    "backend": "eager", "rounds": 1}, "rows": list(rows.values())})
     assert "graphs kiln" in table and "sequence length (6 lengths)" in table
+
+
+def test_compare_from_the_command_line_both_spellings(tmp_path, capsys):
+    import json
+
+    from benchmarks.__main__ import main
+
+    old = {"rows": [{"suite": "s", "name": "w", "kiln_ms": 1.0, "kiln_compile_s": 1.0}]}
+    new = {"rows": [{"suite": "s", "name": "w", "kiln_ms": 2.0, "kiln_compile_s": 1.0}]}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(old))
+    b.write_text(json.dumps(new))
+    outputs = []
+    for argv in (["compare", str(a), str(b)], ["--compare", str(a), str(b)]):
+        assert main(argv) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and "s/w kiln_ms: 1 -> 2 (2.00x) REGRESSION" in outputs[0]
