@@ -135,13 +135,39 @@ def _find_code(module: types.CodeType, name: str) -> types.CodeType:
 
 
 def _bind_objects(code: types.CodeType, objects: dict[str, Any]) -> types.CodeType:
-    """Swap the placeholder string constants for the objects they stand for."""
+    """Swap the placeholder string constants for the objects they stand for, wherever the
+    compiler put them: CPython folds constant expressions (``(__kiln_k0, 1)`` becomes one
+    tuple constant, ``x in {__kiln_k0}`` a frozenset) and nested code objects have constants
+    of their own. A placeholder left anywhere is an error, never a value the user sees."""
     if not objects:
         return code
-    consts = tuple(objects.get(c, c) if type(c) is str else c for c in code.co_consts)
+    consts = tuple(_bind_constant(c, objects) for c in code.co_consts)
     return code.replace(co_consts=consts)
+
+
+def _bind_constant(const: Any, objects: dict[str, Any]) -> Any:
+    tp = type(const)
+    if tp is str:
+        if const.startswith(_PLACEHOLDER_PREFIX):
+            if const not in objects:
+                raise ValueError(f"replacement code holds an unbound placeholder {const!r}")
+            return objects[const]
+        return const
+    if tp is tuple:
+        return tuple(_bind_constant(c, objects) for c in const)
+    if tp is frozenset:
+        bound = [_bind_constant(c, objects) for c in const]
+        # a set of objects that are not hashable cannot be a constant; refuse it rather
+        # than build something else
+        return frozenset(bound)
+    if tp is types.CodeType:
+        return _bind_objects(const, objects)
+    return const
+
+
+_PLACEHOLDER_PREFIX = "\x00kiln:"
 
 
 def _placeholder(name: str) -> str:
     # A string constant no user code contains; it becomes the object in co_consts.
-    return f"\x00kiln:{name}"
+    return f"{_PLACEHOLDER_PREFIX}{name}"
