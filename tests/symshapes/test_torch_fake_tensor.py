@@ -260,3 +260,74 @@ def test_mode_reentry_and_exclusivity():
     assert isinstance(y, FakeTensor) and isinstance(z, FakeTensor)
     with mode:
         assert isinstance(x * 2, FakeTensor)
+
+
+def _dispatch_state():
+    """torch's dispatch state that entering/leaving fake modes touches (all thread-local)."""
+    import torch.utils._python_dispatch as python_dispatch
+
+    c = torch._C
+    keys = list(c._TorchDispatchModeKey.__members__.values())
+    return (
+        c._len_torch_dispatch_stack(),
+        str(c._dispatch_tls_local_include_set()),
+        str(c._dispatch_tls_local_exclude_set()),
+        c._meta_in_tls_dispatch_include(),
+        tuple(c._get_dispatch_mode(k) for k in keys),
+        python_dispatch._is_in_torch_dispatch_mode,
+        python_dispatch._is_in_non_infra_torch_dispatch_mode,
+    )
+
+
+def test_refused_entry_keeps_the_mode_alive_and_the_state_clean():
+    """torch's push of a second FAKE-key mode raised after releasing a reference it never
+    took: the refused mode was freed while still referenced, and a later garbage
+    collection crashed the interpreter (seen as a killed xdist worker)."""
+    import gc
+    import sys
+
+    from torch._subclasses.fake_tensor import FakeTensorMode as TorchFakeTensorMode
+
+    before = _dispatch_state()
+    mode, other = FakeTensorMode(ShapeEnv()), FakeTensorMode()
+    refs = sys.getrefcount(other)
+    with mode:
+        for _ in range(3):
+            with pytest.raises(ValueError, match="another fake mode"), other:
+                pass
+        inside = _dispatch_state()
+    assert sys.getrefcount(other) == refs
+    assert _dispatch_state() == before
+    # torch's own fake mode active: refused the same way, and torch's mode stays active
+    torch_mode = TorchFakeTensorMode()
+    with torch_mode:
+        torch_refs = sys.getrefcount(torch_mode)
+        with pytest.raises(ValueError, match="another fake mode"), mode:
+            pass
+        assert torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is torch_mode
+        assert sys.getrefcount(torch_mode) == torch_refs
+    # torch's fake mode inside kiln's: torch sets kiln's aside and puts it back
+    with mode:
+        with torch_mode:
+            pass
+        assert _dispatch_state() == inside
+    del other, torch_mode
+    gc.collect()
+    assert _dispatch_state() == before
+
+
+def test_mode_exit_restores_state_on_exceptions():
+    before = _dispatch_state()
+    mode = FakeTensorMode(ShapeEnv())
+    x = from_real(mode, torch.randn(3, 4), dynamic_dims=(0,), name="x")
+    with pytest.raises((RuntimeError, ValueError)), mode:
+        with mode:
+            x @ x  # mismatched shapes: the meta kernel raises inside the nested entry
+    assert _dispatch_state() == before
+    with pytest.raises(ZeroDivisionError), mode:
+        x.t_()
+        1 / 0
+    assert _dispatch_state() == before
+    with mode:
+        assert isinstance(x + 1, FakeTensor)
+    assert _dispatch_state() == before

@@ -38,6 +38,7 @@ from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._torch_internals import (
     FAKE_MODE_KEY,
     TorchDispatchMode,
+    active_fake_mode,
     allow_unavailable_devices,
     mutate_metadata,
     op_schema,
@@ -152,16 +153,24 @@ class FakeTensorMode(TorchDispatchMode):
             # no-op; torch allows one FAKE-key mode at a time.
             self._exits.append(None)
             return self
+        active = active_fake_mode()
+        if active is not None:
+            # Checked before torch is asked: torch's push of a second FAKE-key mode raises
+            # after dropping a reference it never took (the mode object is freed while
+            # still in use, a crash at a later garbage collection), and leaves
+            # TorchDispatchMode's in-mode flags pushed.
+            raise ValueError(f"cannot enter this FakeTensorMode while another fake mode is active ({type(active).__name__})")
         allow_unavailable_devices()
         stack = contextlib.ExitStack()
-        if self.shape_env is not None:
-            stack.enter_context(python_dispatcher())
-        self._exits.append(stack)
         try:
-            return super().__enter__()
-        except RuntimeError as err:
-            self._exits.pop().close()
-            raise ValueError(f"cannot enter this FakeTensorMode while another fake mode is active: {err}") from err
+            if self.shape_env is not None:
+                stack.enter_context(python_dispatcher())
+            entered = super().__enter__()
+        except BaseException:
+            stack.close()
+            raise
+        self._exits.append(stack)
+        return entered
 
     def __exit__(self, *exc):
         stack = self._exits.pop()

@@ -21,6 +21,12 @@
   fails on a CPU-only build) unless the active dispatch mode is registered under this key,
   which tells torch that a fake mode handles tensor creation. kiln's FakeTensorMode
   registers under it for that reason only.
+- ``active_fake_mode``: ``torch._C._get_dispatch_mode(FAKE_MODE_KEY)``, the mode (kiln's or
+  torch's) registered under that key now. torch keeps one; pushing a second one makes
+  torch raise *after* releasing a reference to the new mode that it never took (torch
+  2.11 to 2.13: ``push_on_torch_dispatch_stack`` increfs only on success), so the mode is
+  freed while still referenced and a later garbage collection crashes the interpreter.
+  kiln asks first and never lets that push fail.
 - ``op_schema``: ``OpOverload._schema``, an op's declared signature (argument names and
   alias annotations: which outputs are views of or writes to which inputs). The
   ``__torch_dispatch__`` documentation reads it the same way; there is no public spelling.
@@ -44,6 +50,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "FAKE_MODE_KEY",
     "TorchDispatchMode",
+    "active_fake_mode",
     "allow_unavailable_devices",
     "disabled_torch_function",
     "make_wrapper_subclass",
@@ -73,6 +80,11 @@ def make_wrapper_subclass(cls, size, stride, storage_offset, dtype, device, requ
         requires_grad=requires_grad,
         layout=layout,
     )
+
+
+def active_fake_mode():
+    """The dispatch mode registered under torch's FAKE key (kiln's or torch's), or None."""
+    return torch._C._get_dispatch_mode(FAKE_MODE_KEY)
 
 
 def allow_unavailable_devices() -> None:
