@@ -17,6 +17,7 @@ __path__ = extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
 __all__ = [
+    "BackendCompilerFailed",
     "BackendUnavailable",
     "CompiledModule",
     "ExplainOutput",
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 _HOMES = {
+    "BackendCompilerFailed": "kiln._backends",
     "BackendUnavailable": "kiln._backends",
     "CompiledModule": "kiln._api",
     "ExplainOutput": "kiln._api",

@@ -4,20 +4,52 @@ A backend is a name from ``backend_rules`` or any callable ``backend(gm, example
 returning a callable. ``"eager"`` runs the graph's generated Python (``gm.forward``).
 ``"aot_eager"`` and ``"inductor"`` are reserved for kiln.aotgrad and kiln.inductor:
 ``kiln.compile`` raises a clear error for them until those land.
+
+``compile_graph`` is the one place a backend is called. Invariants (as under torch.compile):
+
+- The backend runs with kiln's frame callback off: its own Python (torch's compile_fx, a
+  user's helper functions, a torch.fx GraphModule it traces) is never captured.
+- An exception the backend raises reaches the caller as ``BackendCompilerFailed``, chaining
+  the original (``__cause__`` and ``inner_exception``).
+- Whatever callable the backend returns runs with the callback off too (what it runs is the
+  backend's business: an AOT runtime wrapper, generated ``call`` code, kernels), except the
+  graph's own generated code (``gm`` or ``gm.forward``, written by kiln.fxgraph) when the
+  graph provably starts no frame of user code: that one is called directly, saving a wrapper
+  frame on every cache hit.
+- Exceptions the compiled callable raises while it runs pass through unchanged.
 """
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BackendUnavailable", "backend_rules", "resolve_backend"]
+import torch
+
+import kiln.frameeval as fe
+from kiln.fxgraph import Node
+
+__all__ = ["BackendCompilerFailed", "BackendUnavailable", "backend_rules", "compile_graph",
+           "resolve_backend"]
 
 Backend = Callable[[Any, list[Any]], Callable[..., Any]]
 
 
 class BackendUnavailable(RuntimeError):
     """The named backend exists in kiln's plan but is not built yet, or is unknown."""
+
+
+class BackendCompilerFailed(RuntimeError):
+    """A backend raised while compiling a graph (torch's exception of the same name).
+
+    ``backend_name`` names the backend, ``inner_exception`` is what it raised (also the
+    ``__cause__``)."""
+
+    def __init__(self, backend: Any, inner: BaseException) -> None:
+        self.backend_name = backend_name(backend)
+        self.inner_exception = inner
+        super().__init__(f"backend={self.backend_name!r} raised:\n{type(inner).__name__}: {inner}")
 
 
 def _eager(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
@@ -43,3 +75,97 @@ def resolve_backend(backend: str | Backend) -> Backend:
             "use backend='eager' or pass a callable backend(gm, example_inputs)")
     known = sorted([*backend_rules, *_PLANNED])
     raise BackendUnavailable(f"unknown backend {backend!r}; known: {', '.join(known)}")
+
+
+def backend_name(backend: Any) -> str:
+    """A readable name of a backend: its registered name, else its qualified name."""
+    for name, rule in backend_rules.items():
+        if rule is backend:
+            return name
+    return getattr(backend, "__qualname__", None) or getattr(backend, "__name__", None) \
+        or type(backend).__qualname__
+
+
+def compile_graph(backend: Backend, gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
+    """Call ``backend(gm, example_inputs)`` with capture off and return the callable the
+    replacement code should run (see the module docstring). Raises ``BackendCompilerFailed``
+    when the backend raises."""
+    previous = fe.set_callback(None)
+    try:
+        compiled = backend(gm, example_inputs)
+    except Exception as e:
+        raise BackendCompilerFailed(backend, e) from e
+    finally:
+        fe.set_callback(previous)
+    if not callable(compiled):
+        raise BackendCompilerFailed(
+            backend, TypeError(f"a backend must return a callable, got {type(compiled).__name__}"))
+    if _is_graph_code(compiled, gm) and not _may_start_user_frames(gm):
+        return compiled
+    return _capture_off(compiled)
+
+
+def _is_graph_code(compiled: Any, gm: Any) -> bool:
+    """Whether ``compiled`` is the graph's own generated code (kiln.fxgraph wrote it: calling
+    ``gm`` or ``gm.forward`` runs that one function and nothing else of Python's)."""
+    forward = getattr(type(gm), "forward", None)
+    return (compiled is gm or compiled is forward) and isinstance(forward, types.FunctionType) \
+        and forward.__code__.co_filename.startswith("<kiln.fxgraph ")
+
+
+_TRUSTED_MODULES = ("operator", "math", "builtins")
+
+
+def _may_start_user_frames(gm: Any) -> bool:
+    """Whether running the graph's generated code can start Python frames of code other than
+    torch's own: a submodule call, a call of anything but a C function or a function of torch
+    (or operator/math), such as an autograd.Function's ``apply`` or a custom op whose kernel
+    is Python, or a callable passed to a torch function."""
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            return True
+        if node.op not in ("call_function", "call_method"):
+            continue
+        if any(callable(a) and not isinstance(a, (type, torch.Tensor)) for a in _flat_args(node)):
+            return True
+        if node.op == "call_method":
+            continue  # a Tensor method: C, or torch's own Python
+        target = node.target
+        if isinstance(target, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+            continue
+        module = getattr(target, "__module__", None) or ""
+        if isinstance(target, types.FunctionType) and (
+                module == "torch" or module.startswith("torch.") or module in _TRUSTED_MODULES):
+            continue
+        return True
+    return False
+
+
+def _flat_args(node: Any) -> list[Any]:
+    out: list[Any] = []
+    todo = [*node.args, *node.kwargs.values()]
+    while todo:
+        a = todo.pop()
+        if isinstance(a, (tuple, list)):
+            todo.extend(a)
+        elif isinstance(a, dict):
+            todo.extend(a.values())
+        elif not isinstance(a, Node):  # a node is a value the graph computes
+            out.append(a)
+    return out
+
+
+def _capture_off(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """``compiled`` run with no frame callback: what it runs (a runtime wrapper, generated
+    code, a custom op's Python implementation) runs as it is, never compiled as a frame of
+    its own (as torch.compile disables itself around its compiled graphs)."""
+    set_callback = fe.set_callback
+
+    def run_graph(*args: Any) -> Any:
+        previous = set_callback(None)
+        try:
+            return compiled(*args)
+        finally:
+            set_callback(previous)
+
+    return run_graph

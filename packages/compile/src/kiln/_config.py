@@ -19,8 +19,11 @@ class Config:
         "help": "cache entries per code object; past it the code runs eagerly"})
     accumulated_recompile_limit: int = field(default=256, metadata={
         "help": "compiled entries over all code objects; past it new frames run eagerly"})
-    suppress_errors: bool = field(default=True, metadata={
-        "help": "without fullgraph, an error inside kiln falls back to eager (logged)"})
+    suppress_errors: bool = field(default=False, metadata={
+        "help": "False (torch.compile's default): an error while compiling a frame (a "
+                "backend's, as BackendCompilerFailed, or kiln's own) reaches the caller; True: "
+                "without fullgraph the frame falls back to eager with a logged warning. What "
+                "kiln cannot capture (Unsupported) and the recompile limits always fall back"})
 
     def describe(self) -> str:
         """Every setting with its value and help."""

@@ -32,10 +32,10 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
-from kiln.fxgraph import Node
 from kiln.guards import EqualsMatch
 from kiln.symexec import Unsupported, capture
 
+from ._backends import compile_graph
 from ._config import config
 from ._logs import artifact_logger
 
@@ -183,9 +183,7 @@ class FrameCompiler:
             artifact_logger("graph_breaks").info("graph break in %s: %s", code.co_qualname, cap.graph_break)
         gm = cap.graph_module
         fe.mark_skip(gm.forward.__code__)  # the graph's generated code is never a root
-        compiled = self.backend(gm, list(cap.example_inputs)) if cap.op_count else None
-        if compiled is not None and _may_start_user_frames(gm):
-            compiled = _uncompiled_inside(compiled)
+        compiled = compile_graph(self.backend, gm, list(cap.example_inputs)) if cap.op_count else None
         replacement = cap.replacement(compiled)
         check = cap.guards.compile(func.__globals__)
         fe.add_cache_entry(code, check, replacement)
@@ -231,62 +229,6 @@ class FrameCompiler:
             return None
         stats.eager_codes[code] = reason
         return fe.SKIP
-
-
-_TRUSTED_MODULES = ("operator", "math", "builtins")
-
-
-def _may_start_user_frames(gm: Any) -> bool:
-    """Whether running the graph can start Python frames of code other than torch's own: a
-    call of anything but a C function or a function of torch (or operator/math), such as
-    an autograd.Function's ``apply`` or a custom op whose kernel is Python, or a callable
-    passed to a torch function. Only such graphs pay for turning the callback off."""
-    for node in gm.graph.nodes:
-        if node.op not in ("call_function", "call_method"):
-            continue
-        if any(callable(a) and not isinstance(a, (type, torch.Tensor)) for a in _flat_args(node)):
-            return True
-        if node.op == "call_method":
-            continue  # a Tensor method: C, or torch's own Python
-        target = node.target
-        if isinstance(target, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-            continue
-        module = getattr(target, "__module__", None) or ""
-        if isinstance(target, types.FunctionType) and (
-                module == "torch" or module.startswith("torch.") or module in _TRUSTED_MODULES):
-            continue
-        return True
-    return False
-
-
-def _flat_args(node: Any) -> list[Any]:
-    out: list[Any] = []
-    todo = [*node.args, *node.kwargs.values()]
-    while todo:
-        a = todo.pop()
-        if isinstance(a, (tuple, list)):
-            todo.extend(a)
-        elif isinstance(a, dict):
-            todo.extend(a.values())
-        elif not isinstance(a, Node):  # a node is a value the graph computes
-            out.append(a)
-    return out
-
-
-def _uncompiled_inside(compiled: Any) -> Any:
-    """``compiled`` run with no frame callback: what the graph calls at run time (a custom
-    op's Python implementation, a hook) runs as it is, never compiled as a frame of its own
-    (as torch.compile disables itself around its compiled graphs)."""
-    set_callback = fe.set_callback
-
-    def run_graph(*args: Any) -> Any:
-        previous = set_callback(None)
-        try:
-            return compiled(*args)
-        finally:
-            set_callback(previous)
-
-    return run_graph
 
 
 def _log_capture(code: types.CodeType, cap: Any, replacement: types.CodeType) -> None:

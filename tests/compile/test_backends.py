@@ -1,0 +1,291 @@
+"""Backends: a backend and whatever it returns run with capture off (only kiln's own graph code
+is called directly), and a backend's exception reaches the user as BackendCompilerFailed."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+import kiln
+import kiln.frameeval as fe
+from kiln import _policy
+from kiln.fxgraph import GraphModule
+from kiln.fxgraph.torch_fx import to_torch_fx
+
+
+def _codes_compiled():
+    """Every code object kiln captured so far (cache entries or given up on)."""
+    return _policy.stats.code_guards.keys() | _policy.stats.eager_codes.keys()
+
+
+def test_torch_inductor_compile_fx_as_a_callable_backend():
+    # The issue's reproduction: inductor's compile_fx behind to_torch_fx, called under
+    # no_grad. Kiln's hook used to capture torch's AOT runtime wrapper and inductor's
+    # generated `call` and run its kernels on fake tensors: the interpreter died. In a
+    # subprocess, so that a crash is a failure of this test and not of the test run.
+    script = textwrap.dedent("""
+        import torch, kiln
+        from torch import nn
+        from kiln import _policy
+        from kiln.fxgraph.torch_fx import to_torch_fx
+        from torch._inductor.compile_fx import compile_fx
+
+        seen = []
+        def backend(gm, example_inputs):
+            seen.append(gm)
+            return compile_fx(to_torch_fx(gm), example_inputs)
+
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 256), nn.GELU())
+        compiled = kiln.compile(model, backend=backend)
+        x = torch.randn(8, 64)
+        with torch.no_grad():
+            for _ in range(3):
+                torch.testing.assert_close(compiled(x), model(x))
+        assert len(seen) == 1, len(seen)
+        names = sorted(c.co_name for c in _policy.stats.code_guards)
+        assert names == ["_call_impl"] or names == ["forward"], names
+        print("OK")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-4000:])
+    assert done.stdout.strip().endswith("OK")
+
+
+def _aot_eager(gm, example_inputs):
+    from torch._dynamo.backends.registry import lookup_backend
+
+    return lookup_backend("aot_eager")(to_torch_fx(gm), example_inputs)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_torch_aot_eager_as_a_callable_backend(grad):
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return _aot_eager(gm, example_inputs)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    compiled = kiln.compile(model, backend=backend)
+    x = torch.randn(5, 16)
+    with torch.set_grad_enabled(grad):
+        for _ in range(3):
+            out = compiled(x)
+            torch.testing.assert_close(out, model(x))
+    assert len(seen) == 1
+    # only the module's own frame was captured: nothing of torch's AOT machinery
+    assert {c.co_name for c in _codes_compiled()} <= {"forward", "_call_impl"}
+    assert len(_codes_compiled()) == 1
+    if grad:
+        out.sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        model(x).sum().backward()
+        for got, want in zip(grads, [p.grad for p in model.parameters()], strict=True):
+            torch.testing.assert_close(got, want)
+
+
+def _scale(t):
+    return t * 1.0
+
+
+def _shift(t):
+    return t + 0.0
+
+
+def _check_inputs(example_inputs):
+    return [_scale(t).shape for t in example_inputs]
+
+
+def test_a_user_backend_closure_calling_helpers_is_never_captured():
+    # The backend's own Python (at compile time) and the closure it returns with the helpers
+    # that closure calls (at run time) run as they are: no captures, no cache entries.
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(_check_inputs(example_inputs))
+
+        def run(*args):
+            return [_shift(r) for r in gm.forward(*[_scale(a) for a in args])]
+
+        return run
+
+    def fn(x, y):
+        return torch.relu(x) * y, x - y
+
+    compiled = kiln.compile(fn, backend=backend)
+    x, y = torch.randn(4), torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+    assert calls == [[torch.Size([4]), torch.Size([4])]]
+    assert _codes_compiled() == {fn.__code__}
+    for helper in (_scale, _shift, _check_inputs):
+        assert not fe.get_cache_entries(helper.__code__)
+
+
+def _replacement_callees(fn):
+    (entry,) = fe.get_cache_entries(fn.__code__)
+    return [c for c in entry.code.co_consts if callable(c) and not isinstance(c, type)]
+
+
+def test_only_kiln_generated_graph_code_is_called_directly():
+    def plain(x):
+        return torch.relu(x * 2).sum(-1)
+
+    def direct(backend):
+        # whether the replacement calls what the backend returned, or a wrapper around it
+        # that turns the callback off (a frame of kiln's own _backends module)
+        kiln.reset()
+        compiled = kiln.compile(plain, backend=backend)
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), plain(x))
+        (callee,) = _replacement_callees(plain)
+        target = type(callee).__call__ if isinstance(callee, GraphModule) else callee
+        return target.__code__.co_filename != kiln._backends.__file__
+
+    assert direct("eager")
+    assert direct(lambda gm, example_inputs: gm.forward)  # the same generated code
+    assert direct(lambda gm, example_inputs: gm)  # calling gm runs that code too
+    # anything else the backend returns may run Python of its own: the callback is off
+    assert not direct(lambda gm, example_inputs: lambda *a: gm.forward(*a))
+    assert not direct(lambda gm, example_inputs: _aot_eager(gm, example_inputs))
+
+
+def test_the_direct_call_starts_no_python_frame_but_torch_and_the_graph():
+    # What the fast path skips (the callback switched off around the graph) is safe only if
+    # the generated code starts no frame of user code: record every Python frame a cache hit
+    # of the graph starts (operator, math, torch.nn.functional, Tensor methods, torch
+    # functions written in Python).
+    import math
+    import operator
+
+    import torch.nn.functional as F
+
+    def fn(x, w):
+        h = F.layer_norm(x, (x.shape[-1],)) @ w
+        h = F.gelu(h) + operator.mul(h, math.pi)
+        return torch.softmax(h, -1).transpose(0, 1).contiguous(), F.dropout(h, 0.0, False)
+
+    compiled = kiln.compile(fn, backend="eager")
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    compiled(x, w)
+    (graph,) = _replacement_callees(fn)
+    assert graph.__code__.co_filename.startswith("<kiln.fxgraph ")
+    started = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            started.append(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        got = graph(x, w)
+    finally:
+        sys.setprofile(None)
+    torch.testing.assert_close(got, fn(x, w))
+    torch_dir = torch.__file__.rsplit("/", 1)[0] + "/"
+    user = [c for c in started if c is not graph.__code__ and not c.co_filename.startswith(torch_dir)]
+    assert user == []
+
+
+def test_the_backend_itself_runs_with_capture_off():
+    # A backend whose own code calls an nn.Module (a `forward`, which kiln would otherwise
+    # take as a root) and user helpers: none of it is captured, the backend is called once.
+    helper = nn.Linear(3, 3)
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(1)
+        helper(torch.randn(2, 3))
+        _check_inputs(example_inputs)
+        return gm.forward
+
+    def fn(x):
+        return x.sin() + 1
+
+    compiled = kiln.compile(fn, backend=backend)
+    x = torch.randn(3)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert calls == [1]
+    assert _codes_compiled() == {fn.__code__}
+    assert not fe.get_cache_entries(type(helper).forward.__code__)
+    assert not fe.get_cache_entries(_check_inputs.__code__)
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+class _BackendBug(Exception):
+    pass
+
+
+def _failing_backend(gm, example_inputs):
+    raise _BackendBug("no kernel for this")
+
+
+def test_suppress_errors_defaults_to_false_as_in_torch():
+    assert kiln.config.suppress_errors is False
+    assert torch._dynamo.config.suppress_errors is False
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_an_exception_in_a_callable_backend_reaches_the_user(fullgraph):
+    def fn(x):
+        return x * 2
+
+    compiled = kiln.compile(fn, backend=_failing_backend, fullgraph=fullgraph)
+    with pytest.raises(kiln.BackendCompilerFailed, match=r"(?s)_failing_backend.*no kernel for this") as info:
+        compiled(torch.randn(3))
+    assert isinstance(info.value.__cause__, _BackendBug)
+    assert info.value.inner_exception is info.value.__cause__
+    assert info.value.backend_name == "_failing_backend"
+    # nothing was given up on: the next call tries again and raises again
+    assert not _policy.stats.eager_codes
+    with pytest.raises(kiln.BackendCompilerFailed):
+        compiled(torch.randn(3))
+
+
+def test_a_backend_returning_no_callable_is_a_backend_error():
+    compiled = kiln.compile(lambda x: x + 1, backend=lambda gm, example_inputs: None)
+    with pytest.raises(kiln.BackendCompilerFailed, match="must return a callable"):
+        compiled(torch.randn(2))
+
+
+def test_with_suppress_errors_a_backend_failure_runs_eagerly_with_a_warning(monkeypatch, caplog):
+    monkeypatch.setattr(kiln.config, "suppress_errors", True)
+
+    def fn(x):
+        return x * 2
+
+    compiled = kiln.compile(fn, backend=_failing_backend)
+    x = torch.randn(3)
+    with caplog.at_level("WARNING", logger="kiln"):
+        torch.testing.assert_close(compiled(x), fn(x))
+        torch.testing.assert_close(compiled(x), fn(x))
+    warned = [r for r in caplog.records if "running it eagerly" in r.getMessage()]
+    assert len(warned) == 1 and "BackendCompilerFailed" in warned[0].getMessage()
+    assert fn.__code__ in _policy.stats.eager_codes
+
+
+class _UserError(Exception):
+    pass
+
+
+def test_what_the_compiled_callable_raises_at_run_time_passes_unchanged():
+    error = _UserError("raised by the compiled code")
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            raise error
+
+        return run
+
+    compiled = kiln.compile(lambda x: x + 1, backend=backend)
+    with pytest.raises(_UserError) as info:
+        compiled(torch.randn(2))
+    assert info.value is error
