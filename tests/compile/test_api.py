@@ -1,6 +1,7 @@
 """The user API: forms of kiln.compile, backends, fullgraph errors, graph breaks and eager
 fallback, explain."""
 
+import copy
 import logging
 
 import pytest
@@ -377,3 +378,105 @@ def test_only_graphs_that_can_start_user_frames_turn_the_callback_off():
 
     assert called(plain) == ["forward"]
     assert called(custom) == ["run_graph"]
+
+
+# -- the compiled module forwards its state to the original (as torch's OptimizedModule) -------
+
+class _Stepper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.step = 1
+        self.register_buffer("offset", torch.zeros(3))
+
+    def forward(self, x):
+        y = self.lin(x) * self.step + self.offset
+        if self.training:
+            y = y * 2
+        if hasattr(self, "extra"):
+            y = y + self.extra(x)
+        return y
+
+
+def _same_as_original(compiled, model, x):
+    torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_setattr_on_the_compiled_module_reaches_the_original():
+    model = _Stepper()
+    compiled = kiln.compile(model, backend="eager")
+    x = torch.randn(2, 3)
+    _same_as_original(compiled, model, x)
+    compiled.step += 1  # a plain attribute
+    assert model.step == 2 and "step" not in compiled.__dict__
+    _same_as_original(compiled, model, x)
+    compiled.step = 5
+    assert model.step == 5
+    _same_as_original(compiled, model, x)
+    compiled.offset = torch.ones(3)  # a buffer stays a buffer of the original
+    assert model._buffers["offset"] is compiled.offset
+    _same_as_original(compiled, model, x)
+    compiled.lin.weight = nn.Parameter(torch.ones(3, 3))
+    compiled.bias = nn.Parameter(torch.ones(3))  # a new parameter
+    assert "bias" in model._parameters and "bias" not in compiled._parameters
+    _same_as_original(compiled, model, x)
+    compiled.extra = nn.Linear(3, 3)  # a new submodule
+    assert "extra" in model._modules and list(compiled._modules) == ["_orig_mod"]
+    _same_as_original(compiled, model, x)
+
+
+def test_delattr_on_the_compiled_module_reaches_the_original():
+    model = _Stepper()
+    model.extra = nn.Linear(3, 3)
+    compiled = kiln.compile(model, backend="eager")
+    x = torch.randn(2, 3)
+    _same_as_original(compiled, model, x)
+    del compiled.extra
+    assert not hasattr(model, "extra") and not hasattr(compiled, "extra")
+    _same_as_original(compiled, model, x)
+    del compiled.step
+    assert not hasattr(model, "step")
+    with pytest.raises(AttributeError):
+        compiled(x)
+    with pytest.raises(AttributeError):
+        del compiled.nothing_here
+
+
+def test_training_mode_is_the_originals():
+    model = _Stepper()
+    compiled = kiln.compile(model, backend="eager")
+    x = torch.randn(2, 3)
+    assert compiled.training and model.training
+    compiled.eval()
+    assert not model.training and not compiled.training and not model.lin.training
+    _same_as_original(compiled, model, x)
+    compiled.train()
+    assert model.training and compiled.training
+    _same_as_original(compiled, model, x)
+    compiled.training = False
+    assert not model.training
+    _same_as_original(compiled, model, x)
+    model.train()  # and the other way round
+    assert compiled.training
+    _same_as_original(compiled, model, x)
+    # compiling a module in eval mode keeps it there
+    assert not kiln.compile(_Stepper().eval(), backend="eager").training
+
+
+def test_state_dict_and_copies_as_torch_compile():
+    model = _Stepper()
+    compiled = kiln.compile(model, backend="eager")
+    theirs = torch.compile(model, backend="eager")
+    assert list(compiled.state_dict()) == list(theirs.state_dict())
+    assert list(compiled.state_dict()) == ["_orig_mod.offset", "_orig_mod.lin.weight", "_orig_mod.lin.bias"]
+    other = _Stepper()
+    kiln.compile(other, backend="eager").load_state_dict(compiled.state_dict())
+    torch.testing.assert_close(other.lin.weight, model.lin.weight)
+    assert "step" in dir(compiled) and "forward" in dir(compiled)
+    copied = copy.deepcopy(compiled)  # wraps a copy of the original, not the original
+    assert isinstance(copied, kiln.CompiledModule) and copied._orig_mod is not model
+    with torch.no_grad():
+        copied.lin.weight.add_(1.0)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(copied(x), copied._orig_mod(x))
+    _same_as_original(compiled, model, x)

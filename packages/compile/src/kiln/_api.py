@@ -100,23 +100,66 @@ def _wrap(fn: Callable[..., Any], callback: FrameCompiler) -> Callable[..., Any]
 class CompiledModule(torch.nn.Module):
     """The module ``kiln.compile(module)`` returns: calls go through kiln, state is shared.
 
-    ``_orig_mod`` is the original module (its parameters are this module's parameters);
-    attribute reads fall through to it.
+    ``_orig_mod`` is the original module, registered as this module's only child (so its
+    parameters are this module's, and ``state_dict`` keys start with ``_orig_mod.``, as
+    torch's OptimizedModule's do). Everything else is the original's, as under
+    torch.compile: attribute reads fall through to it, and ``setattr``/``delattr`` of any
+    name this class does not define (plain attributes, parameters, buffers, submodules) go
+    to it; ``training`` is the original's (``train()``/``eval()`` switch it), so the guards
+    of compiled code see every change.
     """
 
+    # Names that belong to the wrapper itself; any other attribute is the original module's.
+    _OWN_ATTRIBUTES = frozenset({"_orig_mod", "_kiln_call", "_kiln_callback", "_kiln_ready",
+                                 "__dict__"})
+
     def __init__(self, module: torch.nn.Module, callback: FrameCompiler) -> None:
+        # Before nn.Module.__init__: attribute access on self reaches _orig_mod from then on,
+        # and ``training`` (set by nn.Module.__init__) must not reach the original yet.
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_kiln_ready", False)
         super().__init__()
-        self._orig_mod = module
+        self._kiln_ready = True
+        self._orig_mod = module  # registers it as the child module
+        self._kiln_callback = callback
         self._kiln_call = _wrap(module.__call__, callback)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._kiln_call(*args, **kwargs)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy.deepcopy and pickle rebuild the wrapper around the copied original module
+        return (type(self), (self._orig_mod, self._kiln_callback))
+
+    @property  # type: ignore[override]
+    def training(self) -> bool:
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        if self.__dict__.get("_kiln_ready"):
+            self._orig_mod.training = value
+
     def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["_orig_mod"], name)
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
+        return getattr(self._modules["_orig_mod"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in CompiledModule._OWN_ATTRIBUTES or hasattr(type(self), name):
+            super().__setattr__(name, value)
+        else:
+            setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in CompiledModule._OWN_ATTRIBUTES or hasattr(type(self), name):
+            super().__delattr__(name)
+        else:
+            delattr(self._orig_mod, name)
+
+    def __dir__(self) -> list[str]:
+        own = self._orig_mod.__dir__()
+        return own + [name for name in super().__dir__() if name not in own]
 
 
 def disable(fn: Callable[..., Any] | None = None) -> Any:
