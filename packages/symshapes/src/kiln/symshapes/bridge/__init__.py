@@ -23,6 +23,7 @@ from kiln.symshapes.bridge._fake_mode import (
 from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._sym_node import KilnSymNode, from_torch, to_torch
+from kiln.symshapes.bridge._user_state import hide_user_state
 
 __all__ = [
     "DispatchCache",
@@ -35,6 +36,7 @@ __all__ = [
     "data_dependent_rules",
     "from_real",
     "from_torch",
+    "hide_user_state",
     "to_real",
     "to_torch",
 ]

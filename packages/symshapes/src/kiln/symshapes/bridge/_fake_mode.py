@@ -20,6 +20,11 @@ Invariants:
   its sizes and strides updated when an inplace-view op changed them (``t_``,
   ``squeeze_``); resizing a fake in place (``resize_``, growing an ``out=`` tensor) raises.
 - An op with no meta kernel raises ``UnsupportedOpError`` naming the op.
+- While the mode is entered (and while ``from_real`` runs) the user's torch-function and
+  torch-dispatch modes and default saved-tensors hooks are off torch's stacks: they never
+  see fake ops. They are back, in order, when the mode exits, exceptions included.
+- The mode never asks torch to push it over another FAKE-key mode (torch mishandles the
+  refusal; see ``_torch_internals.active_fake_mode``): that is a ValueError here.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from kiln.symshapes.bridge._torch_internals import (
     mutate_metadata,
     op_schema,
     python_dispatcher,
+    restore_user_state,
+    set_aside_user_state,
 )
 
 __all__ = ["FakeTensorMode", "UnsupportedOpError", "data_dependent_rules"]
@@ -163,6 +170,8 @@ class FakeTensorMode(TorchDispatchMode):
         allow_unavailable_devices()
         stack = contextlib.ExitStack()
         try:
+            # The user's modes and saved-tensors hooks never see fake ops (put back last).
+            stack.callback(restore_user_state, set_aside_user_state())
             if self.shape_env is not None:
                 stack.enter_context(python_dispatcher())
             entered = super().__enter__()
@@ -315,7 +324,11 @@ class FakeTensorMode(TorchDispatchMode):
         """A FakeTensor with ``tensor``'s metadata; see ``kiln.symshapes.bridge.from_real``."""
         from kiln.symshapes.bridge._convert import fake_from_real
 
-        return fake_from_real(self, tensor, dynamic_dims=dynamic_dims, name=name, size_source=size_source)
+        token = set_aside_user_state()
+        try:
+            return fake_from_real(self, tensor, dynamic_dims=dynamic_dims, name=name, size_source=size_source)
+        finally:
+            restore_user_state(token)
 
     def storage_for(self, tensor: torch.Tensor) -> FakeStorage:
         """The FakeStorage standing for ``tensor``'s real storage (shared by its views)."""

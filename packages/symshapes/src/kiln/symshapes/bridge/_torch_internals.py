@@ -37,6 +37,18 @@
   it; torch's ``return_and_correct_aliasing`` does the same for its own wrapper subclasses.
 - ``TorchDispatchMode``: from ``torch.utils._python_dispatch``, documented under
   "Extending PyTorch" as the base class of dispatch modes.
+- ``set_aside_user_state``/``restore_user_state``: the user's torch-function modes, the
+  user's (non-infra) torch-dispatch modes and the default saved-tensors hooks
+  (``torch.autograd.graph.saved_tensors_hooks``) taken off torch's thread-local stacks
+  (``torch._C._pop_torch_function_stack``, ``_pop_torch_dispatch_stack``,
+  ``_autograd._pop_saved_tensors_default_hooks`` and their push twins), then put back in
+  the same order. Tracing on fake tensors is kiln's business: a user's mode or hook sees
+  what the compiled code runs, as in eager, never the trace. torch has no public way to
+  hide a mode that is already active (``_pop_mode_temporarily`` does the same for one
+  mode). The ``DeviceContext`` function modes of ``torch.set_default_device`` stay:
+  traced factory calls must see the default device. Infra dispatch modes (torch's own,
+  under a mode key) stay. Hooks are left in place when torch has saved-tensors hooks
+  disabled (nothing could be pushed back then).
 
 Invariant: no other kiln.symshapes module touches an underscore-prefixed torch name.
 """
@@ -57,6 +69,8 @@ __all__ = [
     "mutate_metadata",
     "op_schema",
     "python_dispatcher",
+    "restore_user_state",
+    "set_aside_user_state",
 ]
 
 disabled_torch_function = torch._C._disabled_torch_function_impl
@@ -96,6 +110,104 @@ def allow_unavailable_devices() -> None:
 def op_schema(func):
     """The ``torch._C.FunctionSchema`` of an ATen ``OpOverload``."""
     return func._schema
+
+
+def _set_aside_function_modes() -> list | None:
+    c = torch._C
+    if not c._len_torch_function_stack():
+        return None
+    from torch.utils._device import DeviceContext
+
+    modes = [c._pop_torch_function_stack() for _ in range(c._len_torch_function_stack())][::-1]
+    for mode in modes:
+        if isinstance(mode, DeviceContext):
+            c._push_on_torch_function_stack(mode)
+    return modes
+
+
+def _restore_function_modes(modes: list) -> None:
+    c = torch._C
+    while c._len_torch_function_stack():
+        c._pop_torch_function_stack()
+    for mode in modes:
+        c._push_on_torch_function_stack(mode)
+
+
+def _user_dispatch_mode_count() -> int:
+    c = torch._C
+    infra = sum(c._get_dispatch_mode(key) is not None for key in c._TorchDispatchModeKey.__members__.values())
+    return c._len_torch_dispatch_stack() - infra
+
+
+def _set_aside_dispatch_modes() -> list | None:
+    c = torch._C
+    if not c._len_torch_dispatch_stack():
+        return None
+    # With a mode key given as None, torch pops user modes before infra ones.
+    modes = [c._pop_torch_dispatch_stack(None) for _ in range(_user_dispatch_mode_count())][::-1]
+    return modes or None
+
+
+def _restore_dispatch_modes(modes: list) -> None:
+    for mode in modes:
+        torch._C._push_on_torch_dispatch_stack(mode)
+
+
+def _set_aside_saved_tensors_hooks() -> list | None:
+    hooks_api = torch._C._autograd
+    top = hooks_api._top_saved_tensors_default_hooks(True)
+    if top is None or not hooks_api._saved_tensors_hooks_is_enabled():
+        return None
+    hooks = []
+    while top is not None:
+        hooks.append(top)
+        hooks_api._pop_saved_tensors_default_hooks()
+        top = hooks_api._top_saved_tensors_default_hooks(True)
+    return hooks[::-1]
+
+
+def _restore_saved_tensors_hooks(hooks: list) -> None:
+    for pack, unpack in hooks:
+        torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
+
+
+def set_aside_user_state(*, dispatch_modes: bool = True) -> tuple | None:
+    """Take the user's torch-function modes (not ``DeviceContext``), dispatch modes (when
+    ``dispatch_modes``) and default saved-tensors hooks off torch's stacks; returns what
+    ``restore_user_state`` needs to put them back (None when there was nothing)."""
+    functions = _set_aside_function_modes()
+    try:
+        dispatch = _set_aside_dispatch_modes() if dispatch_modes else None
+        try:
+            hooks = _set_aside_saved_tensors_hooks()
+        except BaseException:
+            if dispatch is not None:
+                _restore_dispatch_modes(dispatch)
+            raise
+    except BaseException:
+        if functions is not None:
+            _restore_function_modes(functions)
+        raise
+    if functions is None and dispatch is None and hooks is None:
+        return None
+    return functions, dispatch, hooks
+
+
+def restore_user_state(token: tuple | None) -> None:
+    """Put back what ``set_aside_user_state`` took (in the order it was)."""
+    if token is None:
+        return
+    functions, dispatch, hooks = token
+    try:
+        if hooks is not None:
+            _restore_saved_tensors_hooks(hooks)
+    finally:
+        try:
+            if dispatch is not None:
+                _restore_dispatch_modes(dispatch)
+        finally:
+            if functions is not None:
+                _restore_function_modes(functions)
 
 
 def mutate_metadata(func, args, kwargs) -> None:
