@@ -23,6 +23,7 @@ import torch
 
 from kiln.fxgraph import GraphModule, Node, eliminate_dead_code
 from kiln.guards import GuardSet, LocalSource, Source
+from kiln.symshapes.bridge import hide_user_state
 
 from . import _opcodes  # noqa: F401  (registers the opcode rules)
 from ._breaks import break_point, break_tail
@@ -102,6 +103,9 @@ def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
            dynamic_numbers: frozenset[Source] = frozenset()) -> Capture:
     output = OutputGraph(f_globals, dynamic_numbers)
     saved_grad = torch.is_grad_enabled()
+    # After OutputGraph took the global-state guard: the user's function modes and
+    # saved-tensors hooks see what the compiled code runs, never the trace.
+    hidden = hide_user_state(dispatch_modes=False)
     try:
         symbolic_locals: dict[str, VariableTracker] = {}
         for name in code.co_varnames[:_parameter_count(code)]:
@@ -119,8 +123,11 @@ def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
         output.finish_inputs()
         return _finish(code, output, lambda writer: [f"return {writer.expr(result)}"], None)
     finally:
-        output.close_contexts()
-        torch.set_grad_enabled(saved_grad)
+        try:
+            output.close_contexts()
+            torch.set_grad_enabled(saved_grad)
+        finally:
+            hidden.close()
 
 
 def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer], list[str]],
