@@ -65,6 +65,7 @@ class TensorVariable(VariableTracker):
         if name in _METADATA_ATTRS:
             return ConstantVariable(getattr(fake, name))
         if name == "shape":
+            _require_concrete(fake.shape, f"{self.describe()}.shape")
             return _size_variable(fake.shape)
         if name in ("T", "mT", "H", "mH", "real", "imag", "data"):
             # tensor-valued properties: a ``getattr`` node (rendered ``x.T``)
@@ -99,6 +100,7 @@ class TensorVariable(VariableTracker):
         if name in _METADATA_METHODS and all(a.is_constant() for a in [*args, *kwargs.values()]):
             value = getattr(self.fake, name)(*[a.as_constant() for a in args],
                                              **{k: v.as_constant() for k, v in kwargs.items()})
+            _require_concrete(value, f"{self.describe()}.{name}()")
             return _size_variable(value) if isinstance(value, tuple) else ConstantVariable(value)
         return tx.output.call_method(name, [self, *args], kwargs)
 
@@ -136,6 +138,15 @@ class TensorMethodVariable(VariableTracker):
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         return self.tensor.call_method(tx, self.name, args, kwargs)
+
+
+def _require_concrete(value: Any, what: str) -> None:
+    """A size, stride or flag that depends on tensor data (an unbacked symbol from nonzero,
+    boolean indexing, an ``.item()`` size, ...) cannot become a trace-time constant: the
+    graph would hold a symbol and fail, or be wrong, when it runs. Break there instead."""
+    items = value if isinstance(value, tuple) else (value,)
+    if not all(isinstance(v, (int, bool, float)) for v in items):
+        raise Unsupported(f"{what} depends on tensor data (a data-dependent size)")
 
 
 def _size_variable(size: Any) -> VariableTracker:
