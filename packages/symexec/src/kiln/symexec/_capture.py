@@ -29,7 +29,7 @@ from . import _opcodes  # noqa: F401  (registers the opcode rules)
 from ._breaks import break_point, break_tail
 from ._codegen import ReplacementSource, build_replacement, render_source
 from ._opcodes import MethodOf
-from ._output_graph import OutputGraph
+from ._output_graph import MUTATES, OutputGraph
 from ._translator import NULL, CellVariable, LazyVariable, StopTracing, Translator, lazy_local
 from ._unsupported import Unsupported
 from .variables._base import VariableTracker
@@ -216,7 +216,7 @@ def _check_unchanged_after(graph: Any, after: int | None) -> None:
         if node.op in ("call_function", "call_method") and node.meta.get("order", 0) > after:
             name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
             in_place = (name.endswith("_") and not name.endswith("__")) or node.target in _IN_PLACE_OPERATORS
-            if in_place or "out" in node.kwargs:
+            if in_place or "out" in node.kwargs or node.meta.get(MUTATES):
                 raise Unsupported("a tensor passed to print/warn/log is changed in place later in the "
                                   f"compiled region ({name}), so the replayed call would show the new values")
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kiln.fxgraph import Graph, Node
+from kiln.fxgraph import Graph, Node, register_impure_rule
 from kiln.guards import GuardSet, NoAliasing, ObjectAliasing, Source, TorchGlobalState
 from kiln.symshapes import ShapeEnv
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
@@ -26,7 +26,15 @@ from .variables._containers import DictVariable, ListVariable, RangeVariable, Tu
 from .variables._symnumber import SymNumberVariable, keeps_numbers_symbolic
 from .variables._tensor import TensorVariable
 
-__all__ = ["OutputGraph"]
+__all__ = ["MUTATES", "OutputGraph"]
+
+# node.meta key: the node changes one of its tensor arguments in place (seen on the fakes)
+MUTATES = "mutates_arguments"
+
+
+@register_impure_rule
+def _changes_arguments(node: Node) -> bool:
+    return bool(node.meta.get(MUTATES))
 
 _ROOT = re.compile(r"^([LG])\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
@@ -83,6 +91,13 @@ class OutputGraph:
         self.input_sources: list[Source] = []
         self.example_inputs: list[Any] = []
         self.tensor_inputs: dict[int, TensorVariable] = {}   # id(real tensor) -> tracker
+        # id(fake tensor) -> the one tracker of that tensor object: an op that returns one
+        # of its arguments (``x.add_(1)``, ``out=``, ``F.relu(x, inplace=True)``,
+        # ``x.contiguous()`` of a contiguous x) gives back that argument's tracker, so
+        # ``is``, sets and dicts see one object, as in eager
+        self.tensors: dict[int, TensorVariable] = {}
+        # graph-input trackers some recorded op changed in place (the tensor or a view of it)
+        self.mutated_inputs: dict[int, TensorVariable] = {}
         self.trackers: dict[Source, VariableTracker] = {}    # the builder's cache
         # id(real object) -> its tracker, for mutable objects reached through several
         # sources (every layer's ``config``): one tracker, the other paths guarded by identity
@@ -119,14 +134,16 @@ class OutputGraph:
         if known is not None:
             # the same tensor reached two ways (tied weights): one input, and a guard that
             # both ways still lead to one object
+            # both ways still lead to one object; the same tracker, so ``x is y`` holds
             if known.source is not None and known.source != source:
                 self.guards.add(ObjectAliasing(known.source, source))
-            return TensorVariable(known.node, known.fake, source, known.pytype)
+            return known
         node = self._placeholder(source, real)
         fake = self.fake_mode.from_real(real, name=node.name)
         node.meta["val"] = fake
         tracker = TensorVariable(node, fake, source, type(real))
         self.tensor_inputs[id(real)] = tracker
+        self.tensors[id(fake)] = tracker
         return tracker
 
     def add_number_input(self, source: Source, value: int | float) -> SymNumberVariable:
@@ -274,6 +291,8 @@ class OutputGraph:
         node_kwargs = {k: _unwrap(v, _node_of, what, numbers) for k, v in kwargs.items()}
         fake_args = tuple(_unwrap(a, _fake_of, what, numbers) for a in args)
         fake_kwargs = {k: _unwrap(v, _fake_of, what, numbers) for k, v in kwargs.items()}
+        fakes = _fakes_in((fake_args, fake_kwargs))
+        versions = [_version(f) for f in fakes]
         try:
             with self.fake_mode:
                 if op == "call_function":
@@ -286,14 +305,43 @@ class OutputGraph:
             raise
         except Exception as e:
             raise Unsupported(f"{what} failed on the traced values: {type(e).__name__}: {e}") from e
-        return self._wrap_result(self._new_node(op, target, node_args, node_kwargs), out, what)
+        changed = [f for f, v in zip(fakes, versions, strict=True) if _version(f) != v]
+        if changed:
+            self._check_mutation(changed, what)
+        node = self._new_node(op, target, node_args, node_kwargs)
+        if changed:
+            node.meta[MUTATES] = True  # kept by dead-code elimination, whatever its name
+        return self._wrap_result(node, out, what)
+
+    def _check_mutation(self, changed: list[FakeTensor], what: str) -> None:
+        """Note the graph inputs an in-place op changed (through views too: a view shares its
+        base's version counter). Inputs that are distinct tensors over one memory (views of
+        one base passed separately) cannot be changed in place in a graph: the backend would
+        treat them as independent, so tracing stops there (a graph break, or eager)."""
+        storages = {id(f.fake_storage) for f in changed if f.numel() != 0}
+        if not storages:
+            return
+        sharing = [t for t in self.tensor_inputs.values()
+                   if id(t.fake.fake_storage) in storages and t.fake.numel() != 0]
+        for s in storages:
+            over = [t for t in sharing if id(t.fake.fake_storage) == s]
+            if len(over) > 1:
+                names = ", ".join(t.describe() for t in over)
+                raise Unsupported(f"{what} changes in place memory shared by several inputs ({names}): "
+                                  "distinct tensors over one storage cannot be changed in place in a graph")
+        for t in sharing:
+            self.mutated_inputs[id(t)] = t
 
     def _wrap_result(self, node: Node, out: Any, what: str) -> VariableTracker:
         import operator
 
         if isinstance(out, FakeTensor):
             node.meta["val"] = out
-            return TensorVariable(node, out)
+            known = self.tensors.get(id(out))
+            if known is not None:
+                return known  # the op gave back one of its arguments (in place, out=)
+            tracker = self.tensors[id(out)] = TensorVariable(node, out)
+            return tracker
         if isinstance(out, (tuple, list)) and any(isinstance(o, FakeTensor) for o in out):
             node.meta["val"] = out
             items = []
@@ -317,6 +365,32 @@ class OutputGraph:
 
             return wrap_trace_value(out)
         raise Unsupported(f"{what} returned a {type(out).__name__}, which kiln cannot track yet")
+
+
+def _fakes_in(value: Any) -> list[FakeTensor]:
+    """The fake tensors among a call's (nested) arguments, each once."""
+    found: dict[int, FakeTensor] = {}
+
+    def visit(v: Any) -> None:
+        if isinstance(v, FakeTensor):
+            found.setdefault(id(v), v)
+        elif isinstance(v, (tuple, list)):
+            for i in v:
+                visit(i)
+        elif isinstance(v, dict):
+            for i in v.values():
+                visit(i)
+
+    visit(value)
+    return list(found.values())
+
+
+def _version(fake: FakeTensor) -> int:
+    # the version counter every in-place change bumps (shared by views of one base)
+    try:
+        return fake._version
+    except RuntimeError:  # inference tensors keep none
+        return -1
 
 
 def _holds_fake(value: Any) -> bool:

@@ -10,6 +10,7 @@ the op on fake tensors.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from .._unsupported import MissingAttribute, Unsupported
@@ -28,7 +29,7 @@ __all__ = ["TensorVariable"]
 # Attributes answered from the fake tensor at trace time.
 _METADATA_ATTRS = frozenset({
     "dtype", "device", "layout", "requires_grad", "is_cuda", "is_cpu", "is_meta",
-    "is_sparse", "is_quantized", "is_leaf", "ndim", "is_nested",
+    "is_sparse", "is_quantized", "is_leaf", "ndim", "is_nested", "itemsize",
 })
 # Methods answered from the fake tensor at trace time when their arguments are constants.
 _METADATA_METHODS = frozenset({
@@ -72,9 +73,27 @@ class TensorVariable(VariableTracker):
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             raise Unsupported(f"reading .grad of {self.describe()} inside a compiled region")
+        if name == "_base":
+            return self._base(tx)
+        if name == "__class__":
+            return ConstantVariable(self.pytype)
         if not hasattr(type(fake), name):
             self._instance_attribute(tx, name)
+        found = next((k.__dict__[name] for k in type(fake).__mro__ if name in k.__dict__), None)
+        if found is None or inspect.isdatadescriptor(found):
+            # a value, not a method (grad_fn, _version, names, ...): not modelled
+            raise Unsupported(f"reading attribute {name!r} of {self.describe()}")
         return TensorMethodVariable(self, name)
+
+    def _base(self, tx: Translator) -> VariableTracker:
+        """``x._base``: the tensor a view was made from, when the trace made it (a view made
+        from a graph input has the caller's base, which the trace does not know)."""
+        base = self.fake._base
+        root = tx.output.tensors.get(id(base if base is not None else self.fake))
+        if root is None or root.node.op == "placeholder":
+            raise Unsupported(f"reading ._base of {self.describe()}, which may be a view of a tensor "
+                              "made outside the compiled region")
+        return ConstantVariable(None) if base is None else root
 
     def _instance_attribute(self, tx: Translator, name: str) -> None:
         # Not a Tensor attribute: an attribute set on this very tensor is not traced; one
