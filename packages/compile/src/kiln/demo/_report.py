@@ -1,12 +1,23 @@
-"""The demo's output: a terminal summary and a self-contained HTML report (tables and an SVG
-bar chart; no JavaScript, no downloads)."""
+"""The demo's output: a terminal summary (the figures, each captured graph's code shortened,
+some guards) and a self-contained HTML report (the same, tables and an SVG bar chart; no
+JavaScript, no downloads), written by default to ``default_report_path()``: the user's cache
+folder, never the source tree."""
 
 from __future__ import annotations
 
 import html
+import os
 from typing import Any
 
-__all__ = ["render_html", "render_text"]
+__all__ = ["default_report_path", "render_html", "render_text"]
+
+
+def default_report_path() -> str:
+    """Where ``python -m kiln demo`` writes its HTML report unless told otherwise:
+    ``$XDG_CACHE_HOME/kiln/demo-report.html`` (``~/.cache/kiln/demo-report.html`` when
+    XDG_CACHE_HOME is unset)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "kiln", "demo-report.html")
 
 _COLORS = {"eager": "#8a8a8a", "kiln": "#d9480f", "torch.compile": "#1c7ed6"}
 
@@ -39,6 +50,14 @@ def render_text(result: Any) -> str:
     """A plain-text summary for the terminal."""
     width = max(len(k) for k, _ in _rows(result))
     lines = [f"{k.ljust(width)}  {v}" for k, v in _rows(result)]
+    for i, code in enumerate(result.graph_code):
+        lines.append("")
+        lines.append(f"graph {i + 1} of {len(result.graph_code)} (its generated code, shortened):")
+        lines += [f"  {line}" for line in code.splitlines()]
+    if result.guard_examples:
+        lines.append("")
+        lines.append(f"guards ({len(result.guard_examples)} of {result.guards}):")
+        lines += [f"  {g}" for g in result.guard_examples]
     lines.append("")
     lines.append(f"{'':14}{'variant':16}{'time':>12}{'speed-up vs eager':>20}")
     lines += [f"{a:14}{b:16}{c:>12}{d:>20}" for a, b, c, d in _timing_rows(result)]
@@ -86,6 +105,8 @@ def render_html(result: Any) -> str:
     checks = "\n".join(f"<tr><td>{esc(k)}</td><td>{'match' if v else 'MISMATCH'}</td></tr>"
                        for k, v in result.numerics.items())
     guards = "\n".join(f"<li><code>{esc(g)}</code></li>" for g in result.guard_examples)
+    graphs = "\n".join(f"<h3>graph {i + 1} of {len(result.graph_code)}</h3><pre>{esc(code)}</pre>"
+                       for i, code in enumerate(result.graph_code))
     cfg = ", ".join(f"{k}={v}" for k, v in result.config.items())
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>kiln demo report</title>
@@ -94,14 +115,17 @@ body {{ font-family: sans-serif; margin: 2em; max-width: 60em; }}
 table {{ border-collapse: collapse; margin-bottom: 1.5em; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: left; }}
 th {{ background: #f4f4f4; }}
+pre {{ background: #f8f8f8; padding: 0.8em; overflow-x: auto; }}
 </style></head><body>
 <h1>kiln demo: a GPT ({esc(cfg)})</h1>
 <h2>Capture</h2><table>{summary}</table>
+<h2>Captured graphs (generated code, shortened)</h2>
+{graphs}
 <h2>Steady state</h2>
 <table><tr><th>workload</th><th>variant</th><th>median time</th><th>speed-up vs eager</th></tr>{timing}</table>
 {_bar_chart(result)}
 <h2>Numerics against eager</h2><table>{checks}</table>
-<h2>Some of the guards</h2><ul>{guards}</ul>
+<h2>Some of the guards ({len(result.guard_examples)} of {result.guards})</h2><ul>{guards}</ul>
 <p>Both compilers use <code>backend="eager"</code> (kiln's inductor backend is not built yet),
 so the figures compare the frontends: capture time and per-call cost.</p>
 </body></html>

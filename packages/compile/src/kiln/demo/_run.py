@@ -24,9 +24,11 @@ import kiln
 from ._model import GPT, GPTConfig
 from ._timing import measure, time_once
 
-__all__ = ["DemoResult", "run_demo"]
+__all__ = ["DemoResult", "run_demo", "shorten"]
 
 BACKEND = "eager"
+GRAPH_LINES = 24  # lines of each captured graph's code the demo keeps (the head of forward)
+GUARD_EXAMPLES = 8
 
 
 @dataclass
@@ -42,7 +44,8 @@ class DemoResult:
     break_reasons: list[str] = field(default_factory=list)
     ops: int = 0
     guards: int = 0
-    guard_examples: list[str] = field(default_factory=list)
+    guard_examples: list[str] = field(default_factory=list)  # the first GUARD_EXAMPLES guards
+    graph_code: list[str] = field(default_factory=list)  # each graph's code, first GRAPH_LINES lines
     compile_s: dict[str, float] = field(default_factory=dict)      # first call, by compiler
     inference_ms: dict[str, float] = field(default_factory=dict)   # steady state, by variant
     train_step_ms: dict[str, float] = field(default_factory=dict)
@@ -98,6 +101,16 @@ def outputs_match(a: Any, b: Any) -> bool:
     return True
 
 
+def shorten(code: str, lines: int, width: int = 110) -> str:
+    """The first ``lines`` lines of ``code``, each cut to ``width`` characters, then a line
+    saying how many were left out."""
+    all_lines = [line if len(line) <= width else line[:width - 4] + " ..."
+                 for line in code.strip("\n").splitlines()]
+    if len(all_lines) <= lines:
+        return "\n".join(all_lines)
+    return "\n".join([*all_lines[:lines], f"    ... ({len(all_lines) - lines} more lines)"])
+
+
 def run_demo(device: str | None = None, *, rounds: int = 10, config: GPTConfig | None = None,
              batch: int = 8) -> DemoResult:
     """Run the demo on ``device`` (CUDA when available, else CPU); returns the figures."""
@@ -124,7 +137,8 @@ def run_demo(device: str | None = None, *, rounds: int = 10, config: GPTConfig |
         result.graphs, result.graph_breaks, result.ops = info.graph_count, info.graph_break_count, info.op_count
         result.break_reasons = [str(r) for r in info.break_reasons]
         result.guards = len(info.guards)
-        result.guard_examples = [g.describe() for g in info.guards[:6]]
+        result.guard_examples = [g.describe() for g in info.guards[:GUARD_EXAMPLES]]
+        result.graph_code = [shorten(gm.code, GRAPH_LINES) for gm in info.graphs]
 
         advance("compiling (kiln, then torch.compile)")
         kiln.reset()
