@@ -95,16 +95,23 @@ def drive(args: argparse.Namespace) -> dict:
                 if programs % 50 == 0:
                     print(f"{programs} programs, {time.monotonic() - started:.0f} s, "
                           f"failures {dict(by_kind)}", flush=True)
+                    if args.report:  # a partial report, in case the run is cut short
+                        args.report.write_text(json.dumps(_summary(args, programs, seed, started, by_kind,
+                                                                   by_signature), indent=1))
         finally:
             proc.kill()
             proc.wait()
         if not heard:  # kiln did not even import (someone's edit in progress): wait for it
             print("worker ran no program; retrying in 10 s", file=sys.stderr, flush=True)
             time.sleep(10)
-    summary = {"programs": programs, "seconds": round(time.monotonic() - started),
-               "first_seed": args.seed, "next_seed": seed, "failures_by_kind": dict(by_kind),
-               "signatures": by_signature}
-    return summary
+    return _summary(args, programs, seed, started, by_kind, by_signature)
+
+
+def _summary(args: argparse.Namespace, programs: int, seed: int, started: float,
+             by_kind: collections.Counter, by_signature: dict) -> dict:
+    return {"programs": programs, "seconds": round(time.monotonic() - started),
+            "first_seed": args.seed, "next_seed": seed, "failures_by_kind": dict(by_kind),
+            "signatures": by_signature}
 
 
 def _source_of(seed: int) -> str:

@@ -262,7 +262,7 @@ class Generator:
     def statement(self, depth: int, simple: bool) -> list[str]:
         kinds = ["inplace", "view_inplace", "augassign", "number", "functional", "attr"]
         if not simple:
-            kinds += ["alias", "compute", "container", "dict", "comprehension", "introspect",
+            kinds += ["alias", "compute", "container", "dict", "comprehension", "introspect", "inplace_result",
                       "data_dependent", "module", "global", "error"]
             if depth < 2:
                 kinds += ["branch", "loop", "closure"]
@@ -317,6 +317,18 @@ class Generator:
         op = self.draw.choice(("+=", "-=", "*=", "//=", "%=", "**=", "<<=", ">>=", "&=", "|=", "^="))
         rhs = {"**=": "2", "//=": "2", "%=": "3", "<<=": "1", ">>=": "1"}.get(op) or self.draw.choice(("1", "5", "len(lst)"))
         return [f"{i} {op} {rhs}"]
+
+    def s_inplace_result(self, depth: int) -> list[str]:
+        """The value an in-place op (method, ``inplace=``, ``out=``) returns is its argument."""
+        t, u = self.t(), self.t()
+        expr = self.draw.choice((
+            f"{t}.add_(1)", f"{t}.mul_({u})", f"torch.relu_({t})", f"F.relu({t}, inplace=True)",
+            f"torch.add({t}, {u}, out={self.tname()})", f"{t}.clamp_(max=0.5)", f"{t}.t_()",
+            f"{t}[0].add_(1)", f"torch.mul({t}, 2, out={u})", f"{t}.copy_({u})",
+            f"F.hardtanh({t}, inplace=True)", f"torch.sin({t}, out={t})"))
+        kind = "R" if "[0]" in expr else "T"
+        name = self.bind(kind)
+        return [f"{name} = {expr}", f"{self.bind('other')} = {name} is {t}"]
 
     def s_functional(self, depth: int) -> list[str]:
         t, u = self.t(), self.t()
@@ -455,7 +467,7 @@ class Generator:
 
     def s_module(self, depth: int) -> list[str]:
         t = self.t()
-        choice = self.draw.integer(0, 5)
+        choice = self.draw.integer(0, 6)
         if choice == 0:
             return ["m.forward = lambda a: a * 3", f"{self.bind('T')} = m({t})"]
         if choice == 1:
@@ -464,6 +476,10 @@ class Generator:
             return [f"{self.bind('T')} = m.forward({t})"]
         if choice == 3:
             return [f"{self.bind('T')} = m.__call__({t})"]
+        if choice == 4:
+            return [f"{self.bind('T')} = type(m).forward(m, {t})"]
+        if choice == 5:
+            return [f"{self.bind('other')} = m.__dict__['scale']", f"m.__dict__['count'] = {self.pick(self.env.ints, 'n')}"]
         return [f"{self.bind('T')} = m({t}).detach()"]
 
     def s_global(self, depth: int) -> list[str]:
@@ -519,6 +535,8 @@ class Generator:
         ret = self.draw.choice((f"a + {t}", f"a * {acc}", f"{t}.mul_(2)", "a.add_(1)", f"a @ {t}"))
         cells = [acc] + [v for v in self.env.tensors + self.env.itensors + self.env.ints + self.env.floats
                          if v != acc]
+        if self.draw.integer(0, 2) == 0:  # rebinding a nonlocal tensor of f
+            body.append(f"{self.tname()} = a * 2")
         lines = [f"{acc} = {self.draw.choice(('0', '1', 'n'))}", f"def {fn}(a):",
                  f"    nonlocal {', '.join(cells)}", f"    {acc} += 1"] + ["    " + s for s in body]
         lines.append(f"    return {ret}")
