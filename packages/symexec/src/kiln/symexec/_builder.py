@@ -56,6 +56,7 @@ from .variables._containers import (
     RangeVariable,
     TupleVariable,
 )
+from .variables._dict_views import instance_dict
 from .variables._environ import EnvironVariable
 from .variables._functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .variables._modules import NNModuleVariable
@@ -275,6 +276,8 @@ class VariableBuilder:
         written = self.output.written_attribute(owner, name)
         if written is not None:
             return written
+        if name == "__dict__" and owner.source is not None and isinstance(owner, UserDefinedObjectVariable):
+            return instance_dict(tx, owner, obj)  # live: sees the trace's stores to the object
         if name == "__class__" and owner.source is not None:
             # type(obj): the type guard the object already has covers it
             cls_source = TypeSource(owner.source)

@@ -41,6 +41,7 @@ from .variables._containers import (
     RangeVariable,
     TupleVariable,
 )
+from .variables._dict_views import DictViewVariable
 from .variables._objects import NewObjectVariable, lookup_class_attribute, new_object
 from .variables._symnumber import SymNumberVariable
 from .variables._tensor import TensorMethodVariable, TensorVariable
@@ -295,9 +296,10 @@ class _Writer:
             return self.hoisted(v, "{" + items + "}")
         if isinstance(v, NewObjectVariable):
             return self.new_object(v)
-        if isinstance(v, IteratorVariable):  # what is left of it, at a graph break
-            rest = [self.expr(i) for i in v.items[v.index:]]
-            return f"iter(({', '.join(rest)}{',' if len(rest) == 1 else ''}))"
+        if isinstance(v, IteratorVariable):  # where it is, at a graph break or returned
+            return v.reconstruct(self.expr, self.body.ref)
+        if isinstance(v, DictViewVariable):  # a live view of the real (or rebuilt) dict
+            return f"{self.expr(v.dict)}.{v.kind}()"
         if isinstance(v, TensorMethodVariable):
             return f"{self.expr(v.tensor)}.{v.name}"
         if isinstance(v, MethodOf):

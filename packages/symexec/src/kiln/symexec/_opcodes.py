@@ -443,8 +443,11 @@ def _map_add(tx, instr):
 
 @rule("DICT_UPDATE", "DICT_MERGE")
 def _dict_update(tx, instr):
+    from .variables._builtins_mapping import merge_mapping
+
     other = tx.pop()
-    tx.stack[-instr.arg].call_method(tx, "update", [other], {})
+    callee = tx.stack[-instr.arg - 2] if instr.name == "DICT_MERGE" else None
+    merge_mapping(tx, tx.stack[-instr.arg], other, callee)
 
 
 @rule("LIST_TO_TUPLE")
@@ -521,7 +524,7 @@ def _jump_or_pop(tx, instr):
 
 @rule("GET_ITER")
 def _get_iter(tx, instr):
-    tx.push(IteratorVariable(tx.pop().iterate(tx)))
+    tx.push(_builtin(tx, iter, tx.pop()))
 
 
 @rule("FOR_ITER")
@@ -529,9 +532,9 @@ def _for_iter(tx, instr):
     it = tx.stack[-1]
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"iterating over {it.describe()}")
-    if it.index < len(it.items):
-        tx.push(it.items[it.index])
-        it.index += 1
+    item = it.next_item(tx)
+    if item is not None:
+        tx.push(item)
         return
     tx.pop()
     tx.jump(instr.arg)

@@ -149,6 +149,8 @@ class Translator:
         self.yields: list[VariableTracker] | None = None
         # The exception an ``except`` block of this frame is handling (None: none).
         self.exc_info: VariableTracker | None = None
+        # The frame's ``locals()`` dict once the code asked for it (refreshed at each call).
+        self.locals_dict: DictVariable | None = None
         # Root frame only: times each instruction was reached, and where to stop (a break).
         self.visit_counts: list[int] | None = [0] * len(self.instructions) if parent is None else None
         self.stop_at: tuple[int, int] | None = None

@@ -76,6 +76,14 @@ class VariableTracker:
         """The items ``for v in value`` would produce, all of them, at trace time."""
         raise Unsupported(f"iterating over {self.describe()} is not supported")
 
+    def get_iter(self, tx: Translator) -> VariableTracker:
+        """``iter(value)``: an iterator tracker. By default one over the items ``iterate``
+        gives now; containers the trace may still change give iterators that read them as
+        they advance (``variables._iterators``)."""
+        from ._containers import IteratorVariable
+
+        return IteratorVariable(self.iterate(tx))
+
     def truth(self, tx: Translator) -> bool:
         """``bool(value)`` at trace time (a value known at trace time: its own answer)."""
         if self.is_constant():

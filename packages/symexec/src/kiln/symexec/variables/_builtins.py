@@ -5,13 +5,21 @@ constants at trace time, turns tensor operands into graph nodes, and works on co
 item by item. Binary operators (``x + y`` reaches here as ``operator.add``) dispatch on the
 operand kinds: any tensor makes a node; all constants fold; containers concatenate or repeat.
 A function without a rule folds when every argument is a constant and is Unsupported
-otherwise.
+otherwise; builtins that read or change the calling frame or the outside world (``eval``,
+``globals()``, ``input``, ``open``) never fold.
+
+A call eager rejects raises, in the trace, eager's exception (``_errors``): a call of the
+wrong shape (argument count, keywords; checked against the function's signature before its
+rule runs), and each rule's errors of wrong types or values. Iteration builtins are in
+``_builtins_iteration``, mappings and frame namespaces (``dict``, ``locals``, ``vars``) in
+``_builtins_mapping``.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import inspect
 import operator
 import types
@@ -19,18 +27,18 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import MissingAttribute, TracedException, Unsupported
+from .._unsupported import MissingAttribute, Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable, FrozenObjectVariable, is_constant_value
 from ._containers import (
     DictVariable,
-    IteratorVariable,
     ListVariable,
     RangeVariable,
     SetVariable,
     TupleVariable,
     constant_args,
 )
+from ._errors import INF, raised_error, traced_error
 from ._objects import call_special_method
 from ._symnumber import NUMBER_OPS, SymNumberVariable
 from ._tensor import TensorVariable
@@ -79,14 +87,67 @@ def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracke
     except Exception as e:
         # The same error happens in eager: a try/except of the traced code may catch it;
         # uncaught, the frame falls back and eager raises it for real.
-        raise TracedException(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}", type(e)) from e
+        raise traced_error(e) from e
     return wrap_trace_value(result)
+
+
+# Builtins with no signature to read: (fewest, most positional arguments, keywords taken:
+# a tuple, or None for any).
+_SHAPES: dict[Any, tuple[int, int, tuple[str, ...] | None]] = {
+    range: (1, 3, ()), dict: (0, 1, None), set: (0, 1, ()), frozenset: (0, 1, ()),
+    zip: (0, INF, ("strict",)), map: (2, INF, ()), filter: (2, 2, ()), max: (1, INF, ("key", "default")),
+    min: (1, INF, ("key", "default")), getattr: (2, 3, ()), super: (0, 2, ()), slice: (1, 3, ()),
+    iter: (1, 2, ()), next: (1, 2, ()), vars: (0, 1, ()), dir: (0, 1, ()), bool: (0, 1, ()),
+    type: (1, 3, ()), int: (0, 2, ("base",)), str: (0, 3, ("object", "encoding", "errors")),
+}
+
+
+@functools.cache
+def _shape(fn: Any) -> tuple[int, int, tuple[str, ...] | None, inspect.Signature | None] | None:
+    """How ``fn`` may be called: (fewest, most positional arguments, keywords taken or None
+    for any, the signature to bind when counting is not enough); None when unknown."""
+    if fn in _SHAPES:
+        return (*_SHAPES[fn], None)
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    kinds = inspect.Parameter
+    positional = [p for p in sig.parameters.values() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    low = sum(1 for p in positional if p.default is p.empty)
+    high = INF if any(p.kind is kinds.VAR_POSITIONAL for p in sig.parameters.values()) else len(positional)
+    names = None if any(p.kind is kinds.VAR_KEYWORD for p in sig.parameters.values()) else tuple(
+        p.name for p in sig.parameters.values() if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY))
+    return low, high, names, sig
+
+
+def call_shape_error(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Unsupported | None:
+    """The TypeError eager raises for calling ``fn`` with this many arguments and these
+    keywords, whatever their values (None when the call is well formed or ``fn``'s shape is
+    unknown). The message is CPython's: ``fn`` is called with ``None`` in place of each
+    argument, which its argument parsing rejects before anything runs."""
+    shape = _shape(fn)
+    if shape is None:
+        return None
+    low, high, names, sig = shape
+    if low <= len(args) <= high and (names is None or all(k in names for k in kwargs)) \
+            and not (fn is type and len(args) == 2):
+        return None
+    if sig is not None:
+        try:
+            sig.bind(*args, **kwargs)  # a positional argument given by keyword
+            return None
+        except TypeError:
+            pass
+    return raised_error(lambda: fn(*[None] * len(args), **dict.fromkeys(kwargs)))
 
 
 def values_equal(tx: Translator, a: VariableTracker, b: VariableTracker) -> bool:
     """``a == b`` decided at trace time (identity for non-constants)."""
     if a.is_constant() and b.is_constant():
         return bool(a.as_constant() == b.as_constant())
+    if a is not b:
+        tx.output.assume_distinct(a, b)  # two frame values: guarded as distinct
     return a is b
 
 
@@ -115,10 +176,18 @@ class BuiltinVariable(VariableTracker):
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         r = builtin_rules.get(self.fn)
         if r is not None:
+            error = call_shape_error(self.fn, args, kwargs)
+            if error is not None:
+                raise error
             return r(tx, args, kwargs)
-        if _all_constant(args, kwargs):
+        if _all_constant(args, kwargs) and self.fn not in _NEVER_FOLDED:
             return _fold(self.fn, args, kwargs)
         raise Unsupported(f"{self.describe()} with {', '.join(a.describe() for a in args)}")
+
+
+# What a call of these does depends on the calling frame or changes the world outside the
+# trace: folded at trace time they would answer for kiln's own frame, or happen once.
+_NEVER_FOLDED = frozenset({globals, eval, exec, input, open, breakpoint, __import__, help, id})
 
 
 # -- operators ---------------------------------------------------------------------------------
@@ -147,7 +216,11 @@ def _number_arithmetic(a: VariableTracker, b: VariableTracker) -> bool:
 
 
 def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+    from ._dict_views import DictViewVariable
+
     seq = (TupleVariable, ListVariable)
+    if isinstance(a, DictViewVariable) or isinstance(b, DictViewVariable):
+        return _view_binary(tx, fn, a, b)
     if fn is operator.add and isinstance(a, seq) and type(a) is type(b):
         return type(a)(a.items + b.items)
     if fn is operator.mul and isinstance(a, seq) and b.is_constant():
@@ -168,6 +241,40 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
 
 
 _SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)
+_ORDER = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
+
+
+def _view_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+    """An operator with a dict view (its dict as it is now): set operators of keys and
+    items views take any iterable and give a set; comparisons compare them as sets; values
+    views compare by identity (Python gives them no set behaviour)."""
+    from ._dict_views import DictViewVariable
+
+    def set_like(v: VariableTracker) -> bool:
+        return (isinstance(v, DictViewVariable) and v.kind != "values") or isinstance(v, SetVariable) \
+            or (v.is_constant() and isinstance(v.as_constant(), (set, frozenset)))
+
+    def as_set(v: VariableTracker) -> SetVariable:
+        return v if isinstance(v, SetVariable) else SetVariable(v.iterate(tx))
+
+    view = a if isinstance(a, DictViewVariable) else b
+    if view.kind != "values" and fn in _SET_OPS:
+        if not set_like(a) and not set_like(b):
+            raise Unsupported(f"{fn.__name__} of {a.describe()} and {b.describe()}")
+        result = as_set(a).combine(fn, as_set(b))
+        result.frozen = False  # a view's set operators give a set
+        return result
+    if fn in _ORDER and set_like(a) and set_like(b):
+        x, y = as_set(a), as_set(b)
+        if not all(i.is_constant() for i in [*x.items, *y.items]):
+            raise Unsupported(f"comparing {a.describe()} and {b.describe()}, which hold values unknown at trace time")
+        return ConstantVariable(fn(frozenset(i.as_constant() for i in x.items),
+                                   frozenset(i.as_constant() for i in y.items)))
+    if fn in (operator.eq, operator.ne):
+        return ConstantVariable((a is b) == (fn is operator.eq))
+    if fn in _ORDER or fn in _SET_OPS:
+        raise raised_error(lambda: fn(getattr({}, view.kind)(), ()))
+    raise Unsupported(f"{fn.__name__} of {a.describe()} and {b.describe()}")
 
 
 def _compare(tx: Translator, a: VariableTracker, b: VariableTracker) -> bool:
@@ -184,32 +291,12 @@ def _inplace(fn: Any, plain: Any) -> Rule:
         a, b = args
         if isinstance(a, TensorVariable):
             return tx.output.call_function(fn, [a, b], {})  # mutates the tensor, like eager
-        changed = _container_inplace(tx, plain, a, b)
-        if changed is not None:
-            return changed  # the same object, changed (``l *= 2``, ``s |= t``, ``d |= e``)
+        if isinstance(a, ListVariable) and fn is operator.iadd:
+            a.call_method(tx, "extend", [b], {})
+            return a
         return builtin_rules[plain](tx, args, kwargs)
 
     return apply
-
-
-def _container_inplace(tx: Translator, plain: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-    """``a op= b`` for the containers whose type defines the in-place operator (list ``+=``
-    ``*=``; set ``|= &= -= ^=``; dict ``|=``): ``a`` itself changed, or None when its type has
-    no such operator (Python then computes ``a op b``)."""
-    if isinstance(a, ListVariable) and plain is operator.add:
-        a.call_method(tx, "extend", [b], {})
-        return a
-    if isinstance(a, ListVariable) and plain is operator.mul and b.is_constant() \
-            and type(b.as_constant()) in (int, bool):
-        a.call_method(tx, "__setitem__", [ConstantVariable(slice(None)), ListVariable(a.items * b.as_constant())], {})
-        return a
-    if isinstance(a, SetVariable) and plain in _SET_OPS and isinstance(b, SetVariable):
-        a.items = a.combine(plain, b).items
-        return a
-    if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
-        a.call_method(tx, "update", [b], {})
-        return a
-    return None
 
 
 for _fn, _plain in _INPLACE.items():
@@ -247,6 +334,8 @@ def _truth(tx, args, kwargs):
 @rule(operator.is_, operator.is_not)
 def _is(tx, args, kwargs):
     a, b = args
+    if a is b:
+        return ConstantVariable(True)  # one tracker is one object (a view, a list, ...)
     for x, y in ((a, b), (b, a)):
         # a number the graph takes is never the same object as a constant of another type;
         # answered without its value (which would specialize it)
@@ -256,7 +345,8 @@ def _is(tx, args, kwargs):
     if a.is_constant() and b.is_constant():
         same = a.as_constant() is b.as_constant()
     else:
-        same = a is b
+        same = False
+        tx.output.assume_distinct(a, b)  # two frame values: guarded as distinct
     return ConstantVariable(same)
 
 
@@ -283,12 +373,16 @@ def _setitem(tx, args, kwargs):
     if isinstance(obj, TensorVariable):
         tx.output.call_function(operator.setitem, [obj, key, value], {})
         return ConstantVariable(None)
+    if isinstance(obj, (ConstantVariable, RangeVariable)):  # immutable: eager's TypeError
+        raise raised_error(lambda: operator.setitem(obj.as_constant(), None, None))
     return obj.call_method(tx, "__setitem__", [key, value], {})
 
 
 @rule(operator.delitem)
 def _delitem(tx, args, kwargs):
     obj, key = args
+    if isinstance(obj, (ConstantVariable, RangeVariable)):
+        raise raised_error(lambda: operator.delitem(obj.as_constant(), None))
     return obj.call_method(tx, "__delitem__", [key], {})
 
 
@@ -311,19 +405,26 @@ def _contains(tx, args, kwargs):
 
 @rule(len)
 def _len(tx, args, kwargs):
+    from ._dict_views import DictViewVariable
+
     (obj,) = args
     if isinstance(obj, TensorVariable):
-        n = obj.fake.shape[0] if obj.fake.dim() else None
-        if n is None:
-            raise Unsupported("len() of a 0-d tensor")
-        return ConstantVariable(n)
-    if isinstance(obj, DictVariable):
-        return ConstantVariable(len(obj.items))
+        if not obj.fake.dim():
+            raise traced_error(TypeError("len() of a 0-d tensor"))
+        return ConstantVariable(obj.fake.shape[0])
+    if isinstance(obj, (DictVariable, SetVariable, DictViewVariable, TupleVariable, ListVariable)):
+        return obj.call_method(tx, "__len__", [], {})
     if obj.is_constant():
         return _fold(len, args, kwargs)
     n = call_special_method(tx, obj, "__len__", [])
     if n is not None:
         return n
+    try:
+        tp = obj.python_type()
+    except Unsupported:
+        tp = None
+    if tp is not None and not hasattr(tp, "__len__"):
+        raise traced_error(TypeError(f"object of type '{tp.__name__}' has no len()"))
     return ConstantVariable(len(obj.iterate(tx)))
 
 
@@ -331,7 +432,11 @@ def _len(tx, args, kwargs):
 def _isinstance(tx, args, kwargs):
     obj, classes = args
     cls = classes.as_constant()
-    return ConstantVariable(_issubclass_of(obj.python_type(), cls))
+    try:
+        return ConstantVariable(_issubclass_of(obj.python_type(), cls))
+    except TypeError:
+        # not a class or a tuple of classes: the TypeError eager gives for this second argument
+        raise raised_error(lambda: isinstance(None, cls)) from None
 
 
 def _issubclass_of(tp: type, cls: Any) -> bool:
@@ -342,7 +447,7 @@ def _issubclass_of(tp: type, cls: Any) -> bool:
 
 @rule(issubclass)
 def _issubclass(tx, args, kwargs):
-    return ConstantVariable(_issubclass_of(args[0].as_constant(), args[1].as_constant()))
+    return _fold(issubclass, args, kwargs)
 
 
 @rule(type)
@@ -362,6 +467,8 @@ def _range(tx, args, kwargs):
 
 def _make_sequence(kind: type) -> Rule:
     def apply(tx, args, kwargs):
+        if kind is tuple and args and type(args[0]) is TupleVariable and args[0].tuple_type is tuple:
+            return args[0]  # tuple(t) is t
         items = args[0].iterate(tx) if args else []
         return TupleVariable(items) if kind is tuple else ListVariable(items)
 
@@ -372,85 +479,34 @@ builtin_rules[tuple] = _make_sequence(tuple)
 builtin_rules[list] = _make_sequence(list)
 
 
-@rule(dict)
-def _dict(tx, args, kwargs):
-    items: dict[Any, VariableTracker] = {}
-    if args:
-        src = args[0]
-        if isinstance(src, DictVariable):
-            items.update(src.items)
-        else:
-            for pair in src.iterate(tx):
-                k, v = pair.iterate(tx)
-                items[constant_args("a dict key", [k])[0]] = v
-    items.update(kwargs)
-    return DictVariable(items)
-
-
-@rule(set, frozenset)
+@rule(set)
 def _set(tx, args, kwargs):
     return SetVariable(args[0].iterate(tx) if args else [])
 
 
-@rule(zip)
-def _zip(tx, args, kwargs):
-    strict = kwargs.get("strict", ConstantVariable(False)).as_constant()
-    columns = [a.iterate(tx) for a in args]
-    if strict and len({len(c) for c in columns}) > 1:
-        raise Unsupported("zip(strict=True) of sequences of different lengths")
-    return TupleVariable([TupleVariable(list(row)) for row in zip(*columns, strict=False)])
-
-
-@rule(enumerate)
-def _enumerate(tx, args, kwargs):
-    start = kwargs["start"].as_constant() if "start" in kwargs else (
-        args[1].as_constant() if len(args) > 1 else 0)
-    return TupleVariable([TupleVariable([ConstantVariable(i + start), v])
-                          for i, v in enumerate(args[0].iterate(tx))])
-
-
-@rule(reversed)
-def _reversed(tx, args, kwargs):
-    return TupleVariable(list(reversed(args[0].iterate(tx))))
-
-
-@rule(map)
-def _map(tx, args, kwargs):
-    fn, *seqs = args
-    columns = [s.iterate(tx) for s in seqs]
-    return TupleVariable([fn.call(tx, list(row), {}) for row in zip(*columns, strict=False)])
-
-
-@rule(filter)
-def _filter(tx, args, kwargs):
-    fn, seq = args
-    items = seq.iterate(tx)
-    if fn.is_constant() and fn.as_constant() is None:
-        return TupleVariable([v for v in items if v.truth(tx)])
-    return TupleVariable([v for v in items if fn.call(tx, [v], {}).truth(tx)])
-
-
-@rule(any)
-def _any(tx, args, kwargs):
-    return ConstantVariable(any(v.truth(tx) for v in args[0].iterate(tx)))
-
-
-@rule(all)
-def _all(tx, args, kwargs):
-    return ConstantVariable(all(v.truth(tx) for v in args[0].iterate(tx)))
+@rule(frozenset)
+def _frozenset(tx, args, kwargs):
+    if args and isinstance(args[0], SetVariable) and args[0].frozen:
+        return args[0]  # frozenset(f) is f
+    return SetVariable(args[0].iterate(tx) if args else [], frozen=True)
 
 
 def _reduce_minmax(fn: Any) -> Rule:
     def apply(tx, args, kwargs):
-        if kwargs:
-            if _all_constant(args, kwargs):
-                return _fold(fn, args, kwargs)
-            raise Unsupported(f"{fn.__name__}() with keyword arguments on traced values")
+        if "default" in kwargs and len(args) > 1:
+            raise raised_error(lambda: fn(None, None, default=None))
         items = args[0].iterate(tx) if len(args) == 1 else list(args)
         if not items:
-            raise Unsupported(f"{fn.__name__}() of an empty sequence")
+            if "default" in kwargs:
+                return kwargs["default"]
+            raise raised_error(lambda: fn([]))
+        key = kwargs.get("key")
+        if key is not None and not (key.is_constant() and key.as_constant() is None):
+            if _all_constant(items, {"key": key}):
+                return _fold(lambda *a: fn(*a, key=key.as_constant()), [TupleVariable(items)], {})
+            raise Unsupported(f"{fn.__name__}() with a key function on traced values")
         if all(i.is_constant() for i in items):
-            return ConstantVariable(fn(i.as_constant() for i in items))
+            return _fold(lambda *a: fn(a), items, {})
         if any(isinstance(i, TensorVariable) for i in items):
             import torch
 
@@ -475,6 +531,10 @@ builtin_rules[min] = _reduce_minmax(min)
 def _sum(tx, args, kwargs):
     items = args[0].iterate(tx)
     acc = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    if acc.is_constant() and isinstance(acc.as_constant(), (str, bytes, bytearray)):
+        raise raised_error(lambda: sum([], acc.as_constant()))  # sum() can't sum strings
+    if _all_constant(items, {"start": acc}):
+        return _fold(lambda *a: sum(a, acc.as_constant()), items, {})
     add = builtin_rules[operator.add]
     for item in items:
         acc = add(tx, [acc, item], {})
@@ -486,23 +546,33 @@ def _sorted(tx, args, kwargs):
     items = args[0].iterate(tx)
     if not all(i.is_constant() for i in items) or not _all_constant([], kwargs):
         raise Unsupported("sorted() of values unknown at trace time")
-    ordered = sorted(items, key=lambda v: v.as_constant(), reverse=bool(
-        kwargs.get("reverse", ConstantVariable(False)).as_constant()))
     if "key" in kwargs and kwargs["key"].as_constant() is not None:
         raise Unsupported("sorted(key=...) on traced values")
+    try:
+        ordered = sorted(items, key=lambda v: v.as_constant(), reverse=bool(
+            kwargs.get("reverse", ConstantVariable(False)).as_constant()))
+    except TypeError as e:  # values that do not compare, as in eager
+        raise traced_error(e) from e
     return ListVariable(ordered)
 
 
 @rule(getattr)
 def _getattr(tx, args, kwargs):
     obj, name, *default = args
-    attr = constant_args("getattr()", [name])[0]
+    attr = _attribute_name(getattr, name)
     if not default:
         return obj.get_attr(tx, attr)
     try:
         return obj.get_attr(tx, attr)
     except MissingAttribute:
         return default[0]
+
+
+def _attribute_name(fn: Any, name: VariableTracker) -> str:
+    attr = constant_args(f"{fn.__name__}()", [name])[0]
+    if type(attr) is not str:  # attribute name must be string
+        raise raised_error(lambda: fn(None, attr, None) if fn is setattr else fn(None, attr))
+    return attr
 
 
 @rule(super)
@@ -531,7 +601,7 @@ def _delattr(tx, args, kwargs):
     from ._objects import NewObjectVariable, lookup_class_attribute
 
     obj, name = args
-    attr = constant_args("delattr()", [name])[0]
+    attr = _attribute_name(delattr, name)
     if not isinstance(obj, NewObjectVariable):
         raise Unsupported(f"deleting attribute {attr!r} of {obj.describe()}")
     hook = lookup_class_attribute(obj.cls, "__delattr__")
@@ -548,7 +618,7 @@ def _delattr(tx, args, kwargs):
 @rule(setattr)
 def _setattr(tx, args, kwargs):
     obj, name, value = args
-    obj.store_attr(tx, constant_args("setattr()", [name])[0], value)
+    obj.store_attr(tx, _attribute_name(setattr, name), value)
     return ConstantVariable(None)
 
 
@@ -625,12 +695,12 @@ def copy_tracker(tx: Translator, v: VariableTracker, *, deep: bool) -> VariableT
         return copy_tracker(tx, item, deep=True) if deep else item
 
     if isinstance(v, UserDefinedObjectVariable) and v.source is not None and plain_copyable(type(v.obj)):
-        from kiln.guards import GenericAttrSource
+        from ._dict_views import instance_dict
 
-        # its instance dict as the builder wraps any frame dict (keys guarded), every value read
-        state = tx.builder.wrap(object.__getattribute__(v.obj, "__dict__"), GenericAttrSource(v.source, "__dict__"))
+        # its attributes as the trace sees them now (keys guarded), every value read
+        state = instance_dict(tx, v, v.obj)
         new = NewObjectVariable(type(v.obj))
-        new.attrs.update({k: inner(i) for k, i in state.items.items()})
+        new.attrs.update({k: inner(state.value_of(tx, k)) for k in state.key_list()})
         return new
 
     if v.is_constant():
@@ -671,7 +741,7 @@ def _slice(tx, args, kwargs):
 @rule(hasattr)
 def _hasattr(tx, args, kwargs):
     obj, name = args
-    attr = constant_args("hasattr()", [name])[0]
+    attr = _attribute_name(hasattr, name)
     try:
         obj.get_attr(tx, attr)
     except MissingAttribute:
@@ -691,28 +761,6 @@ def _converter(fn: type) -> Rule:
 
 for _fn in (int, float, str, complex):
     builtin_rules[_fn] = _converter(_fn)
-
-
-@rule(iter)
-def _iter(tx, args, kwargs):
-    if len(args) != 1 or kwargs:
-        raise Unsupported("iter() with a sentinel")
-    if isinstance(args[0], IteratorVariable):
-        return args[0]  # an iterator's iter() is itself
-    return IteratorVariable(args[0].iterate(tx))
-
-
-@rule(next)
-def _next(tx, args, kwargs):
-    it = args[0] if args else None
-    if not isinstance(it, IteratorVariable) or len(args) > 2 or kwargs:
-        raise Unsupported(f"next() of {it.describe() if it is not None else 'nothing'}")
-    if it.index < len(it.items):
-        it.index += 1
-        return it.items[it.index - 1]
-    if len(args) == 2:
-        return args[1]
-    raise TracedException("next() of an exhausted iterator raised StopIteration", StopIteration)
 
 
 @rule(print)
@@ -740,3 +788,6 @@ def is_builtin_function(value: Any) -> bool:
         return False
     module = getattr(value, "__module__", None)
     return module in ("builtins", "_operator", "math") and callable(value) and not isinstance(value, type)
+
+
+from . import _builtins_iteration, _builtins_mapping  # noqa: E402, F401  (register their rules)

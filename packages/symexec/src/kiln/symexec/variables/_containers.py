@@ -1,28 +1,37 @@
-"""Containers: tuples, lists, dicts and ranges whose items are trackers.
+"""Containers: tuples, lists, dicts, sets and ranges whose items are trackers.
 
 Containers are modelled item by item, so ``x, y = pair`` or ``for layer in layers`` unrolls at
 trace time. Lists and dicts are mutable: a mutation changes the tracker (never the real
 object) and marks it ``mutated``; after the graph runs, the generated code replays the final
 contents onto the real object when the container came from the frame (it has a source).
 Invariant: one tracker per real container (the builder caches them by source), so aliases
-see each other's mutations.
+see each other's mutations, and so do the views (``d.keys()``) and iterators over it, which
+read the container when they are used, never a copy made earlier.
+
+A method call eager would reject (an unknown method, a wrong number of arguments, a missing
+key or value, a mutation of an immutable container) raises, in the trace, the exception
+eager raises: its type and message are those CPython gives for the same call on a stand-in
+(``call_error``), so the traced code's ``try``/``except`` sees what eager code would.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import TracedException, Unsupported
+from .._unsupported import Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable
+from ._errors import call_error, raised_error, traced_error
 
 if TYPE_CHECKING:
     from kiln.guards import Source
 
     from .._translator import Translator
 
-__all__ = ["DictVariable", "FrameDictVariable", "IteratorVariable", "ListVariable", "RangeVariable", "SetVariable", "TupleVariable", "constant_args"]
+__all__ = ["DictVariable", "FrameDictVariable", "IteratorVariable", "ListVariable", "RangeVariable",
+           "SetVariable", "TupleVariable", "constant_args"]
 
 
 def constant_args(what: str, args: list[VariableTracker]) -> list[Any]:
@@ -57,6 +66,11 @@ class _Sequence(VariableTracker):
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         return list(self.items)
 
+    def get_iter(self, tx: Translator) -> VariableTracker:
+        from ._iterators import SequenceIteratorVariable
+
+        return SequenceIteratorVariable(self)
+
     def truth(self, tx: Translator) -> bool:
         return bool(self.items)
 
@@ -64,26 +78,38 @@ class _Sequence(VariableTracker):
         k = _index(tx, self, key)
         if isinstance(k, slice):
             return type(self)(self.items[k])
-        try:
-            return self.items[k]
-        except (IndexError, TypeError) as e:
-            raise TracedException(f"{self.describe()}[{k!r}]: {e}", type(e)) from e
+        if not isinstance(k, int) or not -len(self.items) <= k < len(self.items):
+            # the message names the real type ("tuple index out of range")
+            sample = [None] * len(self.items) if self.python_type() is list else (None,) * len(self.items)
+            raise raised_error(lambda: sample[k])
+        return self.items[k]
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        if name == "__getitem__" and len(args) == 1:
+        error = call_error(self.python_type() if self.python_type() in (list, tuple) else tuple,
+                           name, args, kwargs)
+        if error is not None:
+            raise error
+        if name == "__getitem__":
             return self.getitem(tx, args[0])
-        if name == "__len__" and not args:
+        if name == "__len__":
             return ConstantVariable(len(self.items))
-        if name in ("index", "count") and not kwargs:
+        if name == "__iter__":
+            return self.get_iter(tx)
+        if name in ("index", "count"):
             from ._builtins import values_equal
 
             target = args[0]
-            hits = [i for i, v in enumerate(self.items) if values_equal(tx, v, target)]
+            bounds = slice(*constant_args(f"{name}() bounds", args[1:]) or [None])
+            start = range(len(self.items))[bounds].start if len(self.items) else 0
+            hits = [start + i for i, v in enumerate(self.items[bounds]) if values_equal(tx, v, target)]
             if name == "count":
                 return ConstantVariable(len(hits))
             if not hits:
-                raise Unsupported(f"{self.describe()}.index: value not found")
+                if not target.is_constant() and self.python_type() is list:
+                    raise Unsupported(f"{self.describe()}.index: value not found")
+                sample = [] if self.python_type() is list else ()
+                raise raised_error(lambda: sample.index(target.as_constant() if target.is_constant() else None))
             return ConstantVariable(hits[0])
         raise Unsupported(f"method {name!r} of {self.describe()} is not supported")
 
@@ -113,6 +139,8 @@ class TupleVariable(_Sequence):
         fields = field_names(self.tuple_type)
         if fields is not None and name in fields:
             return self.items[fields.index(name)]
+        if self.tuple_type is tuple and not hasattr((), name):
+            raise raised_error(lambda: getattr((), name))
         return super().get_attr(tx, name)
 
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
@@ -134,43 +162,56 @@ class ListVariable(_Sequence):
     def python_type(self) -> type:
         return list
 
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        if not hasattr([], name):
+            raise raised_error(lambda: getattr([], name))
+        return super().get_attr(tx, name)
+
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        error = call_error(list, name, args, kwargs)
+        if error is not None:
+            raise error
+        try:
+            return self._call(tx, name, args, kwargs)
+        except (IndexError, TypeError, ValueError) as e:
+            # the list operation itself failed, on the trackers, as it fails on the real list
+            raise traced_error(e) from e
+
+    def _call(self, tx: Translator, name: str, args: list[VariableTracker],
+              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         items = self.items
         none = ConstantVariable(None)
-        if kwargs and name != "sort":
-            raise Unsupported(f"list.{name} with keyword arguments")
-        if name == "append" and len(args) == 1:
+        if name == "append":
             items.append(args[0])
-        elif name == "extend" and len(args) == 1:
+        elif name == "extend":
             items.extend(args[0].iterate(tx))
-        elif name == "insert" and len(args) == 2:
+        elif name == "insert":
             items.insert(_index(tx, self, args[0]), args[1])
-        elif name == "pop" and len(args) <= 1:
-            i = _index(tx, self, args[0]) if args else -1
-            if not items:
-                raise Unsupported(f"pop from empty {self.describe()}")
-            result = items.pop(i)
+        elif name == "pop":
+            result = items.pop(*[_index(tx, self, a) for a in args])
             self.mutated = True
             return result
-        elif name == "clear" and not args:
+        elif name == "clear":
             items.clear()
-        elif name == "reverse" and not args:
+        elif name == "reverse":
             items.reverse()
-        elif name == "sort" and not args and set(kwargs) <= {"reverse"}:
+        elif name == "sort":
             if not all(i.is_constant() for i in items):
                 raise Unsupported(f"sorting {self.describe()}, whose items are unknown at trace time")
+            if "key" in kwargs and not (kwargs["key"].is_constant() and kwargs["key"].as_constant() is None):
+                raise Unsupported(f"sorting {self.describe()} with a key function")
             reverse = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
-            items.sort(key=lambda v: v.as_constant(), reverse=reverse)
-        elif name == "__setitem__" and len(args) == 2:
+            items.sort(key=lambda v: v.as_constant(), reverse=reverse)  # raises as eager does
+        elif name == "__setitem__":
             k = _index(tx, self, args[0])
             if isinstance(k, slice):
                 items[k] = args[1].iterate(tx)
             else:
                 items[k] = args[1]
-        elif name == "__delitem__" and len(args) == 1:
+        elif name == "__delitem__":
             del items[_index(tx, self, args[0])]
-        elif name == "remove" and len(args) == 1:
+        elif name == "remove":
             from ._builtins import values_equal
 
             for i, v in enumerate(items):
@@ -178,8 +219,8 @@ class ListVariable(_Sequence):
                     del items[i]
                     break
             else:
-                raise Unsupported(f"{self.describe()}.remove: value not found")
-        elif name == "copy" and not args:
+                [].remove(None)  # ValueError: list.remove(x): x not in list
+        elif name == "copy":
             return ListVariable(list(items))
         else:
             return super().call_method(tx, name, args, kwargs)
@@ -200,8 +241,21 @@ class DictVariable(VariableTracker):
     def python_type(self) -> type:
         return dict
 
+    def key_list(self) -> list[Any]:
+        """The keys as they are now, in order (all constants)."""
+        return list(self.items)
+
+    def value_of(self, tx: Translator, key: Any) -> VariableTracker:
+        """The value of ``key``, a key the dict has."""
+        return self.items[key]
+
     def iterate(self, tx: Translator) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in self.items]
+        return [ConstantVariable(k) for k in self.key_list()]
+
+    def get_iter(self, tx: Translator) -> VariableTracker:
+        from ._iterators import DictIteratorVariable
+
+        return DictIteratorVariable(self)
 
     def truth(self, tx: Translator) -> bool:
         return bool(self.items)
@@ -209,63 +263,73 @@ class DictVariable(VariableTracker):
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
         k = _index(tx, self, key)
         if k not in self.items:
-            raise TracedException(f"key {k!r} is not in {self.describe()}", KeyError)
+            raise traced_error(KeyError(k))
         return self.items[k]
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        items = self.items
-        if name == "__getitem__" and len(args) == 1:
+        error = call_error(dict, name, args, kwargs)
+        if error is not None:
+            raise error
+        if name == "__getitem__":
             return self.getitem(tx, args[0])
-        if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(_index(tx, self, args[0]) in items)
-        if name == "__len__" and not args:
-            return ConstantVariable(len(items))
-        if name == "keys" and not args:
-            return DictKeysVariable(self)
-        if name == "values" and not args:
-            return TupleVariable(list(items.values()))
-        if name == "items" and not args:
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in items.items()])
-        if name == "get" and 1 <= len(args) <= 2:
+        if name == "__contains__":
+            return ConstantVariable(_index(tx, self, args[0]) in self.key_list())
+        if name == "__len__":
+            return ConstantVariable(len(self.key_list()))
+        if name in ("__iter__", "__reversed__"):
+            from ._iterators import DictIteratorVariable
+
+            return DictIteratorVariable(self, reverse=name == "__reversed__")
+        if name in ("keys", "values", "items"):
+            from ._dict_views import DictViewVariable
+
+            return DictViewVariable(self, name)
+        if name == "get":
             k = _index(tx, self, args[0])
-            return items.get(k, args[1] if len(args) == 2 else ConstantVariable(None))
-        if name == "copy" and not args:
-            return DictVariable(dict(items))
+            if k in self.key_list():
+                return self.value_of(tx, k)
+            return args[1] if len(args) == 2 else ConstantVariable(None)
+        if name == "copy":
+            return DictVariable(dict(self.items))
         return self._mutate(tx, name, args, kwargs)
 
     def _mutate(self, tx: Translator, name: str, args: list[VariableTracker],
                 kwargs: dict[str, VariableTracker]) -> VariableTracker:
         items = self.items
         result: VariableTracker = ConstantVariable(None)
-        if name == "__setitem__" and len(args) == 2:
+        if name == "__setitem__":
             items[_index(tx, self, args[0])] = args[1]
-        elif name == "__delitem__" and len(args) == 1:
+        elif name == "__delitem__":
             k = _index(tx, self, args[0])
             if k not in items:
-                raise TracedException(f"del of missing key {k!r} in {self.describe()}", KeyError)
+                raise traced_error(KeyError(k))
             del items[k]
-        elif name == "update" and len(args) <= 1:
-            if args:
-                other = args[0]
-                if not isinstance(other, DictVariable):
-                    raise Unsupported(f"dict.update with {other.describe()}")
-                items.update(other.items)
+        elif name == "update":
+            from ._builtins_mapping import update_pairs
+
+            pairs = update_pairs(tx, args[0]) if args else []
+            items.update(pairs)
             items.update(kwargs)
-        elif name == "pop" and 1 <= len(args) <= 2:
+        elif name == "pop":
             k = _index(tx, self, args[0])
             if k in items:
                 result = items.pop(k)
             elif len(args) == 2:
                 return args[1]
             else:
-                raise TracedException(f"pop of missing key {k!r} in {self.describe()}", KeyError)
-        elif name == "setdefault" and 1 <= len(args) <= 2:
+                raise traced_error(KeyError(k))
+        elif name == "popitem":
+            if not items:
+                raise traced_error(KeyError("popitem(): dictionary is empty"))
+            k, v = items.popitem()
+            result = TupleVariable([ConstantVariable(k), v])
+        elif name == "setdefault":
             k = _index(tx, self, args[0])
             if k in items:
                 return items[k]
             items[k] = result = args[1] if len(args) == 2 else ConstantVariable(None)
-        elif name == "clear" and not args:
+        elif name == "clear":
             items.clear()
         else:
             raise Unsupported(f"method {name!r} of {self.describe()} is not supported")
@@ -299,32 +363,68 @@ class RangeVariable(VariableTracker):
 
 
 class IteratorVariable(VariableTracker):
-    """An iterator over items known at trace time: ``iter(...)``, a traced generator's yields.
+    """An iterator. ``next_item(tx)`` advances it: the next item, or None once it is
+    exhausted. This class goes over a list of items fixed when it is made (a traced
+    generator's yields, itertools results, the items of a range, a string or an object
+    iterated at ``iter()``); ``_iterators`` has the ones that read a container as they go
+    and the lazy builtins (``zip``, ``map``, ...). ``pytype``: the real iterator's type."""
 
-    ``FOR_ITER`` advances ``index``; iterating it gives the items not consumed yet.
-    """
+    __slots__ = ("index", "items", "pytype")
 
-    __slots__ = ("index", "items")
-
-    def __init__(self, items: list[VariableTracker]) -> None:
+    def __init__(self, items: list[VariableTracker], pytype: type | None = None) -> None:
         super().__init__(None)
         self.items = items
         self.index = 0
+        self.pytype = pytype
+
+    def python_type(self) -> type:
+        return self.pytype if self.pytype is not None else super().python_type()
 
     def describe(self) -> str:
         return "an iterator"
 
+    def next_item(self, tx: Translator) -> VariableTracker | None:
+        """The next item (None: exhausted)."""
+        if self.index < len(self.items):
+            self.index += 1
+            return self.items[self.index - 1]
+        return None
+
     def iterate(self, tx: Translator) -> list[VariableTracker]:
-        rest = self.items[self.index:]
-        self.index = len(self.items)
+        rest = []
+        while (item := self.next_item(tx)) is not None:
+            rest.append(item)
         return rest
+
+    def get_iter(self, tx: Translator) -> VariableTracker:
+        return self  # an iterator's iter() is itself
+
+    def truth(self, tx: Translator) -> bool:
+        return True
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name == "__iter__" and not args and not kwargs:
+            return self
+        if name == "__next__" and not args and not kwargs:
+            item = self.next_item(tx)
+            if item is None:
+                raise traced_error(StopIteration())
+            return item
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, expr: Callable[[VariableTracker], str], ref: Callable[[Any], str]) -> str:
+        """Replacement code giving a real iterator where this one is now (what is left of it);
+        ``expr`` renders a tracker, ``ref`` names an object."""
+        rest = [expr(i) for i in self.items[self.index:]]
+        return f"iter(({', '.join(rest)}{',' if len(rest) == 1 else ''}))"
 
 
 class FrameDictVariable(DictVariable):
     """A dict read from the frame (its keys guarded): values are wrapped, and guarded, only
     when the code reads them by key. A config's ``__dict__`` of forty entries costs the
-    guards of the two the code looks at. Anything that needs every value (``values()``,
-    ``items()``, a mutation, rebuilding it) fills ``items`` first, then it is a DictVariable.
+    guards of the two the code looks at. Anything that needs every value (a mutation,
+    rebuilding it) fills ``items`` first, then it is a DictVariable.
     """
 
     __slots__ = ("builder", "real")
@@ -345,38 +445,27 @@ class FrameDictVariable(DictVariable):
         self.items = items
         return items
 
-    def _value(self, key: Any) -> VariableTracker:
+    def python_type(self) -> type:
+        return type(self.real)
+
+    def key_list(self) -> list[Any]:
+        return list(self.items if _filled(self) else self.real)
+
+    def value_of(self, tx: Translator, key: Any) -> VariableTracker:
         from kiln.guards import ItemSource
 
-        try:
-            return self.items[key] if _filled(self) else self.builder.wrap(self.real[key], ItemSource(self.source, key))
-        except KeyError:
-            raise TracedException(f"key {key!r} is not in {self.describe()}", KeyError) from None
-
-    def iterate(self, tx: Translator) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in (self.items if _filled(self) else self.real)]
+        if _filled(self):
+            return self.items[key]
+        return self.builder.wrap(self.real[key], ItemSource(self.source, key))
 
     def truth(self, tx: Translator) -> bool:
-        return bool(self.items if _filled(self) else self.real)
+        return bool(self.key_list())
 
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
-        return self._value(_index(tx, self, key))
-
-    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
-                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        if not _filled(self) and not kwargs:
-            if name == "__getitem__" and len(args) == 1:
-                return self.getitem(tx, args[0])
-            if name == "get" and 1 <= len(args) <= 2:
-                k = _index(tx, self, args[0])
-                if k in self.real:
-                    return self._value(k)
-                return args[1] if len(args) == 2 else ConstantVariable(None)
-            if name == "__contains__" and len(args) == 1:
-                return ConstantVariable(_index(tx, self, args[0]) in self.real)
-            if name == "__len__" and not args:
-                return ConstantVariable(len(self.real))
-        return super().call_method(tx, name, args, kwargs)
+        k = _index(tx, self, key)
+        if k not in self.key_list():
+            raise traced_error(KeyError(k))
+        return self.value_of(tx, k)
 
 
 def _filled(d: FrameDictVariable) -> bool:
@@ -387,47 +476,22 @@ def _filled(d: FrameDictVariable) -> bool:
     return True
 
 
-class DictKeysVariable(VariableTracker):
-    """``d.keys()``: a live view of a dict tracker's keys (all constants). As a constant it
-    is a real ``dict_keys`` of the keys at that moment, so set operators, ``in`` and
-    ``len`` fold at trace time."""
-
-    __slots__ = ("dict",)
-
-    def __init__(self, d: DictVariable) -> None:
-        super().__init__(None)
-        self.dict = d
-
-    def python_type(self) -> type:
-        return type({}.keys())
-
-    def is_constant(self) -> bool:
-        return True
-
-    def as_constant(self) -> Any:
-        return dict.fromkeys(self.dict.items).keys()
-
-    def iterate(self, tx: Translator) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in self.dict.items]
-
-    def truth(self, tx: Translator) -> bool:
-        return bool(self.dict.items)
-
-
 class SetVariable(VariableTracker):
-    """A set made while tracing, of items known at trace time (constants, or objects by
-    identity): membership, ``add``/``discard``/``update``, iteration in insertion order."""
+    """A set (``frozen``: a frozenset) made while tracing, of items known at trace time
+    (constants, or objects by identity): membership, ``add``/``discard``/``remove``/
+    ``update``/``pop``, iteration in insertion order."""
 
-    __slots__ = ("items",)
+    __slots__ = ("frozen", "items")
 
-    def __init__(self, items: list[VariableTracker]) -> None:
+    def __init__(self, items: list[VariableTracker], frozen: bool = False) -> None:
         super().__init__(None)
+        self.frozen = frozen
         self.items: list[VariableTracker] = []
         for item in items:
             self._add(item)
 
     def python_type(self) -> type:
-        return set
+        return frozenset if self.frozen else set
 
     @staticmethod
     def _key(item: VariableTracker) -> Any:
@@ -435,54 +499,107 @@ class SetVariable(VariableTracker):
             value = item.as_constant()
             try:
                 hash(value)
-            except TypeError:
-                raise Unsupported(f"an unhashable {type(value).__name__} in a set") from None
+            except TypeError as e:
+                raise traced_error(e) from None
             return ("value", value)
+        try:
+            tp = item.python_type()
+        except Unsupported:
+            tp = None
+        if tp is not None and getattr(tp, "__hash__", None) is None:
+            raise traced_error(TypeError(f"unhashable type: '{tp.__name__}'"))
         return ("id", id(item))
 
     def _add(self, item: VariableTracker) -> None:
         if all(self._key(i) != self._key(item) for i in self.items):
             self.items.append(item)
 
+    def contains(self, item: VariableTracker) -> bool:
+        key = self._key(item)
+        return any(self._key(i) == key for i in self.items)
+
+    def ordered(self) -> list[VariableTracker]:
+        """The items in the order eager iterates over the set: that of a real set of the
+        constants, added in the same order. Objects hash by address, an order unknown here."""
+        if len(self.items) <= 1:
+            return list(self.items)
+        if not all(i.is_constant() for i in self.items):
+            raise Unsupported("iterating over a set of objects (their order depends on their addresses)")
+        real: set[Any] = set()
+        for i in self.items:
+            real.add(i.as_constant())
+        position = {v: n for n, v in enumerate(real)}
+        return sorted(self.items, key=lambda i: position[i.as_constant()])
+
     def iterate(self, tx: Translator) -> list[VariableTracker]:
-        return list(self.items)
+        return self.ordered()
+
+    def get_iter(self, tx: Translator) -> VariableTracker:
+        from ._iterators import SetIteratorVariable
+
+        return SetIteratorVariable(self)
 
     def truth(self, tx: Translator) -> bool:
         return bool(self.items)
 
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        sample = self.python_type()()
+        if not hasattr(sample, name):
+            raise raised_error(lambda: getattr(sample, name))
+        return super().get_attr(tx, name)
+
     def combine(self, op: Any, other: SetVariable) -> SetVariable:
-        """``self | other``, ``&``, ``-`` or ``^`` (items compared as ``in`` does here)."""
+        """``self | other``, ``&``, ``-`` or ``^`` (items compared as ``in`` does here); the
+        result has ``self``'s type, as Python's set operators give."""
         import operator
 
         mine = {self._key(i) for i in self.items}
         theirs = {self._key(i) for i in other.items}
         if op is operator.or_:
-            return SetVariable([*self.items, *other.items])
-        if op is operator.and_:
-            return SetVariable([i for i in self.items if self._key(i) in theirs])
-        if op is operator.sub:
-            return SetVariable([i for i in self.items if self._key(i) not in theirs])
-        return SetVariable([i for i in self.items if self._key(i) not in theirs]
-                           + [i for i in other.items if self._key(i) not in mine])
+            items = [*self.items, *other.items]
+        elif op is operator.and_:
+            items = [i for i in self.items if self._key(i) in theirs]
+        elif op is operator.sub:
+            items = [i for i in self.items if self._key(i) not in theirs]
+        else:
+            items = ([i for i in self.items if self._key(i) not in theirs]
+                     + [i for i in other.items if self._key(i) not in mine])
+        return SetVariable(items, frozen=self.frozen)
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        if name == "__contains__" and len(args) == 1:
-            key = self._key(args[0])
-            return ConstantVariable(any(self._key(i) == key for i in self.items))
-        if name == "__len__" and not args:
+        error = call_error(self.python_type(), name, args, kwargs)
+        if error is not None:
+            raise error
+        if name == "__contains__":
+            return ConstantVariable(self.contains(args[0]))
+        if name == "__len__":
             return ConstantVariable(len(self.items))
-        if name == "add" and len(args) == 1:
+        if name == "__iter__":
+            return self.get_iter(tx)
+        if name == "copy":
+            return self if self.frozen else SetVariable(list(self.items))
+        if name == "add":
             self._add(args[0])
         elif name == "update":
             for a in args:
                 for item in a.iterate(tx):
                     self._add(item)
-        elif name == "discard" and len(args) == 1:
+        elif name in ("discard", "remove"):
+            if name == "remove" and not self.contains(args[0]):
+                if not args[0].is_constant():
+                    raise Unsupported("set.remove of a value the set does not hold")
+                raise traced_error(KeyError(args[0].as_constant()))
             key = self._key(args[0])
             self.items = [i for i in self.items if self._key(i) != key]
-        elif name == "copy" and not args:
-            return SetVariable(list(self.items))
+        elif name == "pop":
+            if not self.items:
+                raise traced_error(KeyError("pop from an empty set"))
+            first = self.ordered()[0]  # the element eager pops
+            self.items = [i for i in self.items if i is not first]
+            return first
+        elif name == "clear":
+            self.items = []
         else:
             raise Unsupported(f"method {name!r} of a set is not supported")
         return ConstantVariable(None)
@@ -529,4 +646,4 @@ def run_itertools(tx: Translator, cls: Any, args: list[VariableTracker],
     out = []
     for item in cls(*real_args, *values, **options):
         out.append(TupleVariable(list(item)) if isinstance(item, tuple) else item)
-    return IteratorVariable(out)
+    return IteratorVariable(out, pytype=cls)
