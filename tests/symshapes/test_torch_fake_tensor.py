@@ -298,14 +298,24 @@ def test_refused_entry_keeps_the_mode_alive_and_the_state_clean():
         inside = _dispatch_state()
     assert sys.getrefcount(other) == refs
     assert _dispatch_state() == before
-    # torch's own fake mode active: refused the same way, and torch's mode stays active
+    # torch's own fake mode active (a torch.compile backend running kiln): kiln's mode
+    # enters over it, and torch's is active again after, with its references intact
     torch_mode = TorchFakeTensorMode()
+    x = from_real(mode, torch.randn(3, 4), dynamic_dims=(0,), name="x")
     with torch_mode:
+        outer = torch.randn(2)
+        torch_state = _dispatch_state()
         torch_refs = sys.getrefcount(torch_mode)
-        with pytest.raises(ValueError, match="another fake mode"), mode:
-            pass
+        with mode:
+            assert isinstance(x + 1, FakeTensor)
+            with pytest.raises(ValueError, match="another fake mode"), other:
+                pass
+        assert _dispatch_state() == torch_state
         assert torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is torch_mode
         assert sys.getrefcount(torch_mode) == torch_refs
+        doubled = outer * 2  # torch's mode works again
+        assert type(doubled).__name__ == "FakeTensor" and not isinstance(doubled, FakeTensor)
+        del outer, doubled
     # torch's fake mode inside kiln's: torch sets kiln's aside and puts it back
     with mode:
         with torch_mode:

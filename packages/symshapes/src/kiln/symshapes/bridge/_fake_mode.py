@@ -24,7 +24,9 @@ Invariants:
   torch-dispatch modes and default saved-tensors hooks are off torch's stacks: they never
   see fake ops. They are back, in order, when the mode exits, exceptions included.
 - The mode never asks torch to push it over another FAKE-key mode (torch mishandles the
-  refusal; see ``_torch_internals.active_fake_mode``): that is a ValueError here.
+  refusal; see ``_torch_internals.active_fake_mode``): over another kiln mode entering is
+  a ValueError; torch's own fake mode is set aside while this one is entered and is
+  active again after it exits.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from kiln.symshapes.bridge._torch_internals import (
     mutate_metadata,
     op_schema,
     python_dispatcher,
+    restore_fake_mode,
     restore_user_state,
+    set_aside_fake_mode,
     set_aside_user_state,
 )
 
@@ -160,18 +164,22 @@ class FakeTensorMode(TorchDispatchMode):
             # no-op; torch allows one FAKE-key mode at a time.
             self._exits.append(None)
             return self
+        # Checked before torch is asked: torch's push of a second FAKE-key mode raises after
+        # dropping a reference it never took (the mode object is freed while still in use,
+        # a crash at a later garbage collection) and leaves TorchDispatchMode's flags pushed.
         active = active_fake_mode()
-        if active is not None:
-            # Checked before torch is asked: torch's push of a second FAKE-key mode raises
-            # after dropping a reference it never took (the mode object is freed while
-            # still in use, a crash at a later garbage collection), and leaves
-            # TorchDispatchMode's in-mode flags pushed.
-            raise ValueError(f"cannot enter this FakeTensorMode while another fake mode is active ({type(active).__name__})")
+        if isinstance(active, FakeTensorMode):
+            raise ValueError("cannot enter this FakeTensorMode while another fake mode is active "
+                             "(a FakeTensor belongs to one mode)")
         allow_unavailable_devices()
         stack = contextlib.ExitStack()
         try:
             # The user's modes and saved-tensors hooks never see fake ops (put back last).
             stack.callback(restore_user_state, set_aside_user_state())
+            if active is not None:
+                # torch's own fake mode (a torch.compile backend running kiln): set aside
+                # while this one is active and put back after, as torch's mode does to ours.
+                stack.callback(restore_fake_mode, set_aside_fake_mode())
             if self.shape_env is not None:
                 stack.enter_context(python_dispatcher())
             entered = super().__enter__()

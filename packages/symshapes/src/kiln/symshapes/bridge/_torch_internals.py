@@ -26,7 +26,9 @@
   torch raise *after* releasing a reference to the new mode that it never took (torch
   2.11 to 2.13: ``push_on_torch_dispatch_stack`` increfs only on success), so the mode is
   freed while still referenced and a later garbage collection crashes the interpreter.
-  kiln asks first and never lets that push fail.
+  kiln asks first and never lets that push fail; ``set_aside_fake_mode`` and
+  ``restore_fake_mode`` (``_unset_dispatch_mode``/``_set_dispatch_mode``, what torch's
+  FakeTensorMode does to a mode it enters over) let kiln's mode enter over torch's.
 - ``op_schema``: ``OpOverload._schema``, an op's declared signature (argument names and
   alias annotations: which outputs are views of or writes to which inputs). The
   ``__torch_dispatch__`` documentation reads it the same way; there is no public spelling.
@@ -69,7 +71,9 @@ __all__ = [
     "mutate_metadata",
     "op_schema",
     "python_dispatcher",
+    "restore_fake_mode",
     "restore_user_state",
+    "set_aside_fake_mode",
     "set_aside_user_state",
 ]
 
@@ -99,6 +103,17 @@ def make_wrapper_subclass(cls, size, stride, storage_offset, dtype, device, requ
 def active_fake_mode():
     """The dispatch mode registered under torch's FAKE key (kiln's or torch's), or None."""
     return torch._C._get_dispatch_mode(FAKE_MODE_KEY)
+
+
+def set_aside_fake_mode():
+    """Unregister the FAKE-key mode (returned) so that another one can be pushed."""
+    return torch._C._unset_dispatch_mode(FAKE_MODE_KEY)
+
+
+def restore_fake_mode(mode) -> None:
+    """Register ``mode`` (from ``set_aside_fake_mode``) under the FAKE key again."""
+    if mode is not None:
+        torch._C._set_dispatch_mode(mode)
 
 
 def allow_unavailable_devices() -> None:
