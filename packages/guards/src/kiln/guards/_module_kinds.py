@@ -21,7 +21,7 @@ from typing import Any
 from kiln.guards._base import CodeContext, Guard, safe_repr, type_name
 from kiln.guards._sources import AttrSource, Source
 
-__all__ = ["ModuleStructureMatch"]
+__all__ = ["ModuleStructureMatch", "NoModuleHooks"]
 
 _PARTS = ("_modules", "_parameters", "_buffers")
 
@@ -133,8 +133,9 @@ _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_
 class NoModuleHooks(Guard):
     """``source`` is an nn.Module with no forward or backward hooks of its own.
 
-    A trace that inlined the module's ``forward`` skipped ``Module.__call__``; a hook added
-    later must make the trace invalid. Needs the module's type established first (it reads
+    A trace that modelled the module's call without hooks ran only its ``forward``; a hook
+    added later must make the trace invalid (global module hooks are part of the global
+    torch state guard). Needs the module's type established first (it reads
     the instance dict)."""
 
     source: Source

@@ -32,6 +32,7 @@ from kiln.guards import (
     KeyAbsent,
     LengthMatch,
     ModuleStructureMatch,
+    NoHasAttr,
     ObjectAliasing,
     Source,
     TensorMatch,
@@ -268,6 +269,14 @@ class VariableBuilder:
         return read_through_hooks(tx, owner, type(obj), name,
                                   lambda: self._generic_attribute(tx, owner, obj, name, AttrSource))
 
+    def _guard_unset(self, owner: VariableTracker, cls: type, name: str) -> None:
+        # ``not hasattr`` says "unset" only where no __getattr__/__getattribute__ of the
+        # class could answer instead (a module's __getattr__ would)
+        hooks = (lookup_class_attribute(cls, "__getattr__"), lookup_class_attribute(cls, "__getattribute__"))
+        if hooks[0] is not MISSING or hooks[1] is not object.__getattribute__:
+            raise Unsupported(f"the unset slot {name!r} of {owner.describe()} (its class has attribute hooks)")
+        self._guard(NoHasAttr(owner.source, name))
+
     def _generic_attribute(self, tx: Translator, owner: VariableTracker, obj: Any, name: str,
                            step: type) -> VariableTracker:
         # object.__getattribute__'s order. Under a Python __getattribute__ the source is a
@@ -294,6 +303,8 @@ class VariableBuilder:
             try:
                 value = object.__getattribute__(obj, name)
             except AttributeError:
+                if owner.source is not None:  # an unset slot: guard that it stays unset
+                    self._guard_unset(owner, type(obj), name)
                 raise MissingAttribute(f"{owner.describe()} has no attribute {name!r}") from None
             return self.wrap(value, source)
         try:
@@ -304,6 +315,9 @@ class VariableBuilder:
         if inst is not None and name in inst:
             return self.wrap(inst[name], source)
         if cls_attr is not MISSING:
+            if owner.source is not None and inst is not None:
+                # an instance attribute of that name set later (``m.forward = ...``) answers
+                self._guard(KeyAbsent(step(owner.source, "__dict__"), name))
             return bind_class_attribute(tx, owner, cls_attr, source)
         if owner.source is not None and inst is not None:
             # the answer "missing" holds while the instance dict has no such key

@@ -4,7 +4,9 @@
 defaults and closure through its source); ``NestedFunctionVariable`` is a function created
 while tracing (``def`` or ``lambda`` inside the traced code), whose defaults and closure
 cells are trackers. Calling either runs the symbolic interpreter on the function's code with
-the arguments bound, so its tensor work lands in the same graph.
+the arguments bound, so its tensor work lands in the same graph. The exception: torch's own
+nn.Module functions called on a module tracker (``Module.__call__``, ``__getattr__``, the
+containers' methods) are answered by the tracker (``NNModuleVariable.call_torch_function``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from ._base import VariableTracker
+from ._modules import NNModuleVariable
 
 if TYPE_CHECKING:
     from kiln.guards import Source
@@ -45,6 +48,10 @@ class UserFunctionVariable(VariableTracker):
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if args and isinstance(args[0], NNModuleVariable):  # ``nn.Module.__call__(m, x)``
+            modelled = args[0].call_torch_function(tx, self.fn, args[1:], kwargs)
+            if modelled is not None:
+                return modelled
         return tx.inline_function(self.fn, args, kwargs, fn_source=self.source)
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
@@ -83,6 +90,10 @@ class UserMethodVariable(VariableTracker):
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if isinstance(self.obj, NNModuleVariable):  # torch's own nn.Module methods are modelled
+            modelled = self.obj.call_torch_function(tx, self.fn, args, kwargs)
+            if modelled is not None:
+                return modelled
         return tx.inline_function(self.fn, [self.obj, *args], kwargs, class_source=self.class_source)
 
 

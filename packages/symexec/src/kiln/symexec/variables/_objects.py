@@ -60,6 +60,7 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
     from kiln.guards import AttrSource, TypeSource
 
     from ._functions import UserMethodVariable
+    from ._modules import NNModuleVariable
 
     if isinstance(attr, types.FunctionType):
         class_source = None
@@ -68,7 +69,7 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
         return UserMethodVariable(attr, owner, class_source=class_source)
     if (isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
             and attr.__objclass__ in (object, dict, collections.OrderedDict)
-            and isinstance(owner, (UserDefinedObjectVariable, NewObjectVariable))):
+            and isinstance(owner, (UserDefinedObjectVariable, NewObjectVariable, NNModuleVariable))):
         return BaseMethodVariable(attr, owner)
     if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
         return tx.inline_function(attr.fget, [owner], {})
@@ -148,7 +149,13 @@ class UserDefinedClassVariable(VariableTracker):
             return ConstantVariable(value)  # part of the class, whose identity is guarded
         from kiln.guards import AttrSource
 
+        from ._modules import is_modelled_function
+
         source = AttrSource(self.source, name) if self.source is not None else None
+        if is_modelled_function(value):  # ``nn.Module.__call__(m, x)``: the tracker answers
+            from ._functions import UserFunctionVariable
+
+            return UserFunctionVariable(value)
         return tx.builder.wrap(value, source)
 
     def call(self, tx: Translator, args: list[VariableTracker],
@@ -237,7 +244,8 @@ _DICT_READS = frozenset({"get", "keys", "values", "items", "__getitem__", "__con
 class BaseMethodVariable(VariableTracker):
     """A method of ``object`` or ``dict`` reached on a user object whose class inherits it
     (``super().__setattr__(k, v)``, ``super().get(k)``, ``dict.__setitem__`` of a dict
-    subclass): ``object.__setattr__`` stores the attribute; dict methods act on the
+    subclass), or on a module: ``object.__setattr__`` stores the attribute,
+    ``object.__getattribute__`` reads it without the class's hooks; dict methods act on the
     object's items (those of an object from the frame are read-only)."""
 
     __slots__ = ("method", "owner")
@@ -253,6 +261,7 @@ class BaseMethodVariable(VariableTracker):
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         from ._constant import ConstantVariable
+        from ._modules import NNModuleVariable
 
         name, owner = self.method.__name__, self.owner
         if self.method.__objclass__ is object:
@@ -269,6 +278,8 @@ class BaseMethodVariable(VariableTracker):
                     return tx.builder.read_attribute(tx, owner, owner.obj, args[0].as_constant(), plain=True)
                 if isinstance(owner, NewObjectVariable):
                     return owner.get_attr(tx, args[0].as_constant(), plain=True)
+                if isinstance(owner, NNModuleVariable):
+                    return tx.builder.read_attribute(tx, owner, owner.module, args[0].as_constant(), plain=True)
             raise Unsupported(f"calling {self.describe()}")
         if isinstance(owner, NewObjectVariable) and owner.items is not None:
             if name == "__init__":
@@ -294,10 +305,8 @@ def read_through_hooks(tx: Translator, owner: VariableTracker, cls: type, name: 
     """``obj.name`` the way Python's attribute slot does it: the class's own Python
     ``__getattribute__`` when it defines one (inlined), else ``generic()`` (the lookup of
     ``object.__getattribute__``); when that raises AttributeError, the class's Python
-    ``__getattr__`` (torch's nn.Module one excepted: the module tracker already looked
-    where it would)."""
-    import torch
-
+    ``__getattr__`` (nn.Module's own is answered by the module tracker: see
+    ``NNModuleVariable.call_torch_function``)."""
     from ._constant import ConstantVariable
     from ._functions import UserMethodVariable
 
@@ -308,7 +317,7 @@ def read_through_hooks(tx: Translator, owner: VariableTracker, cls: type, name: 
             return UserMethodVariable(hook, owner).call(tx, [ConstantVariable(name)], {})
         return generic()
     except MissingAttribute:
-        if not isinstance(fallback, types.FunctionType) or fallback is torch.nn.Module.__getattr__:
+        if not isinstance(fallback, types.FunctionType):
             raise
     return UserMethodVariable(fallback, owner).call(tx, [ConstantVariable(name)], {})
 
@@ -329,8 +338,11 @@ def store_through_hook(tx: Translator, owner: VariableTracker, cls: type, name: 
 
 def user_special_method(v: VariableTracker, name: str) -> Any:
     """The Python function defining the special method ``name`` for ``v``'s class, when
-    ``v`` is an object kiln models attribute by attribute (None otherwise)."""
-    if not isinstance(v, (UserDefinedObjectVariable, NewObjectVariable)):
+    ``v`` is an object kiln models attribute by attribute, or a module (torch's container
+    methods among them, which the module tracker answers when called); None otherwise."""
+    from ._modules import NNModuleVariable
+
+    if not isinstance(v, (UserDefinedObjectVariable, NewObjectVariable, NNModuleVariable)):
         return None
     attr = lookup_class_attribute(v.python_type(), name)
     return attr if isinstance(attr, types.FunctionType) else None
