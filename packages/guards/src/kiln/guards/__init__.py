@@ -50,6 +50,7 @@ from kiln.guards._sources import (
     importable_path,
     is_item_key,
 )
+from kiln.guards._storage_kinds import NoStorageSharing
 from kiln.guards._tensor_kinds import TensorMatch
 from kiln.guards._torch_state import TorchGlobalState
 
@@ -79,6 +80,7 @@ __all__ = [
     "NoAliasing",
     "NoHasAttr",
     "NoModuleHooks",
+    "NoStorageSharing",
     "NotNone",
     "ObjectAliasing",
     "ShapeRelation",

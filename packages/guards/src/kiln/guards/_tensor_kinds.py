@@ -70,6 +70,17 @@ class TensorMatch(Guard):
         return cls(source, type(tensor), native.dispatch_keys(tensor), tensor.dtype,
                    tensor.device, tensor.layout, bool(tensor.requires_grad), sizes, strides)
 
+    def admits_same_tensor(self, other: TensorMatch) -> bool:
+        """Whether one tensor could pass both this guard and ``other`` (every fact fixed in
+        both agrees): two sources whose guards do not are never one object."""
+        def dims(a: tuple[int | None, ...], b: tuple[int | None, ...]) -> bool:
+            return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
+
+        return (self.pytype is other.pytype and self.dispatch_keys == other.dispatch_keys
+                and self.dtype == other.dtype and self.device == other.device
+                and self.layout == other.layout and self.requires_grad == other.requires_grad
+                and dims(self.sizes, other.sizes) and dims(self.strides, other.strides))
+
     def _spec(self) -> tuple[Any, ...]:
         return (self.pytype, self.dispatch_keys, self.dtype, self.device, self.layout,
                 self.requires_grad, self.sizes, self.strides)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kiln.fxgraph import Graph, Node, register_impure_rule
-from kiln.guards import GuardSet, NoAliasing, ObjectAliasing, Source, TorchGlobalState
+from kiln.guards import GuardSet, NoAliasing, NoStorageSharing, ObjectAliasing, Source, TensorMatch, TorchGlobalState
 from kiln.symshapes import ShapeEnv
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
 
@@ -236,13 +236,31 @@ class OutputGraph:
     def finish_inputs(self) -> None:
         """Guard that distinct tensor inputs stay distinct objects (called once, at the end).
 
-        Parameters and buffers are left out: they are fixed parts of a module's structure,
-        and checking them all on every call would cost more than the rest of the guards.
+        Parameters and buffers are compared only with the other inputs whose tensor guards
+        admit the same tensor (``TensorMatch.admits_same_tensor``): they are fixed parts of
+        a module's structure, and checking them all on every call would cost more than the
+        rest of the guards, while an argument that is a module's tensor (``f(m.weight)``)
+        has its exact metadata. When the graph changes an input in place, no other input may
+        be a view of the same memory (``NoStorageSharing``).
         """
-        sources = [t.source for t in self.tensor_inputs.values()
-                   if t.source is not None and not _owned_by_module(t.source)]
+        inputs = [t for t in self.tensor_inputs.values() if t.source is not None]
+        free = [t.source for t in inputs if not _owned_by_module(t.source)]
+        owned = [t.source for t in inputs if _owned_by_module(t.source)]
+        matches = {g.source: g for g in self.guards if isinstance(g, TensorMatch)}
+
+        def may_alias(a: Source, b: Source) -> bool:
+            ga, gb = matches.get(a), matches.get(b)
+            return ga is None or gb is None or ga.admits_same_tensor(gb)
+
+        sources = free + [o for o in owned if any(may_alias(o, f) for f in free)]
         if len(sources) > 1:
             self.guards.add(NoAliasing(tuple(sources)))
+        if self.mutated_inputs:
+            changed_owned = [t.source for t in self.mutated_inputs.values()
+                             if t.source is not None and _owned_by_module(t.source)]
+            storages = free + [s for s in changed_owned if s not in free]
+            if len(storages) > 1:
+                self.guards.add(NoStorageSharing(tuple(storages)))
         # A frame object the trace changed must not be, at the next call, the same object as
         # another one of its type the trace read separately: the change would show there.
         changed = [t for t in self.objects.values() if getattr(t, "mutated", False)]
@@ -251,6 +269,12 @@ class OutputGraph:
             same_type = tuple(o.source for o in self.objects.values() if o.python_type() is tp)
             if len(same_type) > 1:
                 self.guards.add(NoAliasing(same_type))
+
+    def assume_distinct(self, a: VariableTracker, b: VariableTracker) -> None:
+        """The trace answered that ``a`` and ``b`` (different trackers) are different objects
+        (``a is b``, ``a in [b]``): when both came from the frame, that is guarded."""
+        if a is not b and a.source is not None and b.source is not None and a.source != b.source:
+            self.guards.add(NoAliasing((a.source, b.source)))
 
     def record_effect(self, fn: Any, args: tuple[Any, ...]) -> Node:
         """A node calling ``fn(*args)`` for its effect on global state (not run on fakes)."""

@@ -291,12 +291,32 @@ def _inplace(fn: Any, plain: Any) -> Rule:
         a, b = args
         if isinstance(a, TensorVariable):
             return tx.output.call_function(fn, [a, b], {})  # mutates the tensor, like eager
-        if isinstance(a, ListVariable) and fn is operator.iadd:
-            a.call_method(tx, "extend", [b], {})
-            return a
+        changed = _container_inplace(tx, plain, a, b)
+        if changed is not None:
+            return changed  # the same object, changed (``l *= 2``, ``s |= t``, ``d |= e``)
         return builtin_rules[plain](tx, args, kwargs)
 
     return apply
+
+
+def _container_inplace(tx: Translator, plain: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+    """``a op= b`` for the containers whose type defines the in-place operator (list ``+=``
+    ``*=``; set ``|= &= -= ^=``; dict ``|=``): ``a`` itself changed, or None when its type has
+    no such operator (Python then computes ``a op b``)."""
+    if isinstance(a, ListVariable) and plain is operator.add:
+        a.call_method(tx, "extend", [b], {})
+        return a
+    if isinstance(a, ListVariable) and plain is operator.mul and b.is_constant() \
+            and type(b.as_constant()) in (int, bool):
+        a.call_method(tx, "__setitem__", [ConstantVariable(slice(None)), ListVariable(a.items * b.as_constant())], {})
+        return a
+    if isinstance(a, SetVariable) and not a.frozen and plain in _SET_OPS and isinstance(b, SetVariable):
+        a.items = a.combine(plain, b).items
+        return a
+    if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
+        a.call_method(tx, "update", [b], {})
+        return a
+    return None
 
 
 for _fn, _plain in _INPLACE.items():
