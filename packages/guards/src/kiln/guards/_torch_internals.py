@@ -112,12 +112,15 @@ def _stand_in(pytype: type, dtype: Any, device: Any, requires_grad: bool) -> Any
     import torch
 
     try:
-        t = torch.empty(0, dtype=dtype, device=device)
-        if pytype is torch.nn.Parameter:
-            return torch.nn.Parameter(t, requires_grad=requires_grad)
-        if pytype is not torch.Tensor:
-            return None
-        return t.requires_grad_(requires_grad)
+        # Made with the user's torch-function and dispatch modes off: they must not see
+        # kiln building guards (the thread-local key sets are unchanged once out).
+        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+            t = torch.empty(0, dtype=dtype, device=device)
+            if pytype is torch.nn.Parameter:
+                return torch.nn.Parameter(t, requires_grad=requires_grad)
+            if pytype is not torch.Tensor:
+                return None
+            return t.requires_grad_(requires_grad)
     except Exception:
         return None
 
