@@ -70,3 +70,9 @@ def test_every_log_name_is_documented_in_the_readme():
         text = f.read()
     missing = [name for name in _logs.ARTIFACTS if f"`{name}`" not in text]
     assert missing == []
+
+
+def test_explain_reads_kiln_logs_too(monkeypatch):
+    monkeypatch.setenv("KILN_LOGS", "graphcode")
+    with pytest.raises(ValueError, match="did you mean 'graph_code'"):
+        kiln.explain(lambda x: x + 1)(torch.randn(2))

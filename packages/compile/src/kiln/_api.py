@@ -232,6 +232,7 @@ def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
         target = getattr(fn, "_kiln_compiled", fn)
         if isinstance(target, CompiledModule):
             target = target._orig_mod
+        configure_from_env()
         captures: list[Any] = []
         callback = FrameCompiler(lambda gm, example_inputs: gm.forward, fullgraph=False,
                                  observer=captures.append)
