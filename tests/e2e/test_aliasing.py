@@ -5,6 +5,7 @@ reuses the entry. Views of one base changed in place are never treated as separa
 
 import copy
 
+import pytest
 import torch
 from e2e_support import CountingBackend
 from torch import nn
@@ -190,3 +191,29 @@ def test_views_of_one_base_do_not_reuse_an_entry_made_for_separate_tensors():
     cap = capture((lambda a, b: a + b).__code__, {"a": torch.zeros(2), "b": torch.zeros(2)}, {})  # no change
     assert not any(isinstance(g, NoStorageSharing) for g in cap.guards)
 
+
+
+class _Plain:
+    pass
+
+
+def _eq(a, b, x):
+    return x * (2 if a == b else 3)
+
+
+def _in_set(a, b, x):
+    return x * (2 if a in {b} else 3), len({a, b})
+
+
+def _in_list(a, b, x):
+    return x * (2 if a in [b] else 3)
+
+
+@pytest.mark.parametrize("fn", [_eq, _in_set, _in_list], ids=["==", "in set", "in list"])
+def test_user_objects_told_apart_by_identity_are_guarded(fn):
+    u, v, x = _Plain(), _Plain(), torch.ones(1)
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for a, b in [(u, v), (u, u), (v, u), (v, v)]:
+        assert str(compiled(a, b, x)) == str(fn(a, b, x))
+    assert len(backend.graphs) == 2

@@ -240,8 +240,8 @@ class OutputGraph:
         admit the same tensor (``TensorMatch.admits_same_tensor``): they are fixed parts of
         a module's structure, and checking them all on every call would cost more than the
         rest of the guards, while an argument that is a module's tensor (``f(m.weight)``)
-        has its exact metadata. When the graph changes an input in place, no other input may
-        be a view of the same memory (``NoStorageSharing``).
+        has its exact metadata. When the graph changes an input in place, no two arguments
+        may be views of one memory (``NoStorageSharing``).
         """
         inputs = [t for t in self.tensor_inputs.values() if t.source is not None]
         free = [t.source for t in inputs if not _owned_by_module(t.source)]
@@ -255,16 +255,19 @@ class OutputGraph:
         sources = free + [o for o in owned if any(may_alias(o, f) for f in free)]
         if len(sources) > 1:
             self.guards.add(NoAliasing(tuple(sources)))
-        if self.mutated_inputs:
-            changed_owned = [t.source for t in self.mutated_inputs.values()
-                             if t.source is not None and _owned_by_module(t.source)]
-            storages = free + [s for s in changed_owned if s not in free]
-            if len(storages) > 1:
-                self.guards.add(NoStorageSharing(tuple(storages)))
+        if self.mutated_inputs and len(free) > 1:
+            # module tensors are left out here too (a training BatchNorm changes its buffers
+            # on every call; checking the storage of each would cost more than the graph)
+            self.guards.add(NoStorageSharing(tuple(free)))
         # A frame object the trace changed must not be, at the next call, the same object as
         # another one of its type the trace read separately: the change would show there.
         changed = [t for t in self.objects.values() if getattr(t, "mutated", False)]
         changed += [owner for owner, _ in self.attribute_writes.values() if owner.source is not None]
+        # Objects of a user class hash by identity: a set or dict the trace built may have
+        # told them apart (``a in {b}``, ``len({a, b})``), which must hold at the next call.
+        from .variables._objects import UserDefinedObjectVariable
+
+        changed += [t for t in self.objects.values() if isinstance(t, UserDefinedObjectVariable)]
         for tp in dict.fromkeys(t.python_type() for t in changed):
             same_type = tuple(o.source for o in self.objects.values() if o.python_type() is tp)
             if len(same_type) > 1:

@@ -235,7 +235,7 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
         return ConstantVariable(same if fn is operator.eq else not same)
     if fn in (operator.eq, operator.ne) and not (a.is_constant() and b.is_constant()):
         # two objects of different kinds (or non-constants): Python falls back to identity
-        same = a is b
+        same = values_equal(tx, a, b)
         return ConstantVariable(same if fn is operator.eq else not same)
     raise Unsupported(f"{fn.__name__} of {a.describe()} and {b.describe()}")
 
