@@ -206,3 +206,23 @@ def test_print_before_an_inplace_flag_shows_the_old_values(capsys):
     kiln.compile(f, backend="eager")(x)
     assert "-1." in capsys.readouterr().out
     torch.testing.assert_close(x, torch.tensor([0.0, 1.0]))
+
+
+@pytest.mark.parametrize("case", ["foreach_add_", "foreach_mul_list", "init_constant_", "init_zeros_view",
+                                  "setitem_and_slice_iadd"])
+def test_other_inplace_spellings_change_their_tensors(case):
+    def f(x, y):
+        if case == "foreach_add_":
+            torch._foreach_add_([x, y], 1.0)
+        elif case == "foreach_mul_list":
+            torch._foreach_mul_([x, y], [2.0, 3.0])
+        elif case == "init_constant_":
+            torch.nn.init.constant_(x, 3.0)
+        elif case == "init_zeros_view":
+            torch.nn.init.zeros_(x[0:1])
+        else:
+            x[0] = 5.0
+            y[1:] += 1
+        return x + 0, y * 1
+
+    _compare(f, torch.ones(3), torch.ones(3))

@@ -333,6 +333,10 @@ class OutputGraph:
         except Exception as e:
             raise Unsupported(f"{what} failed on the traced values: {type(e).__name__}: {e}") from e
         changed = [f for f, v in zip(fakes, versions, strict=True) if _version(f) != v]
+        if not changed and what.endswith("_") and not what.endswith("__") and fake_args:
+            # torch's in-place naming: some kernels (the _foreach_*_ family) change their
+            # first argument without bumping a fake's version counter
+            changed = _fakes_in(fake_args[0])
         if changed:
             self._check_mutation(changed, what)
         node = self._new_node(op, target, node_args, node_kwargs)
