@@ -276,6 +276,12 @@ class Translator:
 
         where = self.f_globals.get("__name__")
         module = sys.modules.get(where) if isinstance(where, str) else None
+        spec = self.f_globals.get("__spec__")
+        if (module is None or vars(module) is not self.f_globals) and getattr(spec, "name", None) in sys.modules:
+            # a module that names itself after its public alias (_collections_abc is
+            # "collections.abc"): reached by the name it was imported under
+            where = spec.name
+            module = sys.modules[where]
         if module is None or vars(module) is not self.f_globals:
             raise Unsupported(f"reading global {name!r} of code whose module {where!r} is not "
                               "imported under that name")

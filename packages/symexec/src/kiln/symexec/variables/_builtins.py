@@ -393,16 +393,23 @@ def _setitem(tx, args, kwargs):
     if isinstance(obj, TensorVariable):
         tx.output.call_function(operator.setitem, [obj, key, value], {})
         return ConstantVariable(None)
-    if isinstance(obj, (ConstantVariable, RangeVariable)):  # immutable: eager's TypeError
-        raise raised_error(lambda: operator.setitem(obj.as_constant(), None, None))
+    if isinstance(obj, (ConstantVariable, RangeVariable, TupleVariable)):  # immutable: eager's TypeError
+        k = key.as_constant() if key.is_constant() else None  # the message depends on the key's type
+        raise raised_error(lambda: operator.setitem(_immutable_sample(obj), k, None))
     return obj.call_method(tx, "__setitem__", [key, value], {})
+
+
+def _immutable_sample(obj: VariableTracker) -> Any:
+    # the value itself, or a tuple of its length (what a store into it is checked on)
+    return (None,) * len(obj.items) if isinstance(obj, TupleVariable) else obj.as_constant()
 
 
 @rule(operator.delitem)
 def _delitem(tx, args, kwargs):
     obj, key = args
-    if isinstance(obj, (ConstantVariable, RangeVariable)):
-        raise raised_error(lambda: operator.delitem(obj.as_constant(), None))
+    if isinstance(obj, (ConstantVariable, RangeVariable, TupleVariable)):
+        k = key.as_constant() if key.is_constant() else None
+        raise raised_error(lambda: operator.delitem(_immutable_sample(obj), k))
     return obj.call_method(tx, "__delitem__", [key], {})
 
 

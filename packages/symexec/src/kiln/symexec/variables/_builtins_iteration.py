@@ -123,7 +123,8 @@ def _reversed(tx, args, kwargs):
             raise traced_error(e) from e
         return IteratorVariable([ConstantVariable(v) for v in items], pytype=type(reversed(value)))
     if isinstance(seq, (IteratorVariable, SetVariable)):
-        raise raised_error(lambda: reversed(iter(()) if isinstance(seq, IteratorVariable) else set()))
+        name = seq.python_type().__name__ if not isinstance(seq, IteratorVariable) or seq.pytype else "generator"
+        raise traced_error(TypeError(f"'{name}' object is not reversible"))
     raise Unsupported(f"reversed() of {seq.describe()}")
 
 

@@ -44,6 +44,19 @@ def is_constant_value(value: Any) -> bool:
     return isinstance(value, _torch_constant_types())
 
 
+@functools.cache
+def _symbolic_types() -> tuple[type, ...]:
+    import torch
+
+    return (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _is_symbolic(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):  # torch.Size too
+        return any(type(v) in _symbolic_types() for v in value)
+    return type(value) in _symbolic_types()
+
+
 class ConstantVariable(VariableTracker):
     """A Python constant; see the module docstring."""
 
@@ -51,6 +64,11 @@ class ConstantVariable(VariableTracker):
 
     def __init__(self, value: Any, source: Source | None = None) -> None:
         super().__init__(source)
+        if _is_symbolic(value):
+            # a size or number that depends on tensor data (nonzero, a boolean mask,
+            # .item()): a constant would put the symbol in the graph or the replacement code
+            raise Unsupported(f"{value} depends on tensor data (a data-dependent size or number) "
+                              "and cannot be a trace-time constant")
         self.value = value
 
     def python_type(self) -> type:
@@ -72,7 +90,9 @@ class ConstantVariable(VariableTracker):
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
-            raise MissingAttribute(f"{self.describe()} has no attribute {name!r}") from e
+            from ._errors import traced_error
+
+            raise traced_error(e) from e  # eager's message: "'str' object has no attribute ..."
         if is_constant_value(attr):
             return ConstantVariable(attr)
         if callable(attr):
@@ -105,8 +125,13 @@ class ConstantMethodVariable(VariableTracker):
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(f"{self.describe()} called with values unknown at trace time")
-        result = getattr(self.obj, self.name)(*[a.as_constant() for a in args],
-                                              **{k: v.as_constant() for k, v in kwargs.items()})
+        try:
+            result = getattr(self.obj, self.name)(*[a.as_constant() for a in args],
+                                                  **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as e:  # as eager raises it (``(1, 2).index(3)``, ``"a".join(5)``)
+            from ._errors import traced_error
+
+            raise traced_error(e) from e
         from ._wrap import wrap_trace_value
 
         return wrap_trace_value(result)
@@ -152,8 +177,13 @@ class FrozenObjectVariable(ConstantVariable):
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(f"method {name!r} of {self.describe()} called with values unknown at trace time")
         method = getattr(self.value, name)
-        return self.wrap(method(*[a.as_constant() for a in args],
-                                **{k: v.as_constant() for k, v in kwargs.items()}))
+        try:
+            result = method(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            from ._errors import traced_error
+
+            raise traced_error(e) from e
+        return self.wrap(result)
 
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         return [self.wrap(v) for v in self.value]

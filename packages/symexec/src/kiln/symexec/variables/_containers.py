@@ -86,8 +86,10 @@ class _Sequence(VariableTracker):
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        error = call_error(self.python_type() if self.python_type() in (list, tuple) else tuple,
-                           name, args, kwargs)
+        tp = self.python_type()
+        if tp not in (list, tuple) and not hasattr(tuple, name):  # a namedtuple's own method
+            raise Unsupported(f"method {name!r} of {self.describe()} is not supported")
+        error = call_error(tp if tp in (list, tuple) else tuple, name, args, kwargs)
         if error is not None:
             raise error
         if name == "__getitem__":
@@ -112,6 +114,39 @@ class _Sequence(VariableTracker):
                 raise raised_error(lambda: sample.index(target.as_constant() if target.is_constant() else None))
             return ConstantVariable(hits[0])
         raise Unsupported(f"method {name!r} of {self.describe()} is not supported")
+
+
+class ContainerMethodVariable(VariableTracker):
+    """``obj.name`` of a container, read without being called at once (``add = s.add``,
+    ``getattr(d, "keys")``): a call of it is ``obj.name(...)``."""
+
+    __slots__ = ("name", "obj")
+
+    def __init__(self, obj: VariableTracker, name: str) -> None:
+        super().__init__(None)
+        self.obj = obj
+        self.name = name
+
+    def python_type(self) -> type:
+        return type([].append)
+
+    def describe(self) -> str:
+        return f"method {self.name} of {self.obj.describe()}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+
+def container_attr(v: VariableTracker, tp: type, name: str) -> VariableTracker:
+    """``v.name`` for a container tracker of the builtin type ``tp``: its method, or eager's
+    AttributeError when ``tp`` has no such attribute."""
+    sample = tp()
+    if not hasattr(sample, name):
+        raise raised_error(lambda: getattr(sample, name))
+    if callable(getattr(sample, name)):
+        return ContainerMethodVariable(v, name)
+    raise Unsupported(f"attribute {name!r} of {v.describe()}")
 
 
 class TupleVariable(_Sequence):
@@ -139,8 +174,8 @@ class TupleVariable(_Sequence):
         fields = field_names(self.tuple_type)
         if fields is not None and name in fields:
             return self.items[fields.index(name)]
-        if self.tuple_type is tuple and not hasattr((), name):
-            raise raised_error(lambda: getattr((), name))
+        if self.tuple_type is tuple or hasattr(tuple, name):
+            return container_attr(self, tuple, name)
         return super().get_attr(tx, name)
 
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
@@ -163,9 +198,7 @@ class ListVariable(_Sequence):
         return list
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
-        if not hasattr([], name):
-            raise raised_error(lambda: getattr([], name))
-        return super().get_attr(tx, name)
+        return container_attr(self, list, name)
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -240,6 +273,9 @@ class DictVariable(VariableTracker):
 
     def python_type(self) -> type:
         return dict
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        return container_attr(self, dict, name)
 
     def key_list(self) -> list[Any]:
         """The keys as they are now, in order (all constants)."""
@@ -543,10 +579,7 @@ class SetVariable(VariableTracker):
         return bool(self.items)
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
-        sample = self.python_type()()
-        if not hasattr(sample, name):
-            raise raised_error(lambda: getattr(sample, name))
-        return super().get_attr(tx, name)
+        return container_attr(self, self.python_type(), name)
 
     def combine(self, op: Any, other: SetVariable) -> SetVariable:
         """``self | other``, ``&``, ``-`` or ``^`` (items compared as ``in`` does here); the
