@@ -640,3 +640,67 @@ def test_no_fallback_counts_for_plain_models():
     assert_same(compiled(x), model(x))
     assert entries(Holder) == 1
     assert not policy.stats.breaks
+
+
+class Slices(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(4)])
+        self.seq = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 2))
+
+    def forward(self, x):
+        head = self.layers[1:3]
+        for layer in head:
+            x = layer(x)
+        x = self.layers[::-2][0](x) + len(self.layers[:-1])
+        x = self.seq[:2](x) + self.seq[-1:](x)
+        return x, isinstance(head, nn.ModuleList), isinstance(self.seq[1:], nn.Sequential)
+
+
+def test_container_slices_index_iterate_and_call():
+    torch.manual_seed(0)
+    model = Slices()
+    _, got, expected = run_both(model, torch.randn(2))
+    assert_same(got, expected)
+
+
+def test_a_returned_slice_is_the_real_container():
+    layers = nn.ModuleList([nn.ReLU(), nn.Tanh()])
+
+    class ReturnsSlice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = layers
+
+        def forward(self, x):
+            return x + 1, self.layers[1:]
+
+    got = kiln.compile(ReturnsSlice(), backend=CountingBackend())(torch.ones(2))
+    assert_same(got[0], torch.full((2,), 2.0))
+    assert type(got[1]) is nn.ModuleList and got[1][0] is layers[1]
+
+
+class ObjGetattr:
+    scale = 3.0
+
+    def __init__(self):
+        self.inner = {"shift": 2.0}
+
+    def __getattr__(self, name):
+        return self.inner[name]
+
+
+def test_plain_object_getattr_comes_after_class_and_instance_attributes():
+    obj = ObjGetattr()
+
+    def fn(x):
+        return x * obj.scale + obj.shift
+
+    compiled = kiln.compile(fn, backend=CountingBackend(), fullgraph=True)
+    x = torch.ones(2)
+    assert_same(compiled(x), fn(x))
+    obj.shift = 10.0  # an instance attribute now answers before __getattr__
+    assert_same(compiled(x), fn(x))
+    obj.scale = -1.0
+    assert_same(compiled(x), fn(x))
+    assert_same(compiled(x), x * -1 + 10)

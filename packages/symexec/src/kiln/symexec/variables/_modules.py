@@ -22,8 +22,9 @@ having their code inlined:
 
 Invariants: every answer is guarded. The module's structure guard (type, ``training``,
 member names in order) is installed when it is first wrapped; each instance-dict fact the
-lookup relied on is a KeyAbsent guard; the hook tables a call consulted are guarded empty
-(NoModuleHooks, NoGlobalModuleHooks) or by their keys.
+lookup relied on is a KeyAbsent guard; the module's hook tables a call consulted are
+guarded empty (NoModuleHooks) or by their keys, the global ones by their keys when in use
+(their sizes are part of the global torch state guard of every trace).
 """
 
 from __future__ import annotations
@@ -141,13 +142,6 @@ class NNModuleVariable(VariableTracker):
     def _member_value(self, tx: Translator, slot: str, name: str) -> VariableTracker:
         return tx.builder.wrap(self.module.__dict__[slot][name], self._child_source(name, slot))
 
-    def _dict_has_no(self, tx: Translator, name: str) -> None:
-        """Guard that the instance ``__dict__`` still lacks ``name`` (it does now)."""
-        from kiln.guards import KeyAbsent
-
-        if self.source is not None:
-            tx.output.guards.add(KeyAbsent(self._step()(self.source, "__dict__"), name))
-
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         return tx.builder.read_attribute(tx, self, self.module, name)
 
@@ -223,23 +217,15 @@ class NNModuleVariable(VariableTracker):
 
     def _call_impl(self, tx: Translator, args: list[VariableTracker],
                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        """``Module.__call__`` / ``Module._call_impl``: hooks and ``self.forward`` in eager order."""
-        self._check_not_compiled(tx)
+        """``Module.__call__`` / ``Module._call_impl``: hooks and ``self.forward`` in eager order.
+
+        (``Module.compile()`` makes ``__call__`` run a torch.compile'd ``_call_impl``: the
+        same function, so the same model.)"""
         pre, post = self._forward_hooks(tx)
         forward = self.get_attr(tx, "forward")
         if not (pre or post):
             return forward.call(tx, args, kwargs)
         return self._call_with_hooks(tx, forward, pre, post, args, kwargs)
-
-    def _check_not_compiled(self, tx: Translator) -> None:
-        # Module.compile() stores a torch.compile'd _call_impl that __call__ would run instead.
-        if "_compiled_call_impl" in self.module.__dict__:
-            if not _is_none(self.get_attr(tx, "_compiled_call_impl")):
-                raise Unsupported(f"{self.describe()} was compiled with Module.compile()")
-        else:
-            self._dict_has_no(tx, "_compiled_call_impl")
-            if type(self.module)._compiled_call_impl is not None:
-                raise Unsupported(f"{self.describe()} has a class-level _compiled_call_impl")
 
     def _forward_hooks(self, tx: Translator) -> tuple[list[tuple[VariableTracker, bool]],
                                                       list[tuple[VariableTracker, bool]]]:
@@ -350,16 +336,17 @@ class NNModuleVariable(VariableTracker):
 
     def _index(self, tx: Translator, args: list[VariableTracker],
                kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        """``Sequential[i]`` / ``ModuleList[i]`` (an int, negative counted from the end); a
-        slice of a ModuleList is read-only here (a tuple of its children)."""
+        """``Sequential[i]`` / ``ModuleList[i]`` (an int, negative counted from the end), or a
+        slice (a new container of the same children: see ModuleSliceVariable)."""
         import torch
-
-        from ._containers import TupleVariable
 
         key = args[0].as_constant() if len(args) == 1 and not kwargs else None
         names = [k for k, _ in self._entries()]
-        if isinstance(key, slice) and isinstance(self.module, torch.nn.ModuleList):
-            return TupleVariable([self._member_value(tx, "_modules", k) for k in names[key]])
+        if isinstance(key, slice):
+            if type(self.module) not in (torch.nn.ModuleList, torch.nn.Sequential):
+                raise Unsupported(f"slicing {self.describe()} (its class builds the slice)")
+            return ModuleSliceVariable(type(self.module),
+                                       [self._member_value(tx, "_modules", k) for k in names[key]])
         if not isinstance(key, int) or isinstance(key, bool):
             raise Unsupported(f"indexing {self.describe()} with {args[0].describe() if args else 'nothing'}")
         if not -len(names) <= key < len(names):
@@ -392,6 +379,56 @@ class NNModuleVariable(VariableTracker):
 
         return TupleVariable([TupleVariable([ConstantVariable(k), self._member_value(tx, "_modules", k)])
                               for k, _ in self._entries()])
+
+class ModuleSliceVariable(VariableTracker):
+    """``layers[a:b]`` of a ModuleList or Sequential: eager builds a new container of the
+    same children. Modelled for what code does with it at once: iterate, index, ``len``,
+    truth, ``isinstance``, and calling a Sequential slice (its children in turn, as
+    ``Sequential.forward``; the new container has no hooks). Anything else (returning it,
+    attributes, mutation) is Unsupported rather than answered by a stand-in."""
+
+    __slots__ = ("children", "cls")
+
+    def __init__(self, cls: type, children: list[VariableTracker]) -> None:
+        super().__init__(None)
+        self.cls = cls
+        self.children = children
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"a slice of a {self.cls.__name__}"
+
+    def iterate(self, tx: Translator) -> list[VariableTracker]:
+        return list(self.children)
+
+    def truth(self, tx: Translator) -> bool:
+        return bool(self.children)
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name == "__len__" and not args and not kwargs:
+            return ConstantVariable(len(self.children))
+        if name == "__getitem__" and len(args) == 1 and not kwargs and args[0].is_constant():
+            key = args[0].as_constant()
+            if isinstance(key, slice):
+                return ModuleSliceVariable(self.cls, self.children[key])
+            if isinstance(key, int) and not isinstance(key, bool) and -len(self.children) <= key < len(self.children):
+                return self.children[key]
+        return super().call_method(tx, name, args, kwargs)
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        import torch
+
+        if self.cls is not torch.nn.Sequential or len(args) != 1 or kwargs:
+            return super().call(tx, args, kwargs)
+        out = args[0]
+        for child in self.children:
+            out = child.call(tx, [out], {})
+        return out
+
 
 def _walk(module: NNModuleVariable, tx: Translator, args: list[Any], kwargs: dict[str, Any], *,
           walk: str) -> VariableTracker | None:
