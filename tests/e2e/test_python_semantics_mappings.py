@@ -97,7 +97,7 @@ def test_user_dict_and_ordered_dict(counting):
 
 def test_iterables_of_pairs(counting):
     def fn(x, names):
-        return dict(["ab", "cd"]), dict(zip(names, [x, x + 1])), dict(enumerate(names)), dict([("k", x)], k2=3)
+        return dict(["ab", "cd"]), dict(zip(names, [x, x + 1], strict=True)), dict(enumerate(names)), dict([("k", x)], k2=3)
 
     _check(counting, fn, torch.ones(2), ["p", "q"])
 
@@ -138,7 +138,7 @@ def test_bad_arguments_raise_as_in_eager(counting, case):
 def test_update_stops_at_the_bad_pair_with_the_pairs_before_it_added(counting):
     def fn(x):
         d = {}
-        try:
+        try:  # noqa: SIM105  (the case under test)
             d.update([("a", x), ("b",)])
         except ValueError:
             pass

@@ -70,7 +70,7 @@ def test_reversed_dicts_and_views(counting):
         d = {"a": t, "b": t * 2}
         r = reversed(d.values())
         d["c"] = t * 3  # a changed size: eager raises when r is used; this one is made after
-        return t + 1, list(reversed(d)), list(reversed(d.items()))[0][0], list(reversed(d.keys())), type(r).__name__
+        return t + 1, list(reversed(d)), list(reversed(d.items()))[0][0], list(reversed(d.keys())), type(r).__name__  # noqa: RUF015
 
     _check(counting, fn, torch.ones(2))
 
@@ -92,7 +92,7 @@ def test_values_changed_while_iterating_items_are_seen(counting):
     def fn(t):
         d = {"a": t, "b": t}
         seen = []
-        for k, v in d.items():
+        for _k, v in d.items():
             seen.append(v)
             d["b"] = v * 10  # changing a value is allowed
         return seen
@@ -158,7 +158,7 @@ def test_a_loop_over_a_list_that_grows(counting):
 def test_breaking_out_of_a_loop_keeps_the_iterator_position(counting):
     def fn(t):
         it = iter([t, t + 1, t + 2])
-        for x in it:
+        for x in it:  # noqa: B007  (x is read after the loop)
             break
         return x, next(it), list(it)
 
@@ -172,7 +172,7 @@ def test_lazy_builtins_over_a_list_changed_later(counting, wrapper):
         if wrapper == "enumerate":
             w = enumerate(xs, 1)
         elif wrapper == "zip":
-            w = zip(xs, xs)
+            w = zip(xs, xs, strict=False)
         elif wrapper == "map":
             w = map(lambda v: v * 2, xs)
         elif wrapper == "filter":
