@@ -20,6 +20,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from kiln.symshapes import GuardOnDataDependentError
+
 from ._builder import VariableBuilder
 from ._output_graph import OutputGraph
 from ._unsupported import SourceLocation, TracedException, Unsupported
@@ -188,12 +190,21 @@ class Translator:
                     self._enter_handler(instr, e)
         except _Return as done:
             return done.value
+        except GuardOnDataDependentError as err:
+            # a decision on a size or number that depends on tensor data: not traceable,
+            # so a graph break (or eager) there, like any other unsupported instruction
+            self._unsupported(Unsupported(f"{err} (a data-dependent size or number)"), counts)
         except Unsupported as e:
-            if counts is not None and e.root_position is None and self.current is not None:
-                # Where the root frame was when tracing failed (the instruction and how many
-                # times it had been reached): a retrace can stop there for a graph break.
-                e.root_position = (self.ip - 1, counts[self.ip - 1])
-            raise e.locate(self.current, self.location()) from None
+            self._unsupported(e, counts)
+
+    def _unsupported(self, e: Unsupported, counts: Any) -> None:
+        """Raise ``e`` located at the current instruction (and, in the root frame, with the
+        position a retrace can stop at for a graph break)."""
+        if counts is not None and e.root_position is None and self.current is not None:
+            # Where the root frame was when tracing failed (the instruction and how many
+            # times it had been reached): a retrace can stop there for a graph break.
+            e.root_position = (self.ip - 1, counts[self.ip - 1])
+        raise e.locate(self.current, self.location()) from None
 
     def _enter_handler(self, instr: Instr, e: TracedException) -> None:
         """Unwind to the handler covering ``instr``, as CPython does: the stack cut to the
