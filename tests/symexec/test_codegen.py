@@ -93,3 +93,23 @@ def test_sizes_of_out_tensors_are_returned_as_sizes(case):
     _no_sentinel(got)
     assert got == expected
     assert type(got) is type(expected)
+
+
+def test_strings_that_spell_a_reference_stay_strings():
+    def f(x):
+        return x + 1, "__kiln_graph", {"__kiln_k1": "__kiln_k1"}, torch.Size([2]), "a __kiln_k0 b"
+
+    expected = f(torch.ones(2))
+    got = kiln.compile(f, backend="eager")(torch.ones(2))
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+    _no_sentinel(got[1:])
+
+
+def test_reference_names_after_a_dot_are_attributes():
+    def f(x):
+        pass
+
+    holder = types.SimpleNamespace(__kiln_k0="attribute")
+    fn = _function(f.__code__, ["return __kiln_k0.__kiln_k0, '__kiln_k0'"], {"__kiln_k0": holder})
+    assert fn(0) == ("attribute", "__kiln_k0")

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import io
 import keyword
 import linecache
-import re
 import sys
+import tokenize
 import types
 import warnings
 from dataclasses import dataclass, field
@@ -109,18 +110,30 @@ def build_replacement(code: types.CodeType, body: ReplacementSource) -> types.Co
     # Objects without a literal are loaded as constants: the source names them
     # (``__kiln_graph``), the compiled text holds a placeholder string in their place, and
     # the placeholder is swapped for the object in co_consts.
-    compiled_text = full
-    placeholders = {}
-    for ref, obj in body.objects.items():
-        placeholders[_placeholder(ref)] = obj
-        literal = repr(_placeholder(ref))
-        compiled_text = re.sub(rf"\b{re.escape(ref)}\b", lambda _m, lit=literal: lit, compiled_text)
+    placeholders = {_placeholder(ref): obj for ref, obj in body.objects.items()}
+    compiled_text = _names_to_placeholders(full, set(body.objects))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
         module = compile(compiled_text, filename, "exec")
     fn_code = _find_code(module, name)
     fn_code = _bind_objects(fn_code, placeholders)
     return fn_code.replace(co_qualname=code.co_qualname)
+
+
+def _names_to_placeholders(text: str, refs: set[str]) -> str:
+    """``text`` with each name in ``refs`` used as a variable replaced by its placeholder
+    string; the same characters inside a string literal, or after a dot, stay as they are
+    (a user's string ``"__kiln_graph"`` is data, not a reference)."""
+    tokens = []
+    previous = None
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        string = tok.string
+        if tok.type == tokenize.NAME and string in refs and previous != ".":
+            string = repr(_placeholder(string))
+        if tok.type not in (tokenize.NL, tokenize.COMMENT):
+            previous = tok.string
+        tokens.append((tok.type, string))
+    return tokenize.untokenize(tokens)
 
 
 def _find_code(module: types.CodeType, name: str) -> types.CodeType:
