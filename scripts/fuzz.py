@@ -32,9 +32,10 @@ REGRESSIONS = E2E / "fuzz_regressions.py"
 HANG_SECONDS = 120
 
 
-def worker(seed: int, count: int) -> None:
+def worker(seed: int, count: int, minimise_each: int) -> None:
     """Run programs seed, seed+1, ...: one JSON line before each ("start") and after each
-    ("done", with failures and, for signatures new to this worker, a minimised program)."""
+    ("done", with failures and, for the first ``minimise_each`` of each signature in this
+    worker, a minimised program)."""
     sys.path.insert(0, str(E2E))
     import warnings
 
@@ -42,7 +43,7 @@ def worker(seed: int, count: int) -> None:
 
     warnings.simplefilter("ignore")
     logging.getLogger("kiln").addHandler(logging.NullHandler())  # failures are reported as data
-    seen: set[str] = set()
+    seen: collections.Counter[str] = collections.Counter()
     for s in range(seed, seed + count):
         print(json.dumps({"start": s}), flush=True)
         source = fp.generate(fp.RandomDraw(s))
@@ -51,8 +52,8 @@ def worker(seed: int, count: int) -> None:
         for failure in failures:
             sig = fp.signature(failure)
             entry = {"kind": failure.kind, "signature": sig, "detail": failure.detail[:2000]}
-            if sig not in seen:
-                seen.add(sig)
+            seen[sig] += 1
+            if seen[sig] <= minimise_each:
                 entry["minimal"] = fp.minimise(source, failure)
                 entry["minimal_failures"] = [str(f)[:2000] for f in fp.check_program(entry["minimal"])]
             report.append(entry)
@@ -67,7 +68,8 @@ def drive(args: argparse.Namespace) -> dict:
     by_signature: dict[str, dict] = {}
     started = time.monotonic()
     while time.monotonic() < deadline:
-        proc = subprocess.Popen([sys.executable, __file__, "--worker", "--seed", str(seed)],
+        proc = subprocess.Popen([sys.executable, __file__, "--worker", "--seed", str(seed),
+                                 "--minimise-each", str(args.minimise_each)],
                                 stdout=subprocess.PIPE, text=True, cwd=ROOT)
         current, heard = None, False
         try:
@@ -128,6 +130,9 @@ def _record(by_kind: collections.Counter, by_signature: dict, seed: int, source:
         entry = by_signature.setdefault(failure["signature"], {"count": 0, "seeds": []})
         entry["count"] += 1
         entry["seeds"].append(seed)
+        if "minimal" in failure:
+            minimals = entry.setdefault("minimals", {})
+            minimals[failure["minimal"]] = minimals.get(failure["minimal"], 0) + 1
         if "minimal" in failure and "minimal" not in entry:
             entry.update(kind=failure["kind"], detail=failure["detail"], source=source,
                          minimal=failure["minimal"], minimal_failures=failure.get("minimal_failures"))
@@ -156,11 +161,13 @@ def main() -> None:
     parser.add_argument("--save", action="store_true",
                         help="append minimised failing programs to tests/e2e/fuzz_regressions.py")
     parser.add_argument("--report", type=Path, help="write the summary as JSON to this file")
+    parser.add_argument("--minimise-each", type=int, default=1,
+                        help="minimise the first N failing programs of each signature (triage)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=10**9, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.seed, args.count)
+        worker(args.seed, args.count, args.minimise_each)
         return
     summary = drive(args)
     print(f"\n{summary['programs']} programs in {summary['seconds']} s "
@@ -170,6 +177,9 @@ def main() -> None:
         print(f"\n=== {sig}: {entry['count']} programs (first seed {entry['seeds'][0]})")
         print(entry.get("detail", "")[:500])
         print(entry.get("minimal", ""))
+        others = sorted(entry.get("minimals", {}).items(), key=lambda kv: -kv[1])[1:]
+        if others:
+            print(f"({len(others)} other minimal programs: see the report)")
     if args.report:
         args.report.write_text(json.dumps(summary, indent=1))
     if args.save:

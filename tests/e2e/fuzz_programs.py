@@ -673,6 +673,21 @@ ALLOWED_BREAKS = (
     "memory shared by several inputs",  # in place on distinct input tensors over one storage
 )
 
+# Breaks kiln takes where torch.compile captures the code: capture gaps, not wrong answers
+# (DESIGN.md: "zero breaks where torch has zero"). A program whose every unexpected break is one
+# of these fails as kind "gap": scripts/fuzz.py counts it, the CI test lets it pass. Remove an
+# entry once kiln captures the construct.
+CAPTURE_GAPS = (
+    "deleting attribute",  # del obj.attr
+    "builtin id with tensor",  # id(x) == id(y)
+    "returning a set value from a compiled region",  # a set comprehension's frame
+    "method 'sort' of list",  # lst.sort(key=lambda v: 0)
+    "of framedict",  # d | {...}
+    "the truth value of tensor %eq",  # d.items() == d.items(): tuples compare with `is` first
+    "object L['.0']",  # a comprehension's frame compiled alone, after its caller's break
+    "assigning the enclosing function's variable",  # a closure's frame compiled alone, likewise
+)
+
 
 def check_graph_counts(source: str, filename: str, variant: str, want: Outcome) -> list[Failure]:
     """The break invariants: no ``# break`` line and no exception means 0 breaks and at most 1
@@ -692,9 +707,11 @@ def check_graph_counts(source: str, filename: str, variant: str, want: Outcome) 
     may_break = any(line.endswith((BREAK, MAY_BREAK)) for line in lines)
     summary = f"graphs={explained.graph_count} breaks={explained.graph_break_count} " \
               f"reasons={[r.reason for r in explained.break_reasons]}"
-    allowed = [r for r in explained.break_reasons if any(a in r.reason for a in ALLOWED_BREAKS)]
-    if not may_break and not allowed and (explained.graph_break_count != 0 or explained.graph_count > 1):
-        return [Failure("graphs", f"no data-dependent op, yet {summary}")]
+    reasons = [r.reason for r in explained.break_reasons if not any(a in r.reason for a in ALLOWED_BREAKS)]
+    gaps = [r for r in reasons if any(g in r for g in CAPTURE_GAPS)]
+    if not may_break and (reasons or explained.graph_count > 1 + len(explained.break_reasons)):
+        kind = "gap" if gaps and len(gaps) == len(reasons) else "graphs"
+        return [Failure(kind, f"no data-dependent op, yet {summary}")]
     if must_break and explained.graph_break_count < 1:
         return [Failure("graphs", f"a top-level data-dependent op, yet {summary}")]
     return []
@@ -843,7 +860,7 @@ def signature(failure: Failure) -> str:
     named in the detail, in order (kiln's, then eager's)."""
     names = re.findall(r"\b(\w+(?:Error|Exception|Unsupported|Iteration))\(", failure.detail)
     where = re.findall(r" at (\S+:\d+)", failure.detail)[:1]
-    reason = re.findall(r"reasons=\[['\"](.{0,60})", failure.detail)[:1]
+    reason = [r[:48] for r in re.findall(r"reasons=\[['\"](.*)", failure.detail)[:1]]
     reason = [re.sub(r"'[^']*'|\"[^\"]*\"|\d+|L\[\S*", "_", r) for r in reason]
     return ":".join([failure.kind, *names, *where, *reason])
 
