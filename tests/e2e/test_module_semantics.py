@@ -704,3 +704,41 @@ def test_plain_object_getattr_comes_after_class_and_instance_attributes():
     obj.scale = -1.0
     assert_same(compiled(x), fn(x))
     assert_same(compiled(x), x * -1 + 10)
+
+
+class Cached(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    @functools.cached_property
+    def table(self):
+        self.calls += 1
+        return torch.full((2,), 4.0)
+
+    def forward(self, x):
+        return x * self.table
+
+
+class CachedObject:
+    @functools.cached_property
+    def scale(self):
+        return 6.0
+
+    double = functools.partialmethod(lambda self, x, k: x * k, k=2)
+
+
+def test_other_descriptors_are_not_answered_by_the_descriptor_object():
+    model = Cached()
+    compiled = kiln.compile(model, backend=CountingBackend())
+    x = torch.ones(2)
+    assert_same(compiled(x), torch.full((2,), 4.0))
+    assert_same(compiled(x), model(x))
+    assert model.calls == 1
+    obj = CachedObject()
+
+    def fn(x):
+        kinds = (isinstance(obj.scale, float), callable(obj.double), type(model.table).__name__)
+        return obj.double(x) * obj.scale, kinds
+
+    assert_same(kiln.compile(fn, backend=CountingBackend())(x), fn(x))

@@ -56,7 +56,8 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
                          source: Any = None) -> VariableTracker:
     """What ``owner.name`` gives when the class attribute ``attr`` answers it: a bound
     method, a property's value (its getter inlined), a static or class method, or the
-    attribute itself (wrapped through ``source`` when there is one)."""
+    attribute itself (wrapped through ``source`` when there is one); any other descriptor
+    is Unsupported (its ``__get__`` would decide)."""
     from kiln.guards import AttrSource, TypeSource
 
     from ._functions import UserMethodVariable
@@ -77,6 +78,11 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
         return tx.builder.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
         return UserMethodVariable(attr.__func__, UserDefinedClassVariable(owner.python_type()))
+    if hasattr(type(attr), "__get__"):
+        # another descriptor (functools.cached_property, partialmethod, a method of a builtin
+        # base class): Python would call its __get__, which is not modelled
+        raise Unsupported(f"the class attribute {type(attr).__name__} of {owner.describe()} "
+                          "is a descriptor kiln does not model")
     return tx.builder.wrap(attr, source)
 
 
