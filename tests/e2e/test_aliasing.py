@@ -217,3 +217,40 @@ def test_user_objects_told_apart_by_identity_are_guarded(fn):
     for a, b in [(u, v), (u, u), (v, u), (v, v)]:
         assert str(compiled(a, b, x)) == str(fn(a, b, x))
     assert len(backend.graphs) == 2
+
+
+class _Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.t = torch.zeros(2)  # a plain attribute, not a buffer
+
+    def forward(self, x):
+        x.add_(1)
+        return self.t * 1, x is self.t
+
+
+_GLOBAL = torch.zeros(2)
+
+
+def _with_global(x):
+    x.mul_(2)
+    x.add_(1)
+    return _GLOBAL + 0, x is _GLOBAL
+
+
+def test_an_argument_that_is_a_plain_module_attribute_or_a_global():
+    m = _Holder()
+    backend = CountingBackend()
+    compiled = kiln.compile(m, backend=backend)
+    got = [compiled(torch.zeros(2)), compiled(m.t), compiled(m.t), compiled(torch.zeros(2))]
+    m2 = _Holder()
+    expected = [m2(torch.zeros(2)), m2(m2.t), m2(m2.t), m2(torch.zeros(2))]
+    torch.testing.assert_close(got, expected)
+    assert len(backend.graphs) == 2
+
+    backend = CountingBackend()
+    compiled = kiln.compile(_with_global, backend=backend)
+    got = [compiled(torch.zeros(2)), compiled(_GLOBAL)]
+    assert got[1][1] is True
+    torch.testing.assert_close(_GLOBAL, torch.ones(2))
+    assert len(backend.graphs) == 2
