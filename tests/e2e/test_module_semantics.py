@@ -742,3 +742,49 @@ def test_other_descriptors_are_not_answered_by_the_descriptor_object():
         return obj.double(x) * obj.scale, kinds
 
     assert_same(kiln.compile(fn, backend=CountingBackend())(x), fn(x))
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(2, 2)
+        self.a = nn.Linear(2, 2)
+        self.b = nn.Linear(2, 2)
+        self.b.weight = self.a.weight
+        self.again = self.shared
+
+    def forward(self, x):
+        total = sum(p.sum() for p in self.parameters())
+        names = [n for n, _ in self.named_modules()]
+        return x * total, names, len(list(self.children()))
+
+
+def test_walks_skip_duplicates_as_eager_and_untying_recompiles():
+    torch.manual_seed(0)
+    model = Tied()
+    compiled = kiln.compile(model, backend=CountingBackend(), fullgraph=True)
+    x = torch.ones(2)
+    with torch.no_grad():
+        assert_same(compiled(x), model(x))
+        model.b.weight = nn.Parameter(torch.full((2, 2), 3.0))  # untied
+        assert_same(compiled(x), model(x))
+        model.again = nn.Linear(2, 2)  # no longer the same submodule
+        assert_same(compiled(x), model(x))
+    assert entries(Tied) == 3
+
+
+def test_an_overridden_named_parameters_decides_parameters():
+    class OnlyWeights(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+            return iter([("fc.weight", self.fc.weight)])
+
+        def forward(self, x):
+            return x + sum(p.sum() for p in self.parameters())
+
+    torch.manual_seed(0)
+    _, got, expected = run_both(Holder(OnlyWeights()), torch.zeros(2), fullgraph=False)
+    assert_same(got, expected)

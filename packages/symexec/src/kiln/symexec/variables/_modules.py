@@ -432,24 +432,36 @@ class ModuleSliceVariable(VariableTracker):
 
 def _walk(module: NNModuleVariable, tx: Translator, args: list[Any], kwargs: dict[str, Any], *,
           walk: str) -> VariableTracker | None:
-    """``modules()``, ``named_parameters()``, ...: the real walk at trace time, each item
-    wrapped through its path of member sources (the structure guards of the modules on the
-    way pin what it found)."""
+    """``modules()``, ``named_parameters()``, ...: torch's walk done at trace time, each item
+    wrapped through its path of member sources. Every path is wrapped, the ones the walk
+    skips as duplicates too, so the structure guards of the modules on the way and the
+    aliasing guards of shared members pin what it found (untying weights recompiles)."""
+    from torch import nn
+
     from ._containers import TupleVariable
 
-    if args or kwargs:
-        return None  # recurse=, prefix=, ...: the real function is inlined
     named = walk if walk.startswith("named_") else f"named_{walk}"
+    helpers = (named, "named_modules", "_named_members")
+    if args or kwargs or any(lookup_class_attribute(type(module.module), h) is not getattr(nn.Module, h)
+                             for h in helpers):
+        return None  # recurse=, prefix=, an override of the walk: the real code is inlined
     slot = {"parameters": "_parameters", "buffers": "_buffers"}.get(named[6:], "_modules")
-    items = []
-    for path, value in getattr(module.module, named)():
-        owner = module
-        parts = path.split(".") if path else []
+
+    def tracker(path: str) -> VariableTracker:
+        owner, parts = module, path.split(".") if path else []
         for part in parts[:-1]:
             owner = owner._member_value(tx, "_modules", part)
-        tracker = owner._member_value(tx, slot, parts[-1]) if parts else module
-        items.append(TupleVariable([ConstantVariable(path), tracker]) if walk.startswith("named_")
-                     else tracker)
+        return owner._member_value(tx, slot, parts[-1]) if parts else module
+
+    real = getattr(module.module, named)
+    if named == "named_children":
+        every = [(k, v) for k, v in module.module._modules.items() if v is not None]
+    else:
+        every = list(real(remove_duplicate=False))
+    for path, _ in every:
+        tracker(path)
+    items = [TupleVariable([ConstantVariable(path), tracker(path)]) if walk.startswith("named_")
+             else tracker(path) for path, _ in real()]
     return _iterator(items)
 
 
