@@ -462,3 +462,30 @@ def test_finally_and_grad_blocks_inside_a_try_run_on_both_paths(counting):
         got, want = compiled(x, fail), fn(x, fail)
         assert_same(got, want)  # requires_grad of each output too: grad mode was restored
         assert log == ["finally", "finally"] and torch.is_grad_enabled()
+
+
+class _Base:
+    def scale(self, x):
+        return x * 2
+
+
+class _Child(_Base):
+    def scale(self, x):
+        return x * 3
+
+
+def test_a_super_object_the_trace_made_is_rebuilt_in_two_argument_form(counting):
+    # A super object on the stack at a break (3.12's `super().name(...)` call) or returned
+    # from the frame is rebuilt as super(cls, obj): no __class__ cell is needed for it.
+    def fn(obj, x):
+        return super(_Child, obj), x + 1
+
+    compiled = kiln.compile(fn, backend=counting)
+    obj, x = _Child(), torch.randn(3)
+    s, y = compiled(obj, x)
+    expected_s, expected_y = fn(obj, x)
+    assert type(s) is super and s.__thisclass__ is _Child and s.__self__ is obj
+    torch.testing.assert_close(s.scale(x), expected_s.scale(x))
+    torch.testing.assert_close(y, expected_y)
+    assert len(counting.graphs) == 1
+    assert breaks() == []

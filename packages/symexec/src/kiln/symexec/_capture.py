@@ -42,7 +42,7 @@ from .variables._containers import (
     TupleVariable,
 )
 from .variables._dict_views import DictViewVariable
-from .variables._objects import NewObjectVariable, lookup_class_attribute, new_object
+from .variables._objects import NewObjectVariable, SuperVariable, lookup_class_attribute, new_object
 from .variables._symnumber import SymNumberVariable
 from .variables._tensor import TensorMethodVariable, TensorVariable
 from .variables._torch import ExitVariable
@@ -304,6 +304,8 @@ class _Writer:
             return f"{self.expr(v.tensor)}.{v.name}"
         if isinstance(v, MethodOf):
             return f"{self.expr(v.obj)}.{v.name}"
+        if isinstance(v, SuperVariable):  # the two-argument form needs no __class__ cell
+            return f"super({self.body.ref(v.cls, 'type')}, {self.expr(v.obj)})"
         if isinstance(v, ExitVariable):  # a grad-mode block left open at a graph break
             return self.body.ref(v.runtime_exit(), "exit")
         if v is NULL:
