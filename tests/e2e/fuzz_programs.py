@@ -431,9 +431,9 @@ class Generator:
     def s_comprehension(self, depth: int) -> list[str]:
         t = self.t()
         expr, kind = self.draw.choice((
-            (f"[v * 2 for v in lst]", "other"), (f"[{t} * i for i in range(3)]", "other"),
+            ("[v * 2 for v in lst]", "other"), (f"[{t} * i for i in range(3)]", "other"),
             ("{key: v for key, v in d.items() if isinstance(v, torch.Tensor)}", "other"),
-            ("sum(v.sum() for v in lst)", "other"), (f"[a + b for a, b in zip(lst, lst[1:])]", "other"),
+            ("sum(v.sum() for v in lst)", "other"), ("[a + b for a, b in zip(lst, lst[1:])]", "other"),
             ("{i % 2 for i in range(max(min(n, 4), 1))}", "other"), (f"torch.stack([{t}, {t} + 1]).sum(0)", "T"),
             ("[v for v in d.values() if v is x]", "other"), (f"[[c * {t} for c in (1, 2)] for _ in range(2)]", "other"),
             (f"{{i: {t}[i] for i in range(3)}}", "other")))
@@ -520,7 +520,7 @@ class Generator:
                                    "for i, v in enumerate(lst):", "while i < 2:"))
         body = self.block(self.draw.integer(1, 2), depth + 1, simple=True)
         if header.startswith("while"):
-            return ["i = 0", header] + ["    " + s for s in body + ["i += 1"]]
+            return ["i = 0", header] + ["    " + s for s in [*body, "i += 1"]]
         if header.startswith("for v") or header.startswith("for i, v"):
             body.append(self.draw.choice(("v.add_(1)", "v.mul_(0.5)", "pass")))
         return [header] + ["    " + s for s in body]
@@ -591,7 +591,7 @@ class Outcome:
 def call(fn: Callable[..., Any], args: tuple) -> Outcome:
     try:
         return Outcome(args, fn(*args))
-    except Exception as e:  # noqa: BLE001 - any exception is an outcome to compare
+    except Exception as e:  # any exception is an outcome to compare
         return Outcome(args, error=e)
 
 
@@ -651,7 +651,7 @@ def _check(source: str, filename: str, backends: Sequence[tuple[str, Any]], grap
         fn, ns = build(source, filename)
         try:
             compiled = kiln.compile(fn, backend=backend)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return [Failure("crash", f"kiln.compile raised {e!r}")]
         for i, ((seed, n), want) in enumerate(zip(CALLS, expected, strict=True)):
             got = call(compiled, make_inputs(seed, n, variant))
@@ -695,7 +695,7 @@ def check_graph_counts(source: str, filename: str, variant: str, want: Outcome) 
     fn, _ = build(source, filename)
     try:
         explained = kiln.explain(fn)(*make_inputs(*CALLS[0], variant))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         if want.error is not None and type(e) is type(want.error):
             return []
         return [Failure("crash", f"kiln.explain raised {e!r} (eager: {want.error!r})")]
@@ -795,7 +795,7 @@ def differences(actual: Any, expected: Any, path: str) -> list[str]:
         equal = actual == expected
         if isinstance(equal, bool) and equal:
             return []
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return [f"{path}: {actual!r} != {expected!r}"]
 
@@ -888,7 +888,7 @@ def _candidates(source: str) -> list[str]:
     for start, end in _statements(lines):
         indent = " " * (len(lines[start]) - len(lines[start].lstrip()))
         out.append(lines[:start] + lines[end:])
-        out.append(lines[:start] + [indent + "pass"] + lines[end:])
+        out.append([*lines[:start], indent + "pass", *lines[end:]])
         if end - start > 1 and lines[start].lstrip().startswith(("if ", "for ", "while ")):
             body = [line[4:] for line in lines[start + 1:end] if line.strip() != "else:"]
             out.append(lines[:start] + body + lines[end:])
@@ -896,7 +896,7 @@ def _candidates(source: str) -> list[str]:
         if line.lstrip().startswith("nonlocal ") and "," in line:
             head, names = line.split("nonlocal ")
             names = names.split(", ")
-            out += [lines[:i] + [f"{head}nonlocal {', '.join(names[:j] + names[j + 1:])}"] + lines[i + 1:]
+            out += [[*lines[:i], f"{head}nonlocal {', '.join(names[:j] + names[j + 1:])}", *lines[i + 1:]]
                     for j in range(len(names))]
     ret = next((i for i, line in enumerate(lines) if line.startswith("    return (")), None)
     if ret is not None:
@@ -904,9 +904,9 @@ def _candidates(source: str) -> list[str]:
         for i in range(len(items)):
             if len(items) > 1:
                 rest = items[:i] + items[i + 1:]
-                out.append(lines[:ret] + [f"    return ({', '.join(rest)},)"] + lines[ret + 1:])
+                out.append([*lines[:ret], f"    return ({', '.join(rest)},)", *lines[ret + 1:]])
     if not lines[0].endswith("plain"):
-        out.append(["# inputs: plain"] + lines[1:])
+        out.append(["# inputs: plain", *lines[1:]])
     texts = []
     for candidate in out:
         text = "\n".join(candidate) + "\n"
