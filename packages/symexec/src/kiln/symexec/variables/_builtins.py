@@ -415,10 +415,11 @@ def _delitem(tx, args, kwargs):
 
 @rule(operator.contains)
 def _contains(tx, args, kwargs):
+    from ._dict_views import DictViewVariable
     from ._environ import EnvironVariable
 
     container, item = args
-    if isinstance(container, (DictVariable, SetVariable, EnvironVariable)):
+    if isinstance(container, (DictVariable, SetVariable, EnvironVariable, DictViewVariable)):
         return container.call_method(tx, "__contains__", [item], {})
     found = call_special_method(tx, container, "__contains__", [item])
     if found is not None:

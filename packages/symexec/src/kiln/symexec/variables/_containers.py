@@ -264,12 +264,13 @@ class ListVariable(_Sequence):
 class DictVariable(VariableTracker):
     """A dict with keys known at trace time; mutations are tracked like lists'."""
 
-    __slots__ = ("items", "mutated")
+    __slots__ = ("items", "mutated", "version")
 
     def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None) -> None:
         super().__init__(source)
         self.items = dict(items)
         self.mutated = False
+        self.version = 0  # bumped when a key is added or removed (iterators check it)
 
     def python_type(self) -> type:
         return dict
@@ -284,6 +285,16 @@ class DictVariable(VariableTracker):
     def value_of(self, tx: Translator, key: Any) -> VariableTracker:
         """The value of ``key``, a key the dict has."""
         return self.items[key]
+
+    def has_key(self, key: Any) -> bool:
+        return key in self.items
+
+    def key_count(self) -> int:
+        return len(self.items)
+
+    def key_version(self) -> Any:
+        """A value that changes when keys are added or removed."""
+        return self.version
 
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         return [ConstantVariable(k) for k in self.key_list()]
@@ -310,9 +321,9 @@ class DictVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "__contains__":
-            return ConstantVariable(_index(tx, self, args[0]) in self.key_list())
+            return ConstantVariable(self.has_key(_index(tx, self, args[0])))
         if name == "__len__":
-            return ConstantVariable(len(self.key_list()))
+            return ConstantVariable(self.key_count())
         if name in ("__iter__", "__reversed__"):
             from ._iterators import DictIteratorVariable
 
@@ -323,7 +334,7 @@ class DictVariable(VariableTracker):
             return DictViewVariable(self, name)
         if name == "get":
             k = _index(tx, self, args[0])
-            if k in self.key_list():
+            if self.has_key(k):
                 return self.value_of(tx, k)
             return args[1] if len(args) == 2 else ConstantVariable(None)
         if name == "copy":
@@ -334,6 +345,8 @@ class DictVariable(VariableTracker):
                 kwargs: dict[str, VariableTracker]) -> VariableTracker:
         items = self.items
         result: VariableTracker = ConstantVariable(None)
+        if name != "__setitem__" or _index(tx, self, args[0]) not in items:
+            self.version += 1  # (at worst a key set that did not change)
         if name == "__setitem__":
             items[_index(tx, self, args[0])] = args[1]
         elif name == "__delitem__":
@@ -470,6 +483,7 @@ class FrameDictVariable(DictVariable):
         self.real = real
         self.builder = builder
         self.mutated = False
+        self.version = 0
 
     def __getattr__(self, name: str) -> Any:
         # only reached for the unset ``items`` slot: every value, wrapped now
@@ -487,6 +501,12 @@ class FrameDictVariable(DictVariable):
     def key_list(self) -> list[Any]:
         return list(self.items if _filled(self) else self.real)
 
+    def has_key(self, key: Any) -> bool:
+        return key in (self.items if _filled(self) else self.real)
+
+    def key_count(self) -> int:
+        return len(self.items if _filled(self) else self.real)
+
     def value_of(self, tx: Translator, key: Any) -> VariableTracker:
         from kiln.guards import ItemSource
 
@@ -499,7 +519,7 @@ class FrameDictVariable(DictVariable):
 
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
         k = _index(tx, self, key)
-        if k not in self.key_list():
+        if not self.has_key(k):
             raise traced_error(KeyError(k))
         return self.value_of(tx, k)
 

@@ -61,7 +61,7 @@ class DictViewVariable(VariableTracker):
         return DictIteratorVariable(self.dict, self.kind)
 
     def truth(self, tx: Translator) -> bool:
-        return bool(self.dict.key_list())
+        return bool(self.dict.key_count())
 
     def as_set(self, tx: Translator) -> SetVariable:
         """The view's items as a set (what its set operators start from)."""
@@ -80,7 +80,7 @@ class DictViewVariable(VariableTracker):
         from ._iterators import DictIteratorVariable
 
         if name == "__len__" and not args and not kwargs:
-            return ConstantVariable(len(self.dict.key_list()))
+            return ConstantVariable(self.dict.key_count())
         if name in ("__iter__", "__reversed__") and not args and not kwargs:
             return DictIteratorVariable(self.dict, self.kind, reverse=name == "__reversed__")
         if name == "__contains__" and len(args) == 1 and not kwargs:
@@ -93,15 +93,16 @@ class DictViewVariable(VariableTracker):
     def _contains(self, tx: Translator, item: VariableTracker) -> bool:
         from ._builtins import values_equal
 
-        keys = self.dict.key_list()
         if self.kind == "keys":
-            return _index(tx, self, item) in keys
+            return self.dict.has_key(_index(tx, self, item))
         if self.kind == "values":
-            return any(values_equal(tx, self.dict.value_of(tx, k), item) for k in keys)
+            return any(values_equal(tx, self.dict.value_of(tx, k), item) for k in self.dict.key_list())
+        if item.is_constant() and type(item.as_constant()) is tuple:
+            item = TupleVariable([ConstantVariable(v) for v in item.as_constant()])
         if not isinstance(item, TupleVariable) or len(item.items) != 2:
             return False
         k = _index(tx, self, item.items[0])
-        return k in keys and values_equal(tx, self.dict.value_of(tx, k), item.items[1])
+        return self.dict.has_key(k) and values_equal(tx, self.dict.value_of(tx, k), item.items[1])
 
 
 class InstanceDictVariable(DictVariable):
@@ -145,6 +146,15 @@ class InstanceDictVariable(DictVariable):
     def key_list(self) -> list[Any]:
         return [*self._real(), *(k for k in self._written() if k not in self._real())]
 
+    def has_key(self, key: Any) -> bool:
+        return key in self._real() or key in self._written()
+
+    def key_count(self) -> int:
+        return len(self.key_list())
+
+    def key_version(self) -> Any:
+        return tuple(self.key_list())
+
     def value_of(self, tx: Translator, key: Any) -> VariableTracker:
         from kiln.guards import ItemSource
 
@@ -158,7 +168,7 @@ class InstanceDictVariable(DictVariable):
 
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
         k = _index(tx, self, key)
-        if k not in self.key_list():
+        if not self.has_key(k):
             raise traced_error(KeyError(k))
         return self.value_of(tx, k)
 
@@ -180,7 +190,7 @@ class InstanceDictVariable(DictVariable):
             return ConstantVariable(None)
         if name == "setdefault":
             k = _index(tx, self, args[0])
-            if k not in self.key_list():
+            if not self.has_key(k):
                 self._store(tx, k, args[1] if len(args) == 2 else ConstantVariable(None))
             return self.value_of(tx, k)
         if name in ("__delitem__", "pop", "popitem", "clear"):

@@ -81,7 +81,7 @@ class DictIteratorVariable(IteratorVariable):
     reversed: the keys as they are at each step; a size change since the iterator was made
     raises RuntimeError, as in CPython. Other key changes (same size) are not modelled."""
 
-    __slots__ = ("dict", "keys", "kind", "reverse")
+    __slots__ = ("dict", "keys", "kind", "reverse", "version")
 
     _TYPES = {(kind, rev): type((reversed if rev else iter)(getattr({}, kind)()))
               for kind in ("keys", "values", "items") for rev in (False, True)}
@@ -92,20 +92,22 @@ class DictIteratorVariable(IteratorVariable):
         self.kind = kind
         self.reverse = reverse
         self.keys = list(d.key_list())
+        self.version = d.key_version()
 
     def next_item(self, tx: Translator) -> VariableTracker | None:
         if self.dict is None:
             return None
-        keys = self.dict.key_list()
-        if len(keys) != len(self.keys):
-            self.keys = [None] * (len(self.keys) + 1)  # keeps raising, as CPython's does
+        if self.dict.key_count() != len(self.keys):
+            self.keys.append(None)  # keeps raising, as CPython's does
             raise traced_error(RuntimeError("dictionary changed size during iteration"))
-        if keys != self.keys:
-            raise Unsupported("iterating over a dict whose keys changed (same size) while iterating")
-        if self.index >= len(keys):
+        if self.dict.key_version() != self.version:
+            if self.dict.key_list() != self.keys:
+                raise Unsupported("iterating over a dict whose keys changed (same size) while iterating")
+            self.version = self.dict.key_version()
+        if self.index >= len(self.keys):
             self.dict = None
             return None
-        key = keys[len(keys) - 1 - self.index] if self.reverse else keys[self.index]
+        key = self.keys[len(self.keys) - 1 - self.index] if self.reverse else self.keys[self.index]
         self.index += 1
         if self.kind == "keys":
             return ConstantVariable(key)
@@ -115,7 +117,7 @@ class DictIteratorVariable(IteratorVariable):
     def reconstruct(self, expr: Expr, ref: Ref) -> str:
         if self.dict is None:
             return "iter(())"
-        if len(self.dict.key_list()) != len(self.keys):
+        if self.dict.key_count() != len(self.keys):
             raise Unsupported("passing on an iterator of a dict that changed size")
         view = f"{expr(self.dict)}.{self.kind}()"
         return f"{ref(advanced)}({'reversed' if self.reverse else 'iter'}({view}), {self.index})"
