@@ -150,3 +150,15 @@ def test_instance_dict_keys_are_guarded(counting):
     assert_same(compiled(torch.ones(2), plain), fn(torch.ones(2), plain))
     assert_same(compiled(torch.ones(2), flagged), fn(torch.ones(2), flagged))
     assert len(counting.graphs) == 2
+
+
+def test_a_frame_reading_locals_does_not_resume_after_a_break(counting):
+    # a resume function would hold only the variables live after the break
+    def fn(x):
+        b = 1
+        n = x.sum().item()  # not traceable: the frame runs eagerly instead of breaking
+        return x + n, sorted(locals()), b
+
+    compiled = kiln.compile(fn, backend=counting)
+    assert_same(compiled(torch.ones(2)), fn(torch.ones(2)))
+    assert_same(compiled(torch.ones(2)), fn(torch.ones(2)))

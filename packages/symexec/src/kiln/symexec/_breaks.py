@@ -23,7 +23,8 @@ Breakable: a ``CALL``/``CALL_FUNCTION_EX`` or a conditional jump of the frame
   per iteration: the frame runs eagerly instead, as torch.compile does, and the functions
   it calls are still compiled as frames of their own), nor inside other ``with`` blocks;
 - in a function that ``bytecode.resumable`` accepts (free variables only read: they are
-  passed as arguments; no cell variables).
+  passed as arguments; no cell variables), and that does not read its namespace
+  (``locals()``, ``vars()``, ``dir()``, ``eval``, ``exec``).
 
 Anything else still falls back to eager for the frame.
 
@@ -83,12 +84,17 @@ def clear_resume_functions() -> None:
     _resume_functions.clear()
 
 
+# Builtins that may read every variable of the frame: a resume function holds only the
+# variables live after the break (and its own names for the stack), so such code never breaks.
+_NAMESPACE_READERS = frozenset({"locals", "vars", "dir", "eval", "exec"})
+
+
 def break_point(code: types.CodeType, error: Unsupported) -> tuple[int, int] | None:
     """Where a graph break can replace the failure ``error`` of tracing ``code``:
     ``(instruction index, visit)`` for ``Translator.stop_at``, or None."""
     if isinstance(error, TracedException) or error.root_position is None:
         return None
-    if resumable(code) is not None:
+    if resumable(code) is not None or not _NAMESPACE_READERS.isdisjoint(code.co_names):
         return None
     index, _ = error.root_position
     bc, _ = _analysis(code)

@@ -102,6 +102,12 @@ class ConstantVariable(VariableTracker):
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         if isinstance(self.value, (tuple, str, bytes, frozenset)):
             return [ConstantVariable(v) for v in self.value]
+        try:
+            iter(self.value)
+        except TypeError as e:  # not iterable: eager's TypeError ("'int' object is not iterable")
+            from ._errors import traced_error
+
+            raise traced_error(e) from e
         return super().iterate(tx)
 
     def truth(self, tx: Translator) -> bool:
