@@ -276,3 +276,50 @@ def f(x, y, k, n, lst, d, obj, m):
     v3 = 'v1' in locals()
     return (k,)
 """)
+
+
+# Found on a4625cc.
+
+# NEW (module attributes, cf. item 11): m.__dict__['count'] = 7 then m.count reads the old value
+_add("module-dict-write-then-read", """\
+# inputs: plain
+def f(x, y, k, n, lst, d, obj, m):
+    m.__dict__['count'] = 7
+    return (m.count,)
+""")
+
+# NEW (cf. item 11): forward reads self.count after a write through m.__dict__: stale value
+_add("module-dict-write-then-call", """\
+# inputs: plain
+def f(x, y, k, n, lst, d, obj, m):
+    m.__dict__['count'] = n
+    v2 = m.__call__(lst[0])
+    return (v2,)
+""")
+
+# NEW: the graph raises at run time (overlapping copy_); lst.pop(0) before it is lost
+_add("list-pop-lost-when-graph-raises", """\
+# inputs: plain
+def f(x, y, k, n, lst, d, obj, m):
+    v1 = lst.pop(0)
+    d['a'][0:2].copy_(d['a'][1:3])
+    return (v1,)
+""")
+
+# item 7: len(locals()) in a resume function counts kiln's names, not the user's
+_add("locals-len-after-break", """\
+# inputs: plain
+def f(x, y, k, n, lst, d, obj, m):
+    v4 = d['a'].sum().item()  # break
+    v5 = len(locals())
+    return (v5,)
+""")
+
+# item 7: locals()['x'] in a resume function: KeyError('x') from kiln
+_add("locals-getitem-after-break", """\
+# inputs: plain
+def f(x, y, k, n, lst, d, obj, m):
+    v1 = lst[0].sum().item()  # break
+    v2 = locals()['x']
+    return (v2,)
+""")
