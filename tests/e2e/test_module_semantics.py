@@ -585,7 +585,7 @@ class Reversed(nn.ModuleList):
         return 10
 
     def __getitem__(self, i):
-        return list(self._modules.values())[0]
+        return next(iter(self._modules.values()))
 
 
 class EmptyOrNot(nn.Module):
