@@ -1,6 +1,7 @@
 """Backends: a backend and whatever it returns run with capture off (only kiln's own graph code
 is called directly), and a backend's exception reaches the user as BackendCompilerFailed."""
 
+import operator
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,8 @@ from torch import nn
 import kiln
 import kiln.frameeval as fe
 from kiln import _policy
-from kiln.fxgraph import GraphModule
+from kiln._backends import backend_rules, compile_graph
+from kiln.fxgraph import Graph, GraphModule
 from kiln.fxgraph.torch_fx import to_torch_fx
 
 
@@ -21,6 +23,7 @@ def _codes_compiled():
     return _policy.stats.code_guards.keys() | _policy.stats.eager_codes.keys()
 
 
+@pytest.mark.slow  # inductor's compile: seconds warm, tens of seconds cold on 2 cores
 def test_torch_inductor_compile_fx_as_a_callable_backend():
     # The issue's reproduction: inductor's compile_fx behind to_torch_fx, called under
     # no_grad. Kiln's hook used to capture torch's AOT runtime wrapper and inductor's
@@ -154,6 +157,32 @@ def test_only_kiln_generated_graph_code_is_called_directly():
     # anything else the backend returns may run Python of its own: the callback is off
     assert not direct(lambda gm, example_inputs: lambda *a: gm.forward(*a))
     assert not direct(lambda gm, example_inputs: _aot_eager(gm, example_inputs))
+
+
+def _graph_of(build):
+    g = Graph()
+    x = g.placeholder("x")
+    g.output(build(g, x))
+    return GraphModule({"sub": nn.ReLU()}, g)
+
+
+def _user_function(t):
+    return t + 1
+
+
+@pytest.mark.parametrize("build, direct", [
+    (lambda g, x: g.call_function(torch.relu, (x,)), True),
+    (lambda g, x: g.call_method("sin", (x,)), True),
+    (lambda g, x: g.call_function(operator.add, (x, 1)), True),
+    (lambda g, x: g.call_module("sub", (x,)), False),  # a module's forward is Python
+    (lambda g, x: g.call_function(_user_function, (x,)), False),
+    (lambda g, x: g.call_function(torch.autograd.Function.apply, (x,)), False),
+    (lambda g, x: g.call_function(torch.func.vmap, (_user_function,)), False),  # a callable argument
+], ids=["torch", "method", "operator", "module", "user function", "apply", "callable argument"])
+def test_the_graph_code_is_called_directly_only_when_it_starts_no_user_frame(build, direct):
+    gm = _graph_of(build)
+    compiled = compile_graph(backend_rules["eager"], gm, [torch.randn(2)])
+    assert (compiled is gm.forward) is direct
 
 
 def test_the_direct_call_starts_no_python_frame_but_torch_and_the_graph():
