@@ -12,9 +12,12 @@
    with ``KILN_LOGS=graph_breaks``): the replacement runs the graph, the instruction, and a
    resume function, itself a frame compiled the same way.
 
-A failure where no graph break is possible falls back to eager for that code, logged once
-with the reason and the user's line; with ``fullgraph`` any failure raises
-``kiln.Unsupported`` (no graph breaks). Recompiles
+The backend is called through ``_backends.compile_graph``: it and what it returns run with
+the callback off. What kiln cannot capture (``Unsupported``) where no graph break is possible
+falls back to eager for that code, logged once with the reason and the user's line; with
+``fullgraph`` it raises ``kiln.Unsupported`` (no graph breaks). Any other error while
+compiling a frame (``BackendCompilerFailed``, an error of kiln's own) is raised, unless
+``config.suppress_errors`` asks for eager with a warning (not with ``fullgraph``). Recompiles
 are logged (``KILN_LOGS=recompiles``) with the guard that failed for each existing entry.
 """
 
