@@ -265,7 +265,7 @@ class Generator:
             kinds += ["alias", "compute", "container", "dict", "comprehension", "introspect", "inplace_result",
                       "data_dependent", "module", "global", "error"]
             if depth < 2:
-                kinds += ["branch", "loop", "closure"]
+                kinds += ["branch", "loop", "closure", "try", "with"]
         kind = self.draw.choice(kinds)
         if kind == "error" and self.draw.integer(0, 2):
             kind = "inplace"  # a third as likely as the others: most programs should run through
@@ -514,6 +514,31 @@ class Generator:
         if other != ["pass"]:
             lines += ["else:"] + ["    " + s for s in other]
         return lines
+
+    def s_try(self, depth: int) -> list[str]:
+        """A try block whose body may raise (an error statement) after changing state."""
+        before = self.env.copy()
+        body = self.block(self.draw.integer(1, 2), depth + 1, simple=False)
+        if self.draw.integer(0, 1):
+            body += self.s_error(depth + 1)
+        self.env = before.merge(self.env)
+        handler = self.draw.choice(("Exception", "(KeyError, IndexError)", "TypeError",
+                                    "(RuntimeError, ValueError, ZeroDivisionError)"))
+        name = self.bind("other")
+        lines = ["try:"] + ["    " + s for s in body] + [f"except {handler} as e:", f"    {name} = type(e).__name__"]
+        lines += ["else:", f"    {name} = None"]
+        if self.draw.integer(0, 2) == 0:
+            lines += ["finally:", f"    {self.t()}.add_(1)"]
+        return lines
+
+    def s_with(self, depth: int) -> list[str]:
+        """A grad-mode block: parameters may change in place under no_grad."""
+        header = self.draw.choice(("with torch.no_grad():", "with torch.enable_grad():",
+                                   "with torch.inference_mode(False):"))
+        body = self.block(self.draw.integer(1, 2), depth + 1, simple=True)
+        if header.startswith("with torch.no_grad") and self.draw.integer(0, 1):
+            body.append(self.draw.choice(("m.w.mul_(0.5)", f"m.w.add_({self.t()})", f"{self.bind('T')} = m({self.t()})")))
+        return [header] + ["    " + s for s in body]
 
     def s_loop(self, depth: int) -> list[str]:
         header = self.draw.choice(("for i in range(2):", "for v in lst:", "for key in d:",

@@ -69,7 +69,8 @@ def test_most_programs_run_in_eager_and_cover_the_grammar():
                       ".append(", ".extend(", ".pop(", ".insert(", ".setdefault(", ".update(", "d.items()",
                       " for ", "nonlocal ", "lambda ", "obj.a += 1", "m.scale", "m.forward = ",
                       ".item() > 0:", " is ", "len(", "locals()", "vars(", "GL.", "dict(UM",
-                      "if n > 2:", "# inputs: y_is_x", "# inputs: y_view_of_x"):
+                      "if n > 2:", "# inputs: y_is_x", "# inputs: y_view_of_x", "try:", "except ",
+                      "with torch.no_grad():", " = m(", "m.__call__("):
         assert construct in text, construct
 
 
