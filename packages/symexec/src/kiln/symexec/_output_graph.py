@@ -276,8 +276,14 @@ class OutputGraph:
     def assume_distinct(self, a: VariableTracker, b: VariableTracker) -> None:
         """The trace answered that ``a`` and ``b`` (different trackers) are different objects
         (``a is b``, ``a in [b]``): when both came from the frame, that is guarded."""
-        if a is not b and a.source is not None and b.source is not None and a.source != b.source:
-            self.guards.add(NoAliasing((a.source, b.source)))
+        if a is b or a.source is None or b.source is None or a.source == b.source:
+            return
+        try:
+            if a.python_type() is not b.python_type():
+                return  # their type guards already keep them apart
+        except Unsupported:
+            pass
+        self.guards.add(NoAliasing((a.source, b.source)))
 
     def record_effect(self, fn: Any, args: tuple[Any, ...]) -> Node:
         """A node calling ``fn(*args)`` for its effect on global state (not run on fakes)."""
