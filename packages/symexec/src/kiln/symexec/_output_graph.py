@@ -5,6 +5,16 @@ per source, with the real value kept as the example input) and to record torch o
 as nodes. Each operation also runs on fake tensors, so every tensor node carries its fake
 value (``node.meta["val"]``) and the trace knows shapes and dtypes without computing
 anything. Guards accumulate in ``guards``; the builder adds them as it reads the frame.
+
+Invariants about tensor identity and mutation:
+
+- one tracker per tensor object: a tensor reached through two sources, and an op that gives
+  back one of its arguments (``x.add_(1)``, ``out=``, ``inplace=True``), yield the tracker
+  already made for that fake tensor, so ``is``, sets and returned values see one object;
+- an op that changes a tensor argument in place (its fake's version counter moved, or a
+  torch in-place name) is marked ``MUTATES`` and never removed as dead code;
+- an in-place change of memory that two distinct inputs share is refused (Unsupported), and
+  a graph that changes an input guards that the arguments share no storage.
 """
 
 from __future__ import annotations
