@@ -2,6 +2,8 @@
 caught by the compiled function's own try/except (traced, one graph), and uncaught (the
 caller sees eager's exception). One case per family of builtin and container misuse."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -33,6 +35,13 @@ def _bad_calls():
         "sum_of_int": lambda t: sum(5),
         "tuple_of_int": lambda t: tuple(5),
         "dict_of_int": lambda t: dict(7),
+        "list_plus_tuple": lambda t: [t] + (t,),
+        "list_times_float": lambda t: [t] * 1.5,
+        "range_of_float": lambda t: range(1.5),
+        "range_zero_step": lambda t: range(0, 5, 0),
+        "getattr_missing": lambda t: getattr(BOX, "nope"),  # noqa: B009  (the builtin under test)
+        "getattr_module_missing": lambda t: getattr(torch, "nope_x"),  # noqa: B009
+        "fields_of_non_dataclass": lambda t: dataclasses.fields(BOX),
         "int_of_text": lambda t: int("x"),
         "float_of_text": lambda t: float("y"),
         "sorted_mixed": lambda t: sorted([1, "a"]),
@@ -71,6 +80,13 @@ def _bad_calls():
         "set_add_keyword": lambda t: set().add(x=1),
     }
     return cases
+
+
+class Box:
+    pass
+
+
+BOX = Box()
 
 
 def _setitem(obj, key, value):

@@ -239,3 +239,17 @@ def test_an_iterator_passed_across_a_graph_break_keeps_its_position_and_list(cou
     xs_c, xs_e = [torch.zeros(2), torch.ones(2)], [torch.zeros(2), torch.ones(2)]
     assert_same(compiled(torch.ones(2), xs_c), fn(torch.ones(2), xs_e))
     assert_same(xs_c, xs_e)
+
+
+def test_views_of_an_ordered_dict_have_its_view_types(counting):
+    def fn(t, od):
+        k, v = od.keys(), od.values()
+        od["z"] = t
+        return t + 1, type(k).__name__, type(v).__name__, list(k)
+
+    import collections
+
+    od_c, od_e = collections.OrderedDict(a=1), collections.OrderedDict(a=1)
+    compiled = kiln.compile(fn, backend=counting)
+    assert_same(compiled(torch.ones(2), od_c), fn(torch.ones(2), od_e))
+    assert len(counting.graphs) == 1

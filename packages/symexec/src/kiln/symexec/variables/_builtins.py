@@ -223,9 +223,9 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
         return _view_binary(tx, fn, a, b)
     if fn is operator.add and isinstance(a, seq) and type(a) is type(b):
         return type(a)(a.items + b.items)
-    if fn is operator.mul and isinstance(a, seq) and b.is_constant():
+    if fn is operator.mul and isinstance(a, seq) and b.is_constant() and _is_index(b.as_constant()):
         return type(a)(a.items * b.as_constant())
-    if fn is operator.mul and isinstance(b, seq) and a.is_constant():
+    if fn is operator.mul and isinstance(b, seq) and a.is_constant() and _is_index(a.as_constant()):
         return type(b)(b.items * a.as_constant())
     if fn in _SET_OPS and isinstance(a, SetVariable) and isinstance(b, SetVariable):
         return a.combine(fn, b)
@@ -237,7 +237,30 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
         # two objects of different kinds (or non-constants): Python falls back to identity
         same = values_equal(tx, a, b)
         return ConstantVariable(same if fn is operator.eq else not same)
+    samples = _sample(a), _sample(b)
+    if _NO_SAMPLE not in samples:
+        # builtin values the operator does not take (``[1] + (2,)``, ``[1] * 1.5``): the same
+        # operator on stand-ins of their types raises eager's TypeError
+        raise raised_error(lambda: fn(*samples))
     raise Unsupported(f"{fn.__name__} of {a.describe()} and {b.describe()}")
+
+
+_NO_SAMPLE: Any = object()
+
+
+def _sample(v: VariableTracker) -> Any:
+    """``v``'s value when it is a constant, an empty value of its type when that is a builtin
+    container, else _NO_SAMPLE."""
+    if isinstance(v, (ConstantVariable, RangeVariable)):
+        return v.as_constant()
+    if isinstance(v, (ListVariable, TupleVariable, DictVariable, SetVariable)) and \
+            v.python_type() in (list, tuple, dict, set, frozenset):
+        return v.python_type()()
+    return _NO_SAMPLE
+
+
+def _is_index(value: Any) -> bool:
+    return hasattr(type(value), "__index__")
 
 
 _SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)
@@ -490,7 +513,11 @@ def _type(tx, args, kwargs):
 
 @rule(range)
 def _range(tx, args, kwargs):
-    return RangeVariable(range(*constant_args("range()", args)))
+    bounds = constant_args("range()", args)
+    try:
+        return RangeVariable(range(*bounds))
+    except (TypeError, ValueError) as e:  # range(1.5), range(0, 5, 0)
+        raise traced_error(e) from e
 
 
 def _make_sequence(kind: type) -> Rule:
@@ -589,11 +616,28 @@ def _getattr(tx, args, kwargs):
     obj, name, *default = args
     attr = _attribute_name(getattr, name)
     if not default:
-        return obj.get_attr(tx, attr)
+        try:
+            return obj.get_attr(tx, attr)
+        except MissingAttribute as e:
+            if e.exc is None:
+                e.exc = _attribute_error(obj, attr)  # eager's message for a handler to see
+            raise
     try:
         return obj.get_attr(tx, attr)
     except MissingAttribute:
         return default[0]
+
+
+def _attribute_error(obj: VariableTracker, attr: str) -> VariableTracker:
+    from ._objects import ExceptionVariable, PythonModuleVariable
+
+    if isinstance(obj, PythonModuleVariable):
+        message = f"module {obj.module.__name__!r} has no attribute {attr!r}"
+    elif obj.is_constant() and isinstance(obj.as_constant(), type):
+        message = f"type object {obj.as_constant().__name__!r} has no attribute {attr!r}"
+    else:
+        message = f"{obj.python_type().__name__!r} object has no attribute {attr!r}"
+    return ExceptionVariable(AttributeError, [ConstantVariable(message)])
 
 
 def _attribute_name(fn: Any, name: VariableTracker) -> str:
@@ -691,7 +735,11 @@ def _dataclass_of(v: VariableTracker) -> Any:
 @rule(dataclasses.fields)
 def _dataclass_fields(tx, args, kwargs):
     (obj,) = args
-    return TupleVariable([FrozenObjectVariable(f) for f in dataclasses.fields(_dataclass_of(obj))])
+    try:
+        fields = dataclasses.fields(_dataclass_of(obj))
+    except TypeError as e:  # not a dataclass
+        raise traced_error(e) from e
+    return TupleVariable([FrozenObjectVariable(f) for f in fields])
 
 
 @rule(dataclasses.is_dataclass)

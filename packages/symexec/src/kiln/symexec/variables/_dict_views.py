@@ -39,6 +39,9 @@ class DictViewVariable(VariableTracker):
         self.kind = kind
 
     def python_type(self) -> type:
+        tp = self.dict.python_type()
+        if tp is not dict and tp.__module__ == "collections":  # odict_keys and the like
+            return type(getattr(tp(), self.kind)())
         return self._TYPES[self.kind]
 
     def describe(self) -> str:
