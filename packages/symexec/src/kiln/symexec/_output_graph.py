@@ -108,6 +108,8 @@ class OutputGraph:
         self.tensors: dict[int, TensorVariable] = {}
         # graph-input trackers some recorded op changed in place (the tensor or a view of it)
         self.mutated_inputs: dict[int, TensorVariable] = {}
+        # id(fake storage) -> the distinct tensor inputs over that memory (views of one base)
+        self._inputs_by_storage: dict[int, list[TensorVariable]] = {}
         self.trackers: dict[Source, VariableTracker] = {}    # the builder's cache
         # id(real object) -> its tracker, for mutable objects reached through several
         # sources (every layer's ``config``): one tracker, the other paths guarded by identity
@@ -154,6 +156,8 @@ class OutputGraph:
         tracker = TensorVariable(node, fake, source, type(real))
         self.tensor_inputs[id(real)] = tracker
         self.tensors[id(fake)] = tracker
+        if _storage_bytes(real):  # empty storages share nothing (one fake stands for all)
+            self._inputs_by_storage.setdefault(id(fake.fake_storage), []).append(tracker)
         return tracker
 
     def add_number_input(self, source: Source, value: int | float) -> SymNumberVariable:
@@ -365,19 +369,14 @@ class OutputGraph:
         base's version counter). Inputs that are distinct tensors over one memory (views of
         one base passed separately) cannot be changed in place in a graph: the backend would
         treat them as independent, so tracing stops there (a graph break, or eager)."""
-        storages = {id(f.fake_storage) for f in changed if f.numel() != 0}
-        if not storages:
-            return
-        sharing = [t for t in self.tensor_inputs.values()
-                   if id(t.fake.fake_storage) in storages and t.fake.numel() != 0]
-        for s in storages:
-            over = [t for t in sharing if id(t.fake.fake_storage) == s]
+        sharing = {id(t): t for f in changed for t in self._inputs_by_storage.get(id(f.fake_storage), ())}
+        for t in sharing.values():
+            over = self._inputs_by_storage[id(t.fake.fake_storage)]
             if len(over) > 1:
-                names = ", ".join(t.describe() for t in over)
+                names = ", ".join(o.describe() for o in over)
                 raise Unsupported(f"{what} changes in place memory shared by several inputs ({names}): "
                                   "distinct tensors over one storage cannot be changed in place in a graph")
-        for t in sharing:
-            self.mutated_inputs[id(t)] = t
+        self.mutated_inputs.update(sharing)
 
     def _wrap_result(self, node: Node, out: Any, what: str) -> VariableTracker:
         import operator
@@ -430,6 +429,13 @@ def _fakes_in(value: Any) -> list[FakeTensor]:
 
     visit(value)
     return list(found.values())
+
+
+def _storage_bytes(real: Any) -> int:
+    try:
+        return real.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested: no plain storage
+        return 0
 
 
 def _version(fake: FakeTensor) -> int:
