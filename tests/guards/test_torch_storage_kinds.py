@@ -62,3 +62,8 @@ def test_admits_same_tensor():
     free = TensorMatch.from_tensor(B, torch.randn(5, 3), dynamic_sizes=[0], dynamic_strides=[1])
     assert same.admits_same_tensor(free)
     assert not same.admits_same_tensor(TensorMatch.from_tensor(B, torch.randn(2, 3, 1)))
+
+
+def test_tensors_without_a_plain_storage_share_nothing():
+    sparse = torch.eye(2).to_sparse()
+    assert shared_storage((sparse, sparse, torch.zeros(1))) is None

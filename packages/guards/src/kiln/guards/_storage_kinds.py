@@ -7,9 +7,9 @@ not state (a view has its own sizes and strides). ``NoStorageSharing`` states it
 
 The fact is written once, in ``shared_storage``; ``describe`` names it, ``emit`` calls it
 from the generated checker and ``explain`` reports what it found, so the three cannot
-disagree. Storages without bytes (empty tensors) share nothing. torch is never imported
-here: the values are asked for their ``untyped_storage()``, which any tensor answers, and
-an object that cannot answer fails the check.
+disagree. Storages without bytes (empty tensors) and tensors without a plain storage
+(sparse, nested) share nothing. torch is never imported here: the values are asked for their
+``untyped_storage()``; a value that is no tensor fails the check.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ def shared_storage(tensors: tuple[Any, ...]) -> tuple[int, int] | None:
     """The positions of the first two of ``tensors`` over one storage, or None."""
     seen: dict[tuple[Any, int], int] = {}
     for i, t in enumerate(tensors):
-        storage = t.untyped_storage()
+        try:
+            storage = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # sparse, nested: no plain storage to share
+            continue
         if not storage.nbytes():
             continue
         key = (storage.device, storage.data_ptr())
