@@ -145,3 +145,13 @@ def test_update_stops_at_the_bad_pair_with_the_pairs_before_it_added(counting):
         return x + 1, d
 
     _check(counting, fn, torch.ones(2))
+
+
+def test_the_type_of_a_dict_called_builds_a_dict(counting):
+    def fn(x, d):
+        e = type(d)(d, extra=x)
+        return e, type(d).__name__, type(d) is dict, isinstance(e, type(d))
+
+    d_c, d_e = {"a": 1}, {"a": 1}
+    compiled = kiln.compile(fn, backend=counting)
+    assert_same(compiled(torch.ones(2), d_c), fn(torch.ones(2), d_e))

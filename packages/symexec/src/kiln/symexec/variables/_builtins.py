@@ -172,6 +172,13 @@ class BuiltinVariable(VariableTracker):
     def describe(self) -> str:
         return f"builtin {getattr(self.fn, '__name__', self.fn)}"
 
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError as e:
+            raise traced_error(e) from e
+        return ConstantVariable(value) if is_constant_value(value) else tx.builder.wrap(value, None)
+
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         r = builtin_rules.get(self.fn)
@@ -508,7 +515,11 @@ def _type(tx, args, kwargs):
     from ._objects import UserDefinedClassVariable
 
     tp = args[0].python_type()
-    return ConstantVariable(tp) if is_constant_value(tp) else UserDefinedClassVariable(tp)
+    if is_constant_value(tp):
+        return ConstantVariable(tp)
+    if tp in builtin_rules:  # dict, list, set, ...: calling it is the builtin's rule
+        return BuiltinVariable(tp)
+    return UserDefinedClassVariable(tp)
 
 
 @rule(range)
