@@ -239,3 +239,33 @@ def test_metadata_after_inplace_view_ops():
         return y.shape, z.shape, z is y, y + 1
 
     _compare(f, torch.randn(3))
+
+
+class _Box:
+    def __init__(self, t):
+        self.t = t
+
+    def __iadd__(self, other):
+        self.t.add_(other)
+        return self
+
+    def __ior__(self, other):
+        self.t.mul_(other)
+        return self
+
+
+def test_user_inplace_operators_are_traced_and_keep_the_object():
+    def f(box, x):
+        alias = box
+        box += x
+        box |= 3
+        return box is alias, box.t * 1
+
+    backend = CountingBackend()
+    compiled = kiln.compile(f, backend=backend)
+    mine, theirs = _Box(torch.ones(2)), _Box(torch.ones(2))
+    got, expected = compiled(mine, torch.ones(2)), f(theirs, torch.ones(2))
+    assert got[0] is True
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(mine.t, theirs.t)
+    assert len(backend.graphs) == 1  # traced, not run eagerly after a break

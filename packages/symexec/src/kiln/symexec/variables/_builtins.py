@@ -324,6 +324,10 @@ def _inplace(fn: Any, plain: Any) -> Rule:
         changed = _container_inplace(tx, plain, a, b)
         if changed is not None:
             return changed  # the same object, changed (``l *= 2``, ``s |= t``, ``d |= e``)
+        # a class's own __iadd__ (and kin) first, as Python does; NotImplemented falls back
+        result = call_special_method(tx, a, f"__{fn.__name__}__", [b])
+        if result is not None and not (result.is_constant() and result.as_constant() is NotImplemented):
+            return result
         return builtin_rules[plain](tx, args, kwargs)
 
     return apply
