@@ -708,6 +708,7 @@ CAPTURE_GAPS = (
     "returning a set value from a compiled region",  # a set comprehension's frame
     "method 'sort' of list",  # lst.sort(key=lambda v: 0)
     "sorting list",  # the same, as a4625cc words it
+    "inference_mode",  # with torch.inference_mode(False):
     "of framedict",  # d | {...}
     "the truth value of tensor %eq",  # d.items() == d.items(): tuples compare with `is` first
     "object L['.0']",  # a comprehension's frame compiled alone, after its caller's break
