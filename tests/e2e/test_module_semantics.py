@@ -788,3 +788,36 @@ def test_an_overridden_named_parameters_decides_parameters():
     torch.manual_seed(0)
     _, got, expected = run_both(Holder(OnlyWeights()), torch.zeros(2), fullgraph=False)
     assert_same(got, expected)
+
+
+class Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.count = 1
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x) * self.count
+
+
+@pytest.mark.parametrize("how", ["item", "update", "vars"])
+def test_writes_through_a_module_dict_are_seen_by_later_reads(how):
+    torch.manual_seed(0)
+
+    def fn(x, m):
+        if how == "item":
+            m.__dict__["count"] = 7
+        elif how == "update":
+            m.__dict__.update(count=5, fc=nn.Identity.forward.__get__(m))
+        else:
+            vars(m)["count"] = 3
+        return m(x), m.count
+
+    x = torch.ones(2)
+    eager_model, compiled_model = Counter(), Counter()
+    compiled_model.load_state_dict(eager_model.state_dict())
+    expected = fn(x, eager_model)
+    got = kiln.compile(fn, backend=CountingBackend())(x, compiled_model)
+    assert_same(got, expected)
+    assert vars(compiled_model).keys() == vars(eager_model).keys()
+    assert compiled_model.count == eager_model.count

@@ -285,7 +285,8 @@ class VariableBuilder:
         written = self.output.written_attribute(owner, name)
         if written is not None:
             return written
-        if name == "__dict__" and owner.source is not None and isinstance(owner, UserDefinedObjectVariable):
+        if (name == "__dict__" and owner.source is not None
+                and isinstance(owner, (UserDefinedObjectVariable, NNModuleVariable))):
             return instance_dict(tx, owner, obj)  # live: sees the trace's stores to the object
         if name == "__class__" and owner.source is not None:
             # type(obj): the type guard the object already has covers it
