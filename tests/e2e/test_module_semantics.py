@@ -821,3 +821,30 @@ def test_writes_through_a_module_dict_are_seen_by_later_reads(how):
     assert_same(got, expected)
     assert vars(compiled_model).keys() == vars(eager_model).keys()
     assert compiled_model.count == eager_model.count
+
+
+class Redirect:
+    offset = torch.tensor([1.0, 2.0])  # a tensor class attribute
+
+    def __init__(self):
+        self.hidden = 4.0
+
+    def __getattribute__(self, name):
+        if name == "visible":
+            return object.__getattribute__(self, "hidden") * 2
+        return object.__getattribute__(self, name)
+
+
+def test_plain_object_getattribute_and_tensor_class_attributes():
+    obj = Redirect()
+
+    def fn(x):
+        return x * obj.visible + obj.offset
+
+    compiled = kiln.compile(fn, backend=CountingBackend(), fullgraph=True)
+    x = torch.ones(2)
+    assert_same(compiled(x), fn(x))
+    obj.hidden = 0.5
+    obj.offset = torch.tensor([7.0, 7.0])  # the instance now shadows the class tensor
+    assert_same(compiled(x), fn(x))
+    assert_same(compiled(x), torch.tensor([8.0, 8.0]))

@@ -68,9 +68,8 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
         if owner.source is not None and isinstance(source, AttrSource):
             class_source = AttrSource(TypeSource(owner.source), source.attr)
         return UserMethodVariable(attr, owner, class_source=class_source)
-    if (isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
-            and attr.__objclass__ in (object, dict, collections.OrderedDict)
-            and isinstance(owner, (UserDefinedObjectVariable, NewObjectVariable, NNModuleVariable))):
+    if is_base_method(attr) and isinstance(owner, (UserDefinedObjectVariable, NewObjectVariable,
+                                                    NNModuleVariable)):
         return BaseMethodVariable(attr, owner)
     if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
         return tx.inline_function(attr.fget, [owner], {})
@@ -84,6 +83,12 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
         raise Unsupported(f"the class attribute {type(attr).__name__} of {owner.describe()} "
                           "is a descriptor kiln does not model")
     return tx.builder.wrap(attr, source)
+
+
+def is_base_method(attr: Any) -> bool:
+    """Whether ``attr`` is a method of ``object`` or ``dict`` that BaseMethodVariable models."""
+    return (isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
+            and attr.__objclass__ in (object, dict, collections.OrderedDict))
 
 
 def _missing(what: str, name: str) -> Unsupported:
@@ -162,6 +167,8 @@ class UserDefinedClassVariable(VariableTracker):
             from ._functions import UserFunctionVariable
 
             return UserFunctionVariable(value)
+        if is_base_method(value):  # ``object.__getattribute__(self, name)`` and the like
+            return UnboundBaseMethodVariable(value, source)
         return tx.builder.wrap(value, source)
 
     def call(self, tx: Translator, args: list[VariableTracker],
@@ -298,6 +305,35 @@ class BaseMethodVariable(VariableTracker):
         if isinstance(owner, UserDefinedObjectVariable) and isinstance(owner.obj, dict) and name in _DICT_READS:
             return owner.dict_contents(tx).call_method(tx, name, args, kwargs)
         raise Unsupported(f"calling {self.describe()}")
+
+
+class UnboundBaseMethodVariable(VariableTracker):
+    """``object.__setattr__`` / ``object.__getattribute__`` / a dict method read off the
+    class itself: called with an object kiln models attribute by attribute first, it is that
+    object's BaseMethodVariable; called with anything else, the builtin as before."""
+
+    __slots__ = ("method",)
+
+    def __init__(self, method: Any, source: Source | None) -> None:
+        super().__init__(source)
+        self.method = method
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.method
+
+    def describe(self) -> str:
+        return f"{self.method.__objclass__.__name__}.{self.method.__name__}"
+
+    def call(self, tx: Translator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from ._modules import NNModuleVariable
+
+        if args and isinstance(args[0], (UserDefinedObjectVariable, NewObjectVariable, NNModuleVariable)):
+            return BaseMethodVariable(self.method, args[0]).call(tx, args[1:], kwargs)
+        return tx.builder.wrap(self.method, self.source).call(tx, args, kwargs)
 
 
 def is_data_descriptor(attr: Any) -> bool:
