@@ -848,3 +848,20 @@ def test_plain_object_getattribute_and_tensor_class_attributes():
     obj.offset = torch.tensor([7.0, 7.0])  # the instance now shadows the class tensor
     assert_same(compiled(x), fn(x))
     assert_same(compiled(x), torch.tensor([8.0, 8.0]))
+
+
+_DEFAULT_SCALE = torch.tensor([2.0, 3.0])
+
+
+class CallWithTensorDefault(nn.Module):
+    def __call__(self, x, scale=_DEFAULT_SCALE):
+        return super().__call__(x) * scale
+
+    def forward(self, x):
+        return x - 1
+
+
+def test_an_overridden_call_with_a_tensor_default_is_traced():
+    model = Holder(CallWithTensorDefault())
+    _, got, expected = run_both(model, torch.ones(2))
+    assert_same(got, expected)

@@ -204,8 +204,13 @@ class NNModuleVariable(VariableTracker):
 
     def _special(self, tx: Translator, name: str) -> VariableTracker | None:
         """``type(module).name`` bound to the module (special methods skip the instance)."""
+        from kiln.guards import AttrSource
+
         attr = lookup_class_attribute(type(self.module), name)
-        return None if attr is MISSING else bind_class_attribute(tx, self, attr)
+        if attr is MISSING:
+            return None
+        # the source lets a method's defaults and closure be reached through its class
+        return bind_class_attribute(tx, self, attr, AttrSource(self.source, name) if self.source else None)
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
