@@ -29,6 +29,7 @@ from kiln.guards import GuardSet, NoAliasing, NoStorageSharing, ObjectAliasing, 
 from kiln.symshapes import ShapeEnv
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
 
+from ._torch_internals import version_counter
 from ._unsupported import Unsupported
 from .variables._base import VariableTracker
 from .variables._constant import ConstantVariable
@@ -145,7 +146,6 @@ class OutputGraph:
         known = self.tensor_inputs.get(id(real))
         if known is not None:
             # the same tensor reached two ways (tied weights): one input, and a guard that
-            # both ways still lead to one object
             # both ways still lead to one object; the same tracker, so ``x is y`` holds
             if known.source is not None and known.source != source:
                 self.guards.add(ObjectAliasing(known.source, source))
@@ -339,7 +339,7 @@ class OutputGraph:
         fake_args = tuple(_unwrap(a, _fake_of, what, numbers) for a in args)
         fake_kwargs = {k: _unwrap(v, _fake_of, what, numbers) for k, v in kwargs.items()}
         fakes = _fakes_in((fake_args, fake_kwargs))
-        versions = [_version(f) for f in fakes]
+        versions = [version_counter(f) for f in fakes]
         try:
             with self.fake_mode:
                 if op == "call_function":
@@ -352,7 +352,7 @@ class OutputGraph:
             raise
         except Exception as e:
             raise Unsupported(f"{what} failed on the traced values: {type(e).__name__}: {e}") from e
-        changed = [f for f, v in zip(fakes, versions, strict=True) if _version(f) != v]
+        changed = [f for f, v in zip(fakes, versions, strict=True) if version_counter(f) != v]
         if not changed and what.endswith("_") and not what.endswith("__") and fake_args:
             # torch's in-place naming: some kernels (the _foreach_*_ family) change their
             # first argument without bumping a fake's version counter
@@ -436,14 +436,6 @@ def _storage_bytes(real: Any) -> int:
         return real.untyped_storage().nbytes()
     except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested: no plain storage
         return 0
-
-
-def _version(fake: FakeTensor) -> int:
-    # the version counter every in-place change bumps (shared by views of one base)
-    try:
-        return fake._version
-    except RuntimeError:  # inference tensors keep none
-        return -1
 
 
 def _holds_fake(value: Any) -> bool:

@@ -88,7 +88,9 @@ class TensorVariable(VariableTracker):
     def _base(self, tx: Translator) -> VariableTracker:
         """``x._base``: the tensor a view was made from, when the trace made it (a view made
         from a graph input has the caller's base, which the trace does not know)."""
-        base = self.fake._base
+        from .._torch_internals import view_base
+
+        base = view_base(self.fake)
         root = tx.output.tensors.get(id(base if base is not None else self.fake))
         if root is None or root.node.op == "placeholder":
             raise Unsupported(f"reading ._base of {self.describe()}, which may be a view of a tensor "
