@@ -155,3 +155,23 @@ def test_the_type_of_a_dict_called_builds_a_dict(counting):
     d_c, d_e = {"a": 1}, {"a": 1}
     compiled = kiln.compile(fn, backend=counting)
     assert_same(compiled(torch.ones(2), d_c), fn(torch.ones(2), d_e))
+
+
+CONFIG = __import__("types").MappingProxyType({"ab": 2, "cd": 3})
+
+
+def test_a_mappingproxy_reads_like_a_dict_and_stays_read_only(counting):
+    def fn(x):
+        out = [dict(CONFIG), {**CONFIG}, CONFIG["ab"], list(CONFIG.items()), "cd" in CONFIG]
+        for bad in (lambda: CONFIG.__setitem__("z", 1), lambda: CONFIG.update(z=1)):
+            try:
+                bad()
+            except (TypeError, AttributeError) as e:
+                out.append((type(e).__name__, e.args))
+        try:
+            CONFIG["z"] = 1
+        except TypeError as e:
+            out.append(e.args)
+        return x * CONFIG["cd"], out
+
+    _check(counting, fn, torch.ones(2))

@@ -233,7 +233,8 @@ class VariableBuilder:
             if tp is list:
                 return ListVariable(items, source)
             return TupleVariable(items, source, tuple_type=tp)
-        if tp is dict or tp is collections.OrderedDict:
+        if tp is dict or tp is collections.OrderedDict or (tp is types.MappingProxyType and g):
+            # (a mappingproxy stays read-only: its tracker answers mutations with eager's errors)
             if not all(is_item_key(k) for k in value):
                 raise Unsupported(f"dict {source} has keys kiln cannot guard on")
             if g:

@@ -347,7 +347,7 @@ def _container_inplace(tx: Translator, plain: Any, a: VariableTracker, b: Variab
     if isinstance(a, SetVariable) and not a.frozen and plain in _SET_OPS and isinstance(b, SetVariable):
         a.items = a.combine(plain, b).items
         return a
-    if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
+    if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable) and not _is_proxy(a):
         a.call_method(tx, "update", [b], {})
         return a
     return None
@@ -427,21 +427,28 @@ def _setitem(tx, args, kwargs):
     if isinstance(obj, TensorVariable):
         tx.output.call_function(operator.setitem, [obj, key, value], {})
         return ConstantVariable(None)
-    if isinstance(obj, (ConstantVariable, RangeVariable, TupleVariable)):  # immutable: eager's TypeError
+    if isinstance(obj, (ConstantVariable, RangeVariable, TupleVariable)) or _is_proxy(obj):  # immutable: eager's TypeError
         k = key.as_constant() if key.is_constant() else None  # the message depends on the key's type
         raise raised_error(lambda: operator.setitem(_immutable_sample(obj), k, None))
     return obj.call_method(tx, "__setitem__", [key, value], {})
 
 
 def _immutable_sample(obj: VariableTracker) -> Any:
-    # the value itself, or a tuple of its length (what a store into it is checked on)
+    # the value itself, or a tuple of its length, or an empty mappingproxy (what a store into
+    # it is checked on)
+    if _is_proxy(obj):
+        return types.MappingProxyType({})
     return (None,) * len(obj.items) if isinstance(obj, TupleVariable) else obj.as_constant()
+
+
+def _is_proxy(obj: VariableTracker) -> bool:
+    return isinstance(obj, DictVariable) and obj.python_type() is types.MappingProxyType
 
 
 @rule(operator.delitem)
 def _delitem(tx, args, kwargs):
     obj, key = args
-    if isinstance(obj, (ConstantVariable, RangeVariable, TupleVariable)):
+    if isinstance(obj, (ConstantVariable, RangeVariable, TupleVariable)) or _is_proxy(obj):
         k = key.as_constant() if key.is_constant() else None
         raise raised_error(lambda: operator.delitem(_immutable_sample(obj), k))
     return obj.call_method(tx, "__delitem__", [key], {})

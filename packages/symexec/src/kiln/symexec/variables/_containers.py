@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .._unsupported import Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable
-from ._errors import call_error, raised_error, traced_error
+from ._errors import call_error, empty_of, raised_error, traced_error
 
 if TYPE_CHECKING:
     from kiln.guards import Source
@@ -141,7 +141,7 @@ class ContainerMethodVariable(VariableTracker):
 def container_attr(v: VariableTracker, tp: type, name: str) -> VariableTracker:
     """``v.name`` for a container tracker of the builtin type ``tp``: its method, or eager's
     AttributeError when ``tp`` has no such attribute."""
-    sample = tp()
+    sample = empty_of(tp)
     if not hasattr(sample, name):
         raise raised_error(lambda: getattr(sample, name))
     if callable(getattr(sample, name)):
@@ -276,7 +276,7 @@ class DictVariable(VariableTracker):
         return dict
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
-        return container_attr(self, dict, name)
+        return container_attr(self, self.python_type(), name)
 
     def key_list(self) -> list[Any]:
         """The keys as they are now, in order (all constants)."""
@@ -315,7 +315,7 @@ class DictVariable(VariableTracker):
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        error = call_error(dict, name, args, kwargs)
+        error = call_error(self.python_type(), name, args, kwargs)  # (a mappingproxy: no mutations)
         if error is not None:
             raise error
         if name == "__getitem__":

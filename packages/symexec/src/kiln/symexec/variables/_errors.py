@@ -10,6 +10,7 @@ values where the error does not depend on the values (``call_error``, ``raised_e
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from .._unsupported import MissingAttribute, TracedException, Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable
 
-__all__ = ["INF", "call_error", "raised_error", "traced_error"]
+__all__ = ["INF", "call_error", "empty_of", "raised_error", "traced_error"]
 
 
 def traced_error(e: BaseException) -> TracedException:
@@ -68,13 +69,18 @@ def call_error(tp: type, name: str, args: list[VariableTracker],
     have, or a number of arguments or keywords it does not take. The exception is the one
     CPython raises for the same call on an empty ``tp`` with ``None`` arguments (the check of
     the call comes before anything looks at the values). None when the call is well formed."""
-    fresh = tp()
+    fresh = empty_of(tp)
     if not hasattr(fresh, name):
         return raised_error(lambda: getattr(fresh, name))
     low, high, keywords = _ARITY_OF_TYPE.get((tp, name)) or _ARITY.get(name, (0, INF, None))
     if low <= len(args) <= high and (keywords is None or set(kwargs) <= keywords):
         return None
     return raised_error(lambda: getattr(fresh, name)(*[None] * len(args), **dict.fromkeys(kwargs)))
+
+
+def empty_of(tp: type) -> Any:
+    """An empty value of the builtin container type ``tp`` (a stand-in to ask CPython)."""
+    return tp({}) if tp is types.MappingProxyType else tp()
 
 
 def raised_error(call: Callable[[], Any]) -> Unsupported:
