@@ -47,6 +47,12 @@ def worker(seed: int, count: int, minimise_each: int) -> None:
     for s in range(seed, seed + count):
         print(json.dumps({"start": s}), flush=True)
         source = fp.generate(fp.RandomDraw(s))
+        try:
+            compile(source, f"<fuzz {s}>", "exec")
+        except SyntaxError as e:  # the generator's own bug: report it, go on
+            print(json.dumps({"done": s, "source": source, "failures": [
+                {"kind": "generator", "signature": "generator", "detail": repr(e), "minimal": source}]}), flush=True)
+            continue
         failures = fp.check_program(source, f"<fuzz {s}>")
         report = []
         for failure in failures:

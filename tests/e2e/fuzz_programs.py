@@ -537,7 +537,10 @@ class Generator:
                                    "with torch.inference_mode(False):"))
         body = self.block(self.draw.integer(1, 2), depth + 1, simple=True)
         if header.startswith("with torch.no_grad") and self.draw.integer(0, 1):
-            body.append(self.draw.choice(("m.w.mul_(0.5)", f"m.w.add_({self.t()})", f"{self.bind('T')} = m({self.t()})")))
+            choice = self.draw.integer(0, 2)
+            body.append(("m.w.mul_(0.5)", f"m.w.add_({self.t()})", f"NEW = m({self.t()})")[choice])
+            if choice == 2:
+                body[-1] = body[-1].replace("NEW", self.bind("T"))
         return [header] + ["    " + s for s in body]
 
     def s_loop(self, depth: int) -> list[str]:
