@@ -162,3 +162,21 @@ def test_a_frame_reading_locals_does_not_resume_after_a_break(counting):
     compiled = kiln.compile(fn, backend=counting)
     assert_same(compiled(torch.ones(2)), fn(torch.ones(2)))
     assert_same(compiled(torch.ones(2)), fn(torch.ones(2)))
+
+
+class Slotted:
+    __slots__ = ("a",)
+
+    def __init__(self):
+        self.a = 1
+
+
+def test_vars_of_an_object_without_an_instance_dict_raises_as_in_eager(counting):
+    def fn(x, obj):
+        try:
+            vars(obj)
+        except TypeError as e:
+            return x + obj.a, e.args
+        return x
+
+    _check(counting, fn, torch.ones(2), Slotted())

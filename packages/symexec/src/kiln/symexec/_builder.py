@@ -287,8 +287,9 @@ class VariableBuilder:
         if written is not None:
             return written
         if (name == "__dict__" and owner.source is not None
-                and isinstance(owner, (UserDefinedObjectVariable, NNModuleVariable))):
-            return instance_dict(tx, owner, obj)  # live: sees the trace's stores to the object
+                and isinstance(owner, (UserDefinedObjectVariable, NNModuleVariable))
+                and (view := instance_dict(tx, owner, obj)) is not None):
+            return view  # live: sees the trace's stores to the object
         if name == "__class__" and owner.source is not None:
             # type(obj): the type guard the object already has covers it
             cls_source = TypeSource(owner.source)

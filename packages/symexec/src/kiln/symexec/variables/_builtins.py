@@ -797,6 +797,8 @@ def copy_tracker(tx: Translator, v: VariableTracker, *, deep: bool) -> VariableT
 
         # its attributes as the trace sees them now (keys guarded), every value read
         state = instance_dict(tx, v, v.obj)
+        if state is None:
+            raise Unsupported(f"copying {v.describe()}, whose __dict__ is not its instance dict")
         new = NewObjectVariable(type(v.obj))
         new.attrs.update({k: inner(state.value_of(tx, k)) for k in state.key_list()})
         return new

@@ -208,15 +208,30 @@ class InstanceDictVariable(DictVariable):
         tx.output.store_attribute(self.owner, key, value)
 
 
-def instance_dict(tx: Translator, owner: VariableTracker, obj: Any) -> InstanceDictVariable:
-    """The one ``__dict__`` view of the frame object ``obj`` (tracked by ``owner``)."""
+def instance_dict(tx: Translator, owner: VariableTracker, obj: Any) -> InstanceDictVariable | None:
+    """The one ``__dict__`` view of the frame object ``obj`` (tracked by ``owner``); None when
+    its class makes ``__dict__`` something else than the instance dict (a property, slots)."""
+    import types
+
     from kiln.guards import GenericAttrSource
 
+    from ._objects import lookup_class_attribute
+
+    if not isinstance(lookup_class_attribute(type(obj), "__dict__"), types.GetSetDescriptorType) \
+            or not isinstance(_instance_dict_of(obj), dict):
+        return None
     source = GenericAttrSource(owner.source, "__dict__")
     view = tx.output.trackers.get(source)
     if not isinstance(view, InstanceDictVariable):
         view = tx.output.trackers[source] = InstanceDictVariable(tx, owner, obj)
     return view
+
+
+def _instance_dict_of(obj: Any) -> Any:
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
 
 
 class MappingViewVariable(VariableTracker):

@@ -33,6 +33,9 @@ Expr = Callable[[VariableTracker], str]
 Ref = Callable[[Any], str]
 
 
+_CHANGED: Any = object()  # a dict iterator's version once its dict changed size
+
+
 def advanced(it: Any, n: int) -> Any:
     """``it`` after ``n`` calls of ``next`` (replacement code positions rebuilt iterators)."""
     for _ in range(n):
@@ -97,8 +100,8 @@ class DictIteratorVariable(IteratorVariable):
     def next_item(self, tx: Translator) -> VariableTracker | None:
         if self.dict is None:
             return None
-        if self.dict.key_count() != len(self.keys):
-            self.keys.append(None)  # keeps raising, as CPython's does
+        if self.version is _CHANGED or self.dict.key_count() != len(self.keys):
+            self.version = _CHANGED  # keeps raising, as CPython's does
             raise traced_error(RuntimeError("dictionary changed size during iteration"))
         if self.dict.key_version() != self.version:
             if self.dict.key_list() != self.keys:
@@ -133,8 +136,8 @@ class SetIteratorVariable(IteratorVariable):
         self.set = s
 
     def next_item(self, tx: Translator) -> VariableTracker | None:
-        if self.index < len(self.items) and len(self.set.items) != len(self.items):
-            self.index = len(self.items)
+        if self.set is None or (self.index < len(self.items) and len(self.set.items) != len(self.items)):
+            self.set = None  # keeps raising, as CPython's does
             raise traced_error(RuntimeError("Set changed size during iteration"))
         return super().next_item(tx)
 
