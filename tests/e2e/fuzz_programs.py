@@ -491,12 +491,13 @@ class Generator:
         return [line]
 
     def s_error(self, depth: int) -> list[str]:
+        """A statement eager raises at; caught in a try block, kiln may break there."""
         t = self.t()
         return [self.draw.choice((
             "len(n)", "abs(lst)", "lst[9]", "d['missing']", "obj.missing", "max([])", "divmod(n, 0)",
             "float('x')", "isinstance(x, 3)", f"{t}.view(5)", f"{t} + 'a'", "n + lst", "sum(d)",
             "int(x)", "iter(n)", "next(iter([]))", "m.nothing", "[].pop()", "{}.popitem()",
-            "getattr(obj, 'zz')", "x @ torch.ones(2)", "CFG['s'] = 1", "min(3)", "hash([])"))]
+            "getattr(obj, 'zz')", "x @ torch.ones(2)", "CFG['s'] = 1", "min(3)", "hash([])")) + MAY_BREAK]
 
     def s_branch(self, depth: int) -> list[str]:
         t = self.t()
