@@ -126,3 +126,34 @@ def test_an_unsupported_frame_still_falls_back_to_eager_with_suppress_errors_off
     for _ in range(2):
         torch.testing.assert_close(compiled(x), fn(x))
     assert _policy.stats.breaks  # logged as a break or a fallback, not raised
+
+
+def test_an_internal_error_of_kiln_runs_the_frame_eagerly_with_a_warning(monkeypatch, caplog):
+    # A bug of kiln's own while capturing is a limit of kiln, not the user's error: without
+    # fullgraph the frame runs eagerly (logged with the traceback), the program goes on.
+    monkeypatch.setattr(kiln.config, "raise_internal_errors", False)
+
+    def broken_capture(*args, **kwargs):
+        raise KeyError("kiln bug")
+
+    monkeypatch.setattr(_policy, "capture", broken_capture)
+
+    def fn(x):
+        return x * 2
+
+    compiled = kiln.compile(fn, backend="eager")
+    x = torch.randn(3)
+    with caplog.at_level("WARNING", logger="kiln"):
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), fn(x))
+    warned = [r for r in caplog.records if "running it eagerly" in r.getMessage()]
+    assert len(warned) == 1 and "kiln bug" in warned[0].getMessage() and warned[0].exc_info
+    assert fn.__code__ in _policy.stats.eager_codes
+    # with fullgraph, or when asked to (kiln's tests), the error is raised
+    kiln.reset()
+    with pytest.raises(KeyError, match="kiln bug"):
+        kiln.compile(fn, backend="eager", fullgraph=True)(x)
+    kiln.reset()
+    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
+    with pytest.raises(KeyError, match="kiln bug"):
+        kiln.compile(fn, backend="eager")(x)

@@ -13,7 +13,9 @@ import kiln
 
 
 @pytest.fixture(autouse=True)
-def fresh_kiln():
+def fresh_kiln(monkeypatch):
+    # A bug of kiln's own fails the test instead of running the frame eagerly (the default)
+    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
     kiln.reset()
     yield
     kiln.reset()

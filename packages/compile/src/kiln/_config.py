@@ -20,10 +20,14 @@ class Config:
     accumulated_recompile_limit: int = field(default=256, metadata={
         "help": "compiled entries over all code objects; past it new frames run eagerly"})
     suppress_errors: bool = field(default=False, metadata={
-        "help": "False (torch.compile's default): an error while compiling a frame (a "
-                "backend's, as BackendCompilerFailed, or kiln's own) reaches the caller; True: "
-                "without fullgraph the frame falls back to eager with a logged warning. What "
-                "kiln cannot capture (Unsupported) and the recompile limits always fall back"})
+        "help": "False (torch.compile's default): a backend's failure while compiling a graph "
+                "reaches the caller as BackendCompilerFailed; True: without fullgraph the "
+                "frame falls back to eager with a logged warning. What kiln cannot capture "
+                "(Unsupported) and the recompile limits always fall back"})
+    raise_internal_errors: bool = field(default=False, metadata={
+        "help": "False: an error of kiln's own while capturing a frame (a kiln bug) runs that "
+                "frame eagerly with a warning and its traceback; True: it is raised (kiln's "
+                "tests set it so that such bugs fail them)"})
 
     def describe(self) -> str:
         """Every setting with its value and help."""

@@ -15,10 +15,13 @@
 The backend is called through ``_backends.compile_graph``: it and what it returns run with
 the callback off. What kiln cannot capture (``Unsupported``) where no graph break is possible
 falls back to eager for that code, logged once with the reason and the user's line; with
-``fullgraph`` it raises ``kiln.Unsupported`` (no graph breaks). Any other error while
-compiling a frame (``BackendCompilerFailed``, an error of kiln's own) is raised, unless
-``config.suppress_errors`` asks for eager with a warning (not with ``fullgraph``). Recompiles
-are logged (``KILN_LOGS=recompiles``) with the guard that failed for each existing entry.
+``fullgraph`` it raises ``kiln.Unsupported`` (no graph breaks). A backend's failure
+(``BackendCompilerFailed``: the user's callable raised) reaches the caller, as under
+torch.compile, unless ``config.suppress_errors`` asks for eager with a warning. An error of
+kiln's own while capturing a frame is a limit of kiln, not the user's: the frame runs eagerly
+with a warning carrying the traceback (never a broken program), unless ``fullgraph`` or
+``config.raise_internal_errors`` (what kiln's tests set). Recompiles are logged
+(``KILN_LOGS=recompiles``) with the guard that failed for each existing entry.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import kiln.frameeval as fe
 from kiln.guards import EqualsMatch
 from kiln.symexec import Unsupported, capture
 
-from ._backends import compile_graph
+from ._backends import BackendCompilerFailed, compile_graph
 from ._config import config
 from ._logs import artifact_logger
 
@@ -134,8 +137,14 @@ class FrameCompiler:
             if strict:
                 raise
             return self._give_up(code, entries, e)
-        except Exception as e:
+        except BackendCompilerFailed as e:
             if strict or not config.suppress_errors:
+                raise
+            _log.warning("kiln: compiling %s failed, running it eagerly: %s: %s",
+                         code.co_qualname, type(e).__name__, e, exc_info=True)
+            return self._give_up(code, entries, f"backend error: {e}")
+        except Exception as e:
+            if strict or config.raise_internal_errors:
                 raise
             _log.warning("kiln: compiling %s failed, running it eagerly: %s: %s",
                          code.co_qualname, type(e).__name__, e, exc_info=True)
