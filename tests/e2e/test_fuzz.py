@@ -140,3 +140,26 @@ def test_failure_signatures_group_by_kind_and_error():
     b = Failure("exception", "backend=callable call 2: kiln raised ValueError('y') at a.py:3, eager returned")
     assert signature(a) == signature(b) == "exception:ValueError:a.py:3"
     assert signature(Failure("output", "result[0]: differ")) == "output"
+
+
+def test_driver_saves_minimised_programs_as_regression_cases(tmp_path, monkeypatch):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "fuzz.py"
+    spec = importlib.util.spec_from_file_location("kiln_fuzz_driver", path)
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    target = tmp_path / "regressions.py"
+    target.write_text("REGRESSIONS = []\n\n\ndef _add(name, source):\n    REGRESSIONS.append((name, source))\n")
+    monkeypatch.setattr(driver, "REGRESSIONS", target)
+    program = "# inputs: plain\ndef f(x, y, k, n, lst, d, obj, m):\n    x.add_(1)\n    return (x,)\n"
+    summary = {"signatures": {
+        'graphs:reason "quoted" _': {"kind": "graphs", "detail": "d", "seeds": [5], "minimal": program},
+        "gap:id": {"kind": "gap", "detail": "d", "seeds": [6], "minimal": program.replace("1", "2")},
+    }}
+    assert driver.save(summary) == 1
+    assert driver.save(summary) == 0  # already there
+    namespace = {}
+    exec(target.read_text(), namespace)
+    assert namespace["REGRESSIONS"] == [("graphs-reason-quoted-5", program)]
