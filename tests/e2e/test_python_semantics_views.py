@@ -253,3 +253,21 @@ def test_views_of_an_ordered_dict_have_its_view_types(counting):
     compiled = kiln.compile(fn, backend=counting)
     assert_same(compiled(torch.ones(2), od_c), fn(torch.ones(2), od_e))
     assert len(counting.graphs) == 1
+
+
+def test_sets_iterate_in_eagers_order(counting):
+    # string hashes change with each process: the order is compared within this one
+    words = [f"w{i}" for i in range(40)]
+
+    def fn(t, d):
+        s = {3, 1, 2, 100, 17}
+        s.add(-5)
+        letters = set(words)
+        letters -= {"w3", "w7"}
+        letters.discard("w11")
+        u = d.keys() - {"w1"}
+        both = d.keys() & {"w2", "w5", "w30", "zz"}
+        return t + 1, list(s), list(letters), list(u), list(both), letters.pop(), list(frozenset(words[:9]))
+
+    d = dict.fromkeys(words, 0)
+    _check(counting, fn, torch.ones(2), d)

@@ -255,6 +255,25 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
 _NO_SAMPLE: Any = object()
 
 
+def _real_set_like(tx: Translator, v: VariableTracker) -> Any:
+    """A real value standing for ``v`` in a set operation with a dict view: the view of a
+    dict of the same constant keys (and values), a set of constants as eager built it, a
+    constant; else _NO_SAMPLE."""
+    from ._dict_views import DictViewVariable
+
+    if isinstance(v, DictViewVariable):
+        keys = v.dict.key_list()
+        if v.kind == "keys":
+            return dict.fromkeys(keys).keys()
+        values = [v.dict.value_of(tx, k) for k in keys]
+        if not all(x.is_constant() for x in values):
+            return _NO_SAMPLE
+        return getattr(dict(zip(keys, [x.as_constant() for x in values], strict=True)), v.kind)()
+    if isinstance(v, SetVariable):
+        return _NO_SAMPLE if v.real is None else v.real
+    return v.as_constant() if v.is_constant() else _NO_SAMPLE
+
+
 def _sample(v: VariableTracker) -> Any:
     """``v``'s value when it is a constant, an empty value of its type when that is a builtin
     container, else _NO_SAMPLE."""
@@ -288,6 +307,14 @@ def _view_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTracker
         return v if isinstance(v, SetVariable) else SetVariable(v.iterate(tx))
 
     view = a if isinstance(a, DictViewVariable) else b
+    real_a, real_b = _real_set_like(tx, a), _real_set_like(tx, b)
+    if view.kind != "values" and real_a is not _NO_SAMPLE and real_b is not _NO_SAMPLE:
+        # every item a constant: the operator on real stand-ins (a dict_keys of the same keys,
+        # the set with eager's layout) gives eager's result, and its order
+        try:
+            return wrap_trace_value(fn(real_a, real_b))
+        except Exception as e:
+            raise traced_error(e) from e
     if view.kind != "values" and fn in _SET_OPS:
         if not set_like(a) and not set_like(b):
             raise Unsupported(f"{fn.__name__} of {a.describe()} and {b.describe()}")
@@ -345,7 +372,8 @@ def _container_inplace(tx: Translator, plain: Any, a: VariableTracker, b: Variab
         a.call_method(tx, "__setitem__", [ConstantVariable(slice(None)), ListVariable(a.items * b.as_constant())], {})
         return a
     if isinstance(a, SetVariable) and not a.frozen and plain in _SET_OPS and isinstance(b, SetVariable):
-        a.items = a.combine(plain, b).items
+        changed = a.combine(plain, b, inplace=True)
+        a.items, a.real = changed.items, changed.real
         return a
     if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable) and not _is_proxy(a):
         a.call_method(tx, "update", [b], {})
@@ -558,14 +586,19 @@ builtin_rules[list] = _make_sequence(list)
 
 @rule(set)
 def _set(tx, args, kwargs):
-    return SetVariable(args[0].iterate(tx) if args else [])
+    made = SetVariable([])
+    if args:
+        made.update_from(tx, args[0])  # a set's table merged as eager merges it
+    return made
 
 
 @rule(frozenset)
 def _frozenset(tx, args, kwargs):
-    if args and isinstance(args[0], SetVariable) and args[0].frozen:
+    if args and ((isinstance(args[0], SetVariable) and args[0].frozen)
+                 or (args[0].is_constant() and type(args[0].as_constant()) is frozenset)):
         return args[0]  # frozenset(f) is f
-    return SetVariable(args[0].iterate(tx) if args else [], frozen=True)
+    made = _set(tx, args, kwargs)
+    return SetVariable(made.items, frozen=True, real=None if made.real is None else frozenset(made.real))
 
 
 def _reduce_minmax(fn: Any) -> Rule:

@@ -535,16 +535,29 @@ def _filled(d: FrameDictVariable) -> bool:
 class SetVariable(VariableTracker):
     """A set (``frozen``: a frozenset) made while tracing, of items known at trace time
     (constants, or objects by identity): membership, ``add``/``discard``/``remove``/
-    ``update``/``pop``, iteration in insertion order."""
+    ``update``/``pop``, set operators.
 
-    __slots__ = ("frozen", "items")
+    Iteration follows eager's order, which is that of the hash table: ``real`` is the same
+    set of the constants, made by the same operations eager code makes (``real``: a set
+    computed at trace time whose layout is kept), so its order, and ``pop``'s choice, are
+    eager's. Once an object that is not a constant is in it, the order is one of addresses,
+    unknown at trace time (``real`` None: iterating such a set of several items stops
+    tracing)."""
 
-    def __init__(self, items: list[VariableTracker], frozen: bool = False) -> None:
+    __slots__ = ("frozen", "items", "real")
+
+    def __init__(self, items: list[VariableTracker], frozen: bool = False,
+                 real: set[Any] | frozenset[Any] | None = None) -> None:
         super().__init__(None)
         self.frozen = frozen
         self.items: list[VariableTracker] = []
+        self.real: Any = set()
         for item in items:
             self._add(item)
+        if real is not None and self.real is not None:
+            self.real = real  # the set eager computes, with its own layout
+        elif frozen and self.real is not None:
+            self.real = frozenset(self.real)
 
     def python_type(self) -> type:
         return frozenset if self.frozen else set
@@ -567,8 +580,29 @@ class SetVariable(VariableTracker):
         return ("id", id(item))
 
     def _add(self, item: VariableTracker) -> None:
-        if all(self._key(i) != self._key(item) for i in self.items):
+        key = self._key(item)
+        if all(self._key(i) != key for i in self.items):
             self.items.append(item)
+        if self.real is not None:
+            if item.is_constant():
+                self.real.add(item.as_constant())
+            else:
+                self.real = None
+
+    def update_from(self, tx: Translator, other: VariableTracker) -> None:
+        """``self.update(other)``: a set's items are merged as CPython merges them (its
+        table, whose layout decides the order), any other iterable's added one by one."""
+        merged = real_set_of(other)
+        real = self.real
+        if merged is None or real is None:
+            for item in other.iterate(tx):
+                self._add(item)
+            return
+        self.real = None  # (the items alone; the real set merges the other's table)
+        for item in other.items if isinstance(other, SetVariable) else other.iterate(tx):
+            self._add(item)
+        self.real = real
+        real.update(merged)
 
     def contains(self, item: VariableTracker) -> bool:
         key = self._key(item)
@@ -579,13 +613,10 @@ class SetVariable(VariableTracker):
         constants, added in the same order. Objects hash by address, an order unknown here."""
         if len(self.items) <= 1:
             return list(self.items)
-        if not all(i.is_constant() for i in self.items):
+        if self.real is None:
             raise Unsupported("iterating over a set of objects (their order depends on their addresses)")
-        real: set[Any] = set()
-        for i in self.items:
-            real.add(i.as_constant())
-        position = {v: n for n, v in enumerate(real)}
-        return sorted(self.items, key=lambda i: position[i.as_constant()])
+        by_key = {self._key(i): i for i in self.items}
+        return [by_key["value", v] for v in self.real]
 
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         return self.ordered()
@@ -601,11 +632,21 @@ class SetVariable(VariableTracker):
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         return container_attr(self, self.python_type(), name)
 
-    def combine(self, op: Any, other: SetVariable) -> SetVariable:
+    def combine(self, op: Any, other: SetVariable, *, inplace: bool = False) -> SetVariable:
         """``self | other``, ``&``, ``-`` or ``^`` (items compared as ``in`` does here); the
-        result has ``self``'s type, as Python's set operators give."""
+        result has ``self``'s type, as Python's set operators give. ``inplace``: the value
+        ``self |= other`` leaves in ``self`` (its layout kept)."""
         import operator
 
+        if self.real is not None and other.real is not None:
+            if inplace:
+                real = self.real.copy()
+                real = {operator.or_: operator.ior, operator.and_: operator.iand,
+                        operator.sub: operator.isub, operator.xor: operator.ixor}[op](real, other.real)
+            else:
+                real = op(self.real, other.real)
+            pool = {self._key(i): i for i in [*other.items, *self.items]}
+            return SetVariable([pool["value", v] for v in real], frozen=self.frozen, real=real)
         mine = {self._key(i) for i in self.items}
         theirs = {self._key(i) for i in other.items}
         if op is operator.or_:
@@ -631,13 +672,14 @@ class SetVariable(VariableTracker):
         if name == "__iter__":
             return self.get_iter(tx)
         if name == "copy":
-            return self if self.frozen else SetVariable(list(self.items))
+            if self.frozen:
+                return self
+            return SetVariable(list(self.items), real=None if self.real is None else self.real.copy())
         if name == "add":
             self._add(args[0])
         elif name == "update":
             for a in args:
-                for item in a.iterate(tx):
-                    self._add(item)
+                self.update_from(tx, a)
         elif name in ("discard", "remove"):
             if name == "remove" and not self.contains(args[0]):
                 if not args[0].is_constant():
@@ -645,17 +687,33 @@ class SetVariable(VariableTracker):
                 raise traced_error(KeyError(args[0].as_constant()))
             key = self._key(args[0])
             self.items = [i for i in self.items if self._key(i) != key]
+            if self.real is not None and args[0].is_constant():
+                self.real.discard(args[0].as_constant())
         elif name == "pop":
             if not self.items:
                 raise traced_error(KeyError("pop from an empty set"))
-            first = self.ordered()[0]  # the element eager pops
+            if self.real is None:
+                raise Unsupported("set.pop() of a set of objects (which one comes first is an address)")
+            key = ("value", self.real.pop())  # the element eager pops
+            first = next(i for i in self.items if self._key(i) == key)
             self.items = [i for i in self.items if i is not first]
             return first
         elif name == "clear":
             self.items = []
+            self.real = set()
         else:
             raise Unsupported(f"method {name!r} of a set is not supported")
         return ConstantVariable(None)
+
+
+def real_set_of(v: VariableTracker) -> set[Any] | frozenset[Any] | None:
+    """The real set of constants standing for ``v`` (a set tracker's, or a constant set),
+    or None."""
+    if isinstance(v, SetVariable):
+        return v.real
+    if v.is_constant() and isinstance(v.as_constant(), (set, frozenset)):
+        return v.as_constant()
+    return None
 
 
 @functools.cache

@@ -35,7 +35,7 @@ def wrap_trace_value(value: Any) -> VariableTracker:
     if t is set:
         from ._containers import SetVariable
 
-        return SetVariable([wrap_trace_value(v) for v in value])
+        return SetVariable([wrap_trace_value(v) for v in value], real=value)  # eager's layout
     if t is dict:
         return DictVariable({k: wrap_trace_value(v) for k, v in value.items()})
     raise Unsupported(f"a value of type {t.__name__} made at trace time cannot be tracked")
