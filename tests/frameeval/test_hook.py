@@ -826,3 +826,64 @@ def test_a_foreign_hook_chaining_back_to_kiln_does_not_loop(tmp_path):
     run = [sys.executable, "-c", CHAIN_SCRIPT, str(library)]
     out = subprocess.run(run, capture_output=True, text=True, timeout=60)
     assert (out.returncode, out.stdout.strip(), out.stderr) == (0, "ok", "")
+
+
+# ---------------------------------------------------------------- frames the interpreter starts
+
+
+def _collected_in_a_call(x):
+    gc.collect()
+    return x
+
+
+@pytest.mark.parametrize("install", [sys.settrace, sys.setprofile])
+def test_trace_and_profile_functions_are_not_intercepted(recorder, install):
+    def tracer(frame, event, arg):
+        helper(1)  # a plain function called from inside the trace function
+        return None
+
+    install(tracer)
+    try:
+        with fe.callback_set(recorder):
+            assert add(1, 2) == 3
+    finally:
+        install(None)
+    seen = recorder.codes()
+    assert add.__code__ in seen
+    assert tracer.__code__ not in seen and helper.__code__ not in seen
+
+
+def test_what_the_garbage_collector_runs_is_not_intercepted(recorder):
+    ran = []
+
+    def gc_callback(phase, info):
+        ran.append(helper(phase == "start"))
+
+    class Finalized:
+        def __del__(self):
+            ran.append(helper(0))
+
+    def on_collect(ref):
+        ran.append(helper(0))
+
+    cycle = Finalized()
+    cycle.self = cycle
+    target = Finalized()
+    target.self = target
+    ref = weakref.ref(target, on_collect)
+    del cycle, target
+    gc.callbacks.append(gc_callback)
+    try:
+        with fe.callback_set(recorder):
+            assert _collected_in_a_call(5) == 5
+    finally:
+        gc.callbacks.remove(gc_callback)
+    assert ref() is None and len(ran) >= 5  # both phases, two finalizers, the weakref callback
+    seen = recorder.codes()
+    assert _collected_in_a_call.__code__ in seen
+    for code in (gc_callback.__code__, Finalized.__del__.__code__, on_collect.__code__, helper.__code__):
+        assert code not in seen, code.co_name
+    # outside a collection the same functions are intercepted as usual
+    with fe.callback_set(recorder):
+        helper(1)
+    assert helper.__code__ in recorder.codes()

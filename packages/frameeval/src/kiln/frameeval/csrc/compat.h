@@ -8,6 +8,10 @@
  *   KILN_FRAME_FUNC(f)            the frame's function object (PyObject *, strong in the frame)
  *   KILN_FRAME_AT_START(f, co)    true when no instruction of the frame has run yet
  *   KILN_CODE_GET_EXTRA / SET_EXTRA / REQUEST_EXTRA_INDEX   the code-extra API (PEP 523)
+ *   KILN_STARTED_BY_INTERPRETER(ts)  true while the thread runs a function the interpreter
+ *                                 called on its own: a trace, profile or monitoring function,
+ *                                 or anything the garbage collector runs (gc.callbacks,
+ *                                 finalizers, weakref callbacks)
  *   kiln_release_frame(ts, f)     release a thread-owned frame that the default evaluator
  *                                 will not run (3.11: the caller does it, so nothing;
  *                                 3.12: clear and pop by hand; 3.13: exported helper)
@@ -28,10 +32,21 @@
 /* The internal frame layout is needed to read arguments from an unstarted frame. */
 #define Py_BUILD_CORE
 #include "internal/pycore_frame.h"
+/* 3.12's public objimpl.h maps _PyGC_FINALIZED to a function that pycore_gc.h (pulled in
+ * by pycore_interp.h) then defines again as a static inline: drop the public alias. */
+#ifdef _PyGC_FINALIZED
+#  undef _PyGC_FINALIZED
+#endif
+#include "internal/pycore_interp.h"    /* the GC state: interp->gc.collecting */
 #if PY_VERSION_HEX >= 0x030D0000
 #  include "internal/pycore_ceval.h"   /* _PyEval_FrameClearAndPop */
 #endif
 #undef Py_BUILD_CORE
+
+/* tstate->tracing is raised around every trace/profile (3.12+: monitoring) callback; the
+ * collector's `collecting` flag covers its callbacks, finalizers and weakref callbacks. The
+ * same fields on 3.11, 3.12 and 3.13. */
+#define KILN_STARTED_BY_INTERPRETER(ts) ((ts)->tracing > 0 || (ts)->interp->gc.collecting)
 
 #define KILN_CO_NOT_A_PLAIN_FUNCTION \
     (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)

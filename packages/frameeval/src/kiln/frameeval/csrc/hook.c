@@ -15,7 +15,9 @@
  * - Frames that are never intercepted: generator/coroutine/async-generator frames and their
  *   resumes, frames already started, throw() paths, frames with f_locals (module and class
  *   bodies, exec/eval), frames that are not function frames, frames that already have a
- *   frame object, frames of skipped code (replacement code is always skipped).
+ *   frame object, frames of skipped code (replacement code is always skipped), and every
+ *   frame the interpreter starts on its own (trace/profile/monitoring functions, whatever
+ *   the garbage collector runs): those are not part of the compiled program.
  */
 #include "frameeval.h"
 #include "pythread.h"
@@ -158,6 +160,7 @@ static PyObject *
 kiln_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
     if (slot.callback == NULL || slot.busy || throwflag || frame == slot.delegated ||
+        KILN_STARTED_BY_INTERPRETER(tstate) ||
         frame->owner != FRAME_OWNED_BY_THREAD || frame->f_locals != NULL ||
         frame->frame_obj != NULL || !PyFunction_Check(KILN_FRAME_FUNC(frame))) {
         return run_default(tstate, frame, throwflag);
