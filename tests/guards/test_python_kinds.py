@@ -238,3 +238,38 @@ def test_attribute_guards_through_sources():
                 [({"x": Box(flag=False)}, "L['x'].flag == True: expected True, got False"),
                  ({"x": Box()}, "L['x'].flag: could not fetch (AttributeError: "
                                 "'Box' object has no attribute 'flag')")])
+
+
+def _with_an_empty_cell():
+    def inner(a):
+        return a + late
+
+    def fill(value):
+        nonlocal late
+        late = value
+
+    def empty():
+        nonlocal late
+        del late
+
+    late = 0
+    del late
+    return inner, fill, empty
+
+
+def test_function_match_on_an_empty_cell_holds_only_while_it_is_empty():
+    fn, fill, empty = _with_an_empty_cell()
+    guard = FunctionMatch.from_function(X, fn)  # reading the closure never raises
+    check = GuardSet([guard]).compile({})
+    assert check({"x": fn})
+    assert evaluate(guard, {"x": fn}) is None
+    fill(1)
+    assert not check({"x": fn})
+    assert evaluate(guard, {"x": fn}) == "L['x'] closure: expected (<empty cell>,), got (1,)"
+    filled = FunctionMatch.from_function(X, fn)
+    check_filled = GuardSet([filled]).compile({})
+    assert check_filled({"x": fn})
+    empty()  # emptied again: the guard on the filled cell fails, without raising
+    assert not check_filled({"x": fn})
+    assert evaluate(filled, {"x": fn}) == "L['x'] closure: expected (1,), got (<empty cell>,)"
+    assert check({"x": fn})

@@ -414,7 +414,9 @@ _NOTHING = object()
 @dataclass(frozen=True, slots=True)
 class FunctionMatch(Guard):
     """The same function as traced: the same code object, the very same default values
-    (positional and keyword-only) and the very same closure cell contents."""
+    (positional and keyword-only) and the very same closure cell contents. A cell not
+    assigned yet (or deleted) is a state of its own: ``closure`` holds ``EMPTY_CELL`` for it,
+    and the guard holds only while that cell is still empty."""
 
     source: Source
     code: Any
@@ -436,8 +438,7 @@ class FunctionMatch(Guard):
     @classmethod
     def from_function(cls, source: Source, fn: Any) -> FunctionMatch:
         """The guard that ``fn`` (a Python function) satisfies now."""
-        cells = fn.__closure__
-        closure = None if cells is None else tuple(c.cell_contents for c in cells)
+        closure = cell_values(fn.__closure__)
         kw = fn.__kwdefaults__
         return cls(source, fn.__code__, fn.__defaults__, None if kw is None else dict(kw),
                    closure)
@@ -466,7 +467,11 @@ class FunctionMatch(Guard):
             return f"{expr} is None"
         t = ctx.temp()
         parts = [f"({t} := {expr}) is not None", f"len({t}) == {len(items)}"]
-        parts += [f"{t}[{i}]{suffix} is {ctx.const(v, 'd')}" for i, v in enumerate(items)]
+        for i, v in enumerate(items):
+            if v is EMPTY_CELL:  # reading an empty cell's contents raises: test the cell
+                parts.append(f"{ctx.const(cell_is_empty, 'empty')}({t}[{i}])")
+            else:
+                parts.append(f"{t}[{i}]{suffix} is {ctx.const(v, 'd')}")
         return " and ".join(parts)
 
     def explain(self, fn: Any) -> str | None:
@@ -485,11 +490,38 @@ class FunctionMatch(Guard):
                                 or any(kw[k] is not v for k, v in expected_kw.items()))
         ):
             return f"{src} keyword defaults: expected {safe_repr(expected_kw)}, got {safe_repr(kw)}"
-        cells = fn.__closure__
-        found = None if cells is None else tuple(c.cell_contents for c in cells)
+        found = cell_values(fn.__closure__)
         if not _same_items(found, self.closure):
             return f"{src} closure: expected {safe_repr(self.closure)}, got {safe_repr(found)}"
         return None
+
+
+class _EmptyCell:
+    """The contents recorded for a closure cell that holds nothing."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<empty cell>"
+
+
+EMPTY_CELL = _EmptyCell()
+
+
+def cell_is_empty(cell: Any) -> bool:
+    """Whether the closure cell ``cell`` holds nothing (not assigned yet, or deleted)."""
+    try:
+        cell.cell_contents
+    except ValueError:
+        return True
+    return False
+
+
+def cell_values(cells: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """The contents of each cell of a ``__closure__``, ``EMPTY_CELL`` for an empty one."""
+    if cells is None:
+        return None
+    return tuple(EMPTY_CELL if cell_is_empty(c) else c.cell_contents for c in cells)
 
 
 def _same_items(found: Any, expected: tuple[Any, ...] | None) -> bool:
