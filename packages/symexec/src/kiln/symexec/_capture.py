@@ -42,6 +42,7 @@ from .variables._containers import (
     TupleVariable,
 )
 from .variables._dict_views import DictViewVariable
+from .variables._functions import NestedFunctionVariable, make_function
 from .variables._objects import NewObjectVariable, SuperVariable, lookup_class_attribute, new_object
 from .variables._symnumber import SymNumberVariable
 from .variables._tensor import TensorMethodVariable, TensorVariable
@@ -112,7 +113,8 @@ def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
         for name in code.co_varnames[:_parameter_count(code)]:
             if name in L:
                 symbolic_locals[name] = lazy_local(L[name], LocalSource(name))
-        cells = {name: CellVariable(lazy_local(L[name], LocalSource(name)) if name in L else None)
+        cells = {name: CellVariable(lazy_local(L[name], LocalSource(name)) if name in L else None,
+                                    free_name=name)
                  for name in code.co_freevars}
         tx = Translator(code, f_globals, output, symbolic_locals, cells)
         tx.stop_at = stop_at
@@ -240,7 +242,14 @@ def _literal(value: Any) -> bool:
 
 
 class _Writer:
-    """Expressions that rebuild trackers in the replacement body."""
+    """Expressions that rebuild trackers in the replacement body.
+
+    An object the trace created (container, object, function, closure cell) is built once,
+    in a local of the prelude, and every later mention of its tracker is that local: the
+    identities eager has hold in the replacement too. A closure cell is either the frame's
+    own free variable (the very cell the frame runs with) or one the trace made, built empty
+    and filled after the functions that close over it exist (a function may close over
+    itself)."""
 
     def __init__(self, body: ReplacementSource, outputs: list[Node], params: set[str]) -> None:
         self.body = body
@@ -249,6 +258,7 @@ class _Writer:
         self.input_names: dict[Node, str] = {}  # graph inputs the body refers to again
         self.built: dict[int, str] = {}  # objects created by the trace -> their local
         self.prelude: list[str] = []     # lines building them, before effects and return
+        self.unfilled: list[tuple[str, CellVariable]] = []  # cells built, contents not yet set
 
     def input(self, v: TensorVariable) -> str:
         name = self.input_names.get(v.node)
@@ -296,6 +306,8 @@ class _Writer:
             return self.hoisted(v, "{" + items + "}")
         if isinstance(v, NewObjectVariable):
             return self.new_object(v)
+        if isinstance(v, NestedFunctionVariable):
+            return self.function(v)
         if isinstance(v, IteratorVariable):  # where it is, at a graph break or returned
             return v.reconstruct(self.expr, self.body.ref)
         if isinstance(v, DictViewVariable):  # a live view of the real (or rebuilt) dict
@@ -337,6 +349,53 @@ class _Writer:
                 items = ", {" + ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items.items()) + "}"
             self.prelude.append(f"{name} = {make}({self.body.ref(v.cls, 'type')}, {{{attrs}}}{items})")
         return name
+
+    def function(self, v: NestedFunctionVariable) -> str:
+        """A local holding the function the trace made (MAKE_FUNCTION), built once: the same
+        code, globals, names, defaults, annotations and closure cells as eager's."""
+        name = self.built.get(id(v))
+        if name is not None:
+            return name
+        closure = [self.cell(c, v) for c in v.closure]
+        defaults = [self.expr(d) for d in v.defaults]
+        kwdefaults = [f"{k!r}: {self.expr(d)}" for k, d in v.kwdefaults.items()]
+        annotations = "None" if v.annotations is None else self.expr(v.annotations)
+        parts = [self.body.ref(v.code, "code"), self.body.ref(v.fn_globals, "globals"), repr(v.qualname),
+                 self.tuple_text(defaults) if defaults else "None",
+                 "{" + ", ".join(kwdefaults) + "}" if kwdefaults else "None",
+                 annotations, self.tuple_text(closure) if closure else "None"]
+        name = self.built[id(v)] = f"__kiln_obj{len(self.built)}"
+        self.prelude.append(f"{name} = {self.body.ref(make_function, 'make')}({', '.join(parts)})")
+        while self.unfilled:  # after the function: a cell may hold it
+            cell, tracker = self.unfilled.pop()
+            if tracker.contents is not None:
+                self.prelude.append(f"{cell}.cell_contents = {self.expr(tracker.contents)}")
+        return name
+
+    def cell(self, c: CellVariable, fn: NestedFunctionVariable) -> str:
+        """A local holding the closure cell ``c`` of ``fn``: the frame's own free variable's
+        cell, or a new cell for one the trace made (no code outside the trace can reach that
+        one, so its contents at the end are all there is). A cell of a function from outside
+        cannot be reached: Unsupported."""
+        name = self.built.get(id(c))
+        if name is not None:
+            return name
+        if c.free_name is not None:  # a closure in the replacement shares the frame's cell
+            build = f"(lambda: {c.free_name}).__closure__[0]"
+        elif c.made:
+            build = f"{self.body.ref(types.CellType, 'type')}()"
+        else:
+            raise Unsupported(f"returning {fn.describe()} from a compiled region: it closes over a "
+                              "variable of a function outside the compiled region")
+        name = self.built[id(c)] = f"__kiln_obj{len(self.built)}"
+        self.prelude.append(f"{name} = {build}")
+        if c.free_name is None:
+            self.unfilled.append((name, c))
+        return name
+
+    @staticmethod
+    def tuple_text(items: list[str]) -> str:
+        return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
 
     def key(self, k: Any) -> str:
         return repr(k) if _literal(k) else self.body.ref(k)

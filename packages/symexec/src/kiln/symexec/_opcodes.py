@@ -140,7 +140,7 @@ def _store_global(tx, instr):
 def _make_cell(tx, instr):
     name = instr.arg
     if name not in tx.cells:
-        tx.cells[name] = CellVariable(tx.locals.pop(name, None))
+        tx.cells[name] = CellVariable(tx.locals.pop(name, None), made=True)
 
 
 @rule("LOAD_CLOSURE")
@@ -160,8 +160,8 @@ def _load_deref(tx, instr):
 
 @rule("STORE_DEREF")
 def _store_deref(tx, instr):
-    cell = tx.cells.setdefault(instr.arg, CellVariable())
-    if tx.parent is None and instr.arg in tx.code.co_freevars:
+    cell = tx.cells.setdefault(instr.arg, CellVariable(made=True))
+    if not cell.made:  # a real cell outside the trace: the write would be lost
         raise Unsupported(f"assigning the enclosing function's variable {instr.arg!r} (nonlocal)")
     cell.contents = tx.pop()
 
@@ -588,15 +588,15 @@ def _make_function(tx, instr):
     code = tx.pop().as_constant()
     flags = instr.arg
     closure = tuple(tx.pop().iterate(tx)) if flags & 0x08 else ()
-    if flags & 0x04:
-        tx.pop()  # annotations
+    annotations = tx.pop() if flags & 0x04 else None
     kwdefaults = {}
     if flags & 0x02:
         kw = tx.pop()
         kwdefaults = dict(kw.items) if isinstance(kw, DictVariable) else {
             k: wrap_trace_value(v) for k, v in kw.as_constant().items()}
     defaults = tuple(tx.pop().iterate(tx)) if flags & 0x01 else ()
-    tx.push(NestedFunctionVariable(code, code.co_qualname, tx.f_globals, defaults, kwdefaults, closure))
+    tx.push(NestedFunctionVariable(code, code.co_qualname, tx.f_globals, defaults, kwdefaults, closure,
+                                   annotations))
 
 
 # -- generators: traced to completion, their yields collected --------------------------------------

@@ -52,13 +52,22 @@ NULL = _Null()
 
 
 class CellVariable(VariableTracker):
-    """A closure cell while tracing: holds the tracker of its contents (None: empty)."""
+    """A closure cell while tracing: holds the tracker of its contents (None: empty).
 
-    __slots__ = ("contents",)
+    Where the real cell is: ``made`` -- the trace made it (MAKE_CELL of a traced frame), so
+    only functions made while tracing can reach it and its last contents are all there is to
+    it; ``free_name`` -- it is the compiled frame's own free variable of that name (the
+    replacement runs with the very same cell); neither -- a cell of a function read from
+    outside, which the trace may read but never write nor rebuild."""
 
-    def __init__(self, contents: VariableTracker | None = None) -> None:
+    __slots__ = ("contents", "free_name", "made")
+
+    def __init__(self, contents: VariableTracker | None = None, *, made: bool = False,
+                 free_name: str | None = None) -> None:
         super().__init__(None)
         self.contents = contents
+        self.made = made
+        self.free_name = free_name
 
     def describe(self) -> str:
         return "a closure cell"

@@ -3,7 +3,8 @@
 ``UserFunctionVariable`` is a real Python function read from the frame (guarded by code,
 defaults and closure through its source); ``NestedFunctionVariable`` is a function created
 while tracing (``def`` or ``lambda`` inside the traced code), whose defaults and closure
-cells are trackers. Calling either runs the symbolic interpreter on the function's code with
+cells are trackers; when it outlives the trace (stored, returned, live at a graph break) the
+replacement rebuilds it with ``make_function``, as MAKE_FUNCTION would. Calling either runs the symbolic interpreter on the function's code with
 the arguments bound, so its tensor work lands in the same graph. The exception: torch's own
 nn.Module functions called on a module tracker (``Module.__call__``, ``__getattr__``, the
 containers' methods) are answered by the tracker (``NNModuleVariable.call_torch_function``).
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["NestedFunctionVariable", "PartialVariable", "UserFunctionVariable", "UserMethodVariable"]
+__all__ = ["NestedFunctionVariable", "PartialVariable", "UserFunctionVariable", "UserMethodVariable",
+           "make_function"]
 
 
 class UserFunctionVariable(VariableTracker):
@@ -98,14 +100,15 @@ class UserMethodVariable(VariableTracker):
 
 
 class NestedFunctionVariable(VariableTracker):
-    """A function made while tracing: its code, name, defaults and closure as trackers."""
+    """A function made while tracing: its code, name, defaults, annotations (the tracker of
+    MAKE_FUNCTION's flat ``(name, value, ...)`` tuple, or None) and closure as trackers."""
 
-    __slots__ = ("closure", "code", "defaults", "fn_globals", "kwdefaults", "qualname")
+    __slots__ = ("annotations", "closure", "code", "defaults", "fn_globals", "kwdefaults", "qualname")
 
     def __init__(self, code: types.CodeType, qualname: str, fn_globals: dict[str, Any],
                  defaults: tuple[VariableTracker, ...] = (),
                  kwdefaults: dict[str, VariableTracker] | None = None,
-                 closure: tuple[Any, ...] = ()) -> None:
+                 closure: tuple[Any, ...] = (), annotations: VariableTracker | None = None) -> None:
         super().__init__(None)
         self.code = code
         self.qualname = qualname
@@ -113,12 +116,29 @@ class NestedFunctionVariable(VariableTracker):
         self.defaults = defaults
         self.kwdefaults = kwdefaults or {}
         self.closure = closure  # one cell tracker per free variable
+        self.annotations = annotations
 
     def python_type(self) -> type:
         return types.FunctionType
 
     def describe(self) -> str:
         return f"function {self.qualname} (defined while tracing)"
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        from ._constant import ConstantVariable
+        from ._containers import TupleVariable
+
+        if name == "__name__":
+            return ConstantVariable(self.code.co_name)
+        if name == "__code__":
+            return ConstantVariable(self.code)
+        if name == "__qualname__":
+            return ConstantVariable(self.qualname)
+        if name == "__module__":
+            return ConstantVariable(self.fn_globals.get("__name__"))
+        if name == "__defaults__":
+            return TupleVariable(list(self.defaults)) if self.defaults else ConstantVariable(None)
+        return super().get_attr(tx, name)
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -161,3 +181,17 @@ class PartialVariable(VariableTracker):
         if name == "keywords":
             return DictVariable(dict(self.keywords))
         return super().get_attr(tx, name)
+
+
+def make_function(code: types.CodeType, fn_globals: dict[str, Any], qualname: str,
+                  defaults: tuple[Any, ...] | None, kwdefaults: dict[str, Any] | None,
+                  annotations: tuple[Any, ...] | None, closure: tuple[Any, ...] | None) -> types.FunctionType:
+    """The function MAKE_FUNCTION makes of these parts (``annotations``: its flat
+    ``(name, value, ...)`` tuple); the replacement calls it for a function made while tracing."""
+    fn = types.FunctionType(code, fn_globals, code.co_name, defaults, closure)
+    fn.__qualname__ = qualname
+    if kwdefaults is not None:
+        fn.__kwdefaults__ = kwdefaults
+    if annotations is not None:
+        fn.__annotations__ = dict(zip(annotations[::2], annotations[1::2], strict=True))
+    return fn
