@@ -99,3 +99,264 @@ def test_function_read_from_the_frame_with_an_empty_cell_is_guarded_as_empty(cou
     assert len(counting.graphs) == 2
     assert_same(compiled(x, g), fn(x, g))
     assert len(counting.graphs) == 2
+
+
+# --- functions made while tracing that escape ------------------------------------------------
+
+
+def _check_breaks(fn, *args, graphs, breaks, reason=None):
+    explained = kiln.explain(fn)(*args)
+    assert (explained.graph_count, explained.graph_break_count) == (graphs, breaks), \
+        [r.reason for r in explained.break_reasons]
+    if reason is not None:
+        assert any(reason in r.reason for r in explained.break_reasons), explained.break_reasons
+    kiln.reset()
+
+
+class Scale(torch.nn.Module):
+    def forward(self, a):
+        return a + 1
+
+
+def test_module_forward_reassigned_to_a_lambda(counting):
+    def fn(x, m):
+        m.forward = lambda a: a * 3
+        return x + 1
+
+    _check_breaks(fn, torch.ones(2), Scale(), graphs=1, breaks=0)
+    x = torch.arange(3.0)
+    m_eager, m_compiled = Scale(), Scale()
+    compiled = kiln.compile(fn, backend=counting)
+    assert_same(compiled(x, m_compiled), fn(x, m_eager))
+    _same_function(m_compiled.forward, m_eager.forward)
+    assert_same(m_compiled(x), m_eager(x))  # called later, eagerly
+    first = m_compiled.forward
+    assert_same(compiled(x, m_compiled), fn(x, m_eager))  # a second compiled call
+    assert m_compiled.forward is not first  # a new function per call, as eagerly
+    _same_function(m_compiled.forward, m_eager.forward)
+    assert_same(m_compiled(x), m_eager(x))
+    assert policy.stats.breaks == []
+
+
+def test_module_forward_reassigned_then_called(counting):
+    def fn(x, m):
+        m.forward = lambda a: a * 3
+        return m(x) + 1
+
+    _check_breaks(fn, torch.ones(2), Scale(), graphs=1, breaks=0)
+    x = torch.arange(3.0)
+    m_eager, m_compiled = Scale(), Scale()
+    compiled = kiln.compile(fn, backend=counting)
+    for _ in range(2):
+        assert_same(compiled(x, m_compiled), fn(x, m_eager))
+        assert_same(m_compiled(x), m_eager(x))
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []
+
+
+def test_the_same_function_stored_in_several_places_and_returned_is_one_object(counting):
+    def fn(x, obj, d, lst):
+        def g(a):
+            return a * 2
+
+        obj.g = g
+        d["g"] = g
+        lst.append(g)
+        return g, g, x + 1
+
+    def make_args():
+        return torch.ones(2), types.SimpleNamespace(), {}, []
+
+    for (e, e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
+        g = c[0]
+        assert c[1] is g and c_args[1].g is g and c_args[2]["g"] is g and c_args[3][0] is g
+        _same_function(g, e[0])
+        assert_same(g(torch.ones(2)), e[0](torch.ones(2)))
+        assert_same(c[2], e[2])
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []
+
+
+def test_defaults_keyword_defaults_annotations_and_names_are_rebuilt(counting):
+    def fn(x, k, obj):
+        shared = [k]
+
+        def h(a: int, b=x * 2, c=shared, *, d=k, e=shared) -> torch.Tensor:
+            """h's doc"""
+            return a + b + d
+
+        obj.h = h
+        obj.lam = lambda q=3, *, r=4: q + r
+        return shared
+
+    def make_args():
+        return torch.ones(2), 5, types.SimpleNamespace()
+
+    for (e, e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
+        h, lam = c_args[2].h, c_args[2].lam
+        _same_function(h, e_args[2].h)
+        _same_function(lam, e_args[2].lam)
+        assert h.__defaults__[1] is c and h.__kwdefaults__["e"] is c  # identity of the list kept
+        assert h.__doc__ == "h's doc"
+        assert_same(h(1), e_args[2].h(1))
+        assert_same(lam(), e_args[2].lam())
+    assert policy.stats.breaks == []
+
+
+def test_a_function_live_at_a_graph_break(counting):
+    def fn(x):
+        g = lambda a, s=2: a * s  # noqa: E731
+        n = x.sum().item()  # a graph break
+        return g(x) + n, g
+
+    _check_breaks(fn, torch.ones(2), graphs=2, breaks=1)
+    for (e, _), (c, _) in _eager_and_compiled(counting, fn, lambda: (torch.arange(3.0),)):
+        assert_same(c[0], e[0])
+        _same_function(c[1], e[1])
+
+
+def test_closure_over_the_frames_own_free_variable_shares_its_cell(counting):
+    def outer():
+        scale = 2
+
+        def fn(x, obj):
+            obj.g = lambda a: a * scale
+            obj.late = lambda: late
+            return x + 1
+
+        def set_scale(v):
+            nonlocal scale, late
+            scale = v
+            late = v + 1
+
+        late = 0
+        del late  # a cell, empty when fn runs
+        return fn, set_scale
+
+    fn, set_scale = outer()
+    compiled = kiln.compile(fn, backend=counting)
+    x = torch.ones(2)
+    eager_obj, obj = types.SimpleNamespace(), types.SimpleNamespace()
+    assert_same(compiled(x, obj), fn(x, eager_obj))
+    _same_function(obj.g, eager_obj.g)
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__, strict=True))
+    assert obj.g.__closure__[0] is cells["scale"]  # the very cell: later writes are seen
+    assert obj.late.__closure__[0] is cells["late"]  # empty when the frame ran
+    with pytest.raises(NameError):
+        obj.late()
+    set_scale(7)
+    assert_same(obj.g(x), eager_obj.g(x))
+    assert obj.late() == eager_obj.late() == 8
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []
+
+
+def test_closures_over_cells_the_trace_made_share_one_cell(counting):
+    def fn(x, d):
+        count = 0
+
+        def inc():
+            nonlocal count
+            count += 1
+            return count
+
+        inc()
+        d["inc"] = inc
+        d["get"] = lambda: count
+        count += 10
+        return x * count
+
+    def make_args():
+        return torch.ones(2), {}
+
+    for (e, e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
+        assert_same(c, e)
+        d, d_eager = c_args[1], e_args[1]
+        assert d["inc"].__closure__[0] is d["get"].__closure__[0]
+        assert d["inc"]() == d_eager["inc"]() == 12
+        assert d["get"]() == d_eager["get"]() == 12
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []
+
+
+def test_a_recursive_function_closes_over_itself(counting):
+    def fn(x, obj):
+        def fact(n):
+            return 1 if n <= 1 else n * fact(n - 1)
+
+        obj.fact = fact
+        return x * fact(3)
+
+    for (e, e_args), (c, c_args) in _eager_and_compiled(
+            counting, fn, lambda: (torch.ones(2), types.SimpleNamespace())):
+        assert_same(c, e)
+        fact = c_args[1].fact
+        assert fact.__closure__[0].cell_contents is fact
+        assert fact(5) == e_args[1].fact(5) == 120
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []
+
+
+def _make_adder(k):
+    return lambda a: a + k
+
+
+def test_a_closure_made_by_an_inlined_function_escapes(counting):
+    def fn(x, obj):
+        obj.add = _make_adder(x * 2)
+        return obj.add(x)
+
+    for (e, e_args), (c, c_args) in _eager_and_compiled(
+            counting, fn, lambda: (torch.ones(2), types.SimpleNamespace())):
+        assert_same(c, e)
+        _same_function(c_args[1].add, e_args[1].add)
+        assert_same(c_args[1].add(torch.ones(2)), e_args[1].add(torch.ones(2)))
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []
+
+
+def _closure_maker():
+    y = [1]
+
+    def mid():
+        return lambda: y
+
+    return mid
+
+
+_mid = _closure_maker()
+
+
+def test_a_closure_over_a_cell_outside_the_trace_is_not_rebuilt(counting):
+    def fn(x, obj):
+        obj.f = _mid()
+        return x + 1
+
+    _check_breaks(fn, torch.ones(2), types.SimpleNamespace(), graphs=0, breaks=1,
+                  reason="closes over a variable of a function outside")
+    for (e, e_args), (c, c_args) in _eager_and_compiled(
+            counting, fn, lambda: (torch.ones(2), types.SimpleNamespace())):
+        assert_same(c, e)
+        assert c_args[1].f() is e_args[1].f() is _mid.__closure__[0].cell_contents
+
+
+def _counter():
+    n = 0
+
+    def inc():
+        nonlocal n
+        n += 1
+        return n
+
+    return inc
+
+
+def test_a_nonlocal_write_to_a_cell_outside_the_trace_is_not_lost(counting):
+    def fn(x, inc):
+        return x + inc()
+
+    inc_eager, inc_compiled = _counter(), _counter()
+    compiled = kiln.compile(fn, backend=counting)
+    for _ in range(3):
+        assert_same(compiled(torch.zeros(1), inc_compiled), fn(torch.zeros(1), inc_eager))
+    assert inc_compiled() == inc_eager() == 4
