@@ -360,3 +360,31 @@ def test_a_nonlocal_write_to_a_cell_outside_the_trace_is_not_lost(counting):
     for _ in range(3):
         assert_same(compiled(torch.zeros(1), inc_compiled), fn(torch.zeros(1), inc_eager))
     assert inc_compiled() == inc_eager() == 4
+
+
+def _closure_with_a_cell_emptied_later():
+    v = torch.full((2,), 3.0)
+
+    def g(a):
+        return a * v
+
+    def drop():
+        nonlocal v
+        del v
+
+    return g, drop
+
+
+def test_a_cell_emptied_after_the_compile_fails_the_guards_without_raising(counting):
+    def fn(x, h):
+        return h(x) + 1
+
+    g, drop = _closure_with_a_cell_emptied_later()
+    compiled = kiln.compile(fn, backend=counting)
+    x = torch.ones(2)
+    assert_same(compiled(x, g), fn(x, g))
+    drop()  # the guards read the cell's contents (the tensor and the function's closure)
+    with pytest.raises(NameError):
+        fn(x, g)
+    with pytest.raises(NameError):
+        compiled(x, g)
