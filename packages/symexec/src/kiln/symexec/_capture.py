@@ -14,6 +14,7 @@ import inspect
 import keyword
 import math
 import operator
+import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,35 +141,7 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     body = ReplacementSource()
     outputs: list[Node] = []
     writer = _Writer(body, outputs, params)
-    # Side effects first: mutated containers from the frame get their final contents.
-    effects = []
-    for tracker in output.trackers.values():
-        if isinstance(tracker, (ListVariable, DictVariable)) and tracker.mutated and tracker.source is not None:
-            effects.append(tracker)
-    effect_lines = [line for t in effects for line in writer.replay(t)]
-    for owner, writes in output.attribute_writes.values():
-        target = render_source(owner.source, params, body)
-        # A class with a Python __setattr__ had it inlined: what is left are its own
-        # object.__setattr__ stores, replayed as such.
-        raw = isinstance(lookup_class_attribute(owner.python_type(), "__setattr__"), types.FunctionType)
-        for name, value in writes.items():
-            if raw:
-                effect_lines.append(f"object.__setattr__({target}, {name!r}, {writer.expr(value)})")
-            elif name.isidentifier() and not keyword.iskeyword(name):
-                effect_lines.append(f"{target}.{name} = {writer.expr(value)}")
-            else:
-                effect_lines.append(f"setattr({target}, {name!r}, {writer.expr(value)})")
-    for name, value in output.global_writes.items():
-        effect_lines.append(f"globals()[{name!r}] = {writer.expr(value)}")
-    for callee, args, kwargs, after in output.replayed_calls:
-        _check_unchanged_after(graph, after)
-        call_args = [writer.expr(a) for a in args] + [f"{k}={writer.expr(v)}" for k, v in kwargs.items()]
-        if isinstance(callee, tuple):
-            owner, method = callee
-            target = f"{render_source(owner.source, params, body)}.{method}"
-        else:
-            target = body.ref(callee, "call")
-        effect_lines.append(f"{target}({', '.join(call_args)})")
+    effects = _effects(output, writer, params, body)
     tail_lines = tail(writer)
     graph.output(tuple(outputs))
     eliminate_dead_code(graph)
@@ -180,7 +153,12 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
         else:
             graph.erase_node(node)
     graph.lint()
-    op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+    ops = [n for n in graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    op_count = len(ops)
+    before, after = _split_effects(effects, min((n.meta.get("order", 0) for n in ops), default=None),
+                                   writer.prelude)
+    for effect in after:
+        _check_unchanged_after(graph, effect.tensors_after)
     graph_name = "__kiln_graph"
     # Inputs are read from the frame once, before any side effect is replayed; the values
     # the return value or a replay needs again come from these reads.
@@ -189,18 +167,107 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
         expr = render_source(node.meta["source"], params, body)
         if name != expr:
             body.lines.append(f"{name} = {expr}")
-    inputs = ", ".join(names.get(n) or render_source(n.meta["source"], params, body)
-                       for n in graph.find_nodes("placeholder"))
+    args = []
+    for node in graph.find_nodes("placeholder"):
+        arg = names.get(node) or render_source(node.meta["source"], params, body)
+        if before and node not in names and arg not in params:  # effects replayed first may change it
+            body.lines.append(f"__kiln_in_{node.name} = {arg}")
+            arg = f"__kiln_in_{node.name}"
+        args.append(arg)
+    inputs = ", ".join(args)
+    # Effects eager makes before the graph's first op happen before the graph runs: when
+    # the graph raises (an index out of range, overlapping memory), they are not lost.
+    body.lines += [line for effect in before for line in effect.lines]
     if outputs:
         body.lines.append(f"__kiln_out = {graph_name}({inputs})")
     elif op_count:
         body.lines.append(f"{graph_name}({inputs})")
     body.lines += writer.prelude
-    body.lines += effect_lines
+    body.lines += [line for effect in after for line in effect.lines]
     body.lines += tail_lines
     gm = GraphModule({}, graph, class_name="GraphModule")
     return Capture(code, gm, keep_examples, keep_sources, output.guards, op_count, body, graph_name,
                    graph_break)
+
+
+@dataclass(slots=True)
+class _Effect:
+    """Replacement lines replaying one Python side effect of the trace.
+
+    ``position``: the ops recorded before the effect was (last) made, None when unknown;
+    ``tensors_after``: for a replayed call with a tensor argument, the same count (checked
+    by ``_check_unchanged_after`` when the call is replayed after the graph), else None."""
+
+    position: int | None
+    lines: list[str]
+    tensors_after: int | None = None
+
+
+def _effects(output: OutputGraph, writer: _Writer, params: set[str], body: ReplacementSource) -> list[_Effect]:
+    """The side effects to replay, each with its trace position: mutated containers from
+    the frame get their final contents, then attribute stores, global stores, calls."""
+    effects = []
+    for tracker in output.trackers.values():
+        if isinstance(tracker, (ListVariable, DictVariable)) and tracker.mutated and tracker.source is not None:
+            effects.append(_Effect(output.effect_position("container", id(tracker)), writer.replay(tracker)))
+    for owner, writes in output.attribute_writes.values():
+        target = render_source(owner.source, params, body)
+        # A class with a Python __setattr__ had it inlined: what is left are its own
+        # object.__setattr__ stores, replayed as such.
+        raw = isinstance(lookup_class_attribute(owner.python_type(), "__setattr__"), types.FunctionType)
+        for name, value in writes.items():
+            if raw:
+                line = f"object.__setattr__({target}, {name!r}, {writer.expr(value)})"
+            elif name.isidentifier() and not keyword.iskeyword(name):
+                line = f"{target}.{name} = {writer.expr(value)}"
+            else:
+                line = f"setattr({target}, {name!r}, {writer.expr(value)})"
+            effects.append(_Effect(output.effect_position("attribute", id(owner), name), [line]))
+    for name, value in output.global_writes.items():
+        effects.append(_Effect(output.effect_position("global", name), [f"globals()[{name!r}] = {writer.expr(value)}"]))
+    for i, (callee, args, kwargs, after) in enumerate(output.replayed_calls):
+        call_args = [writer.expr(a) for a in args] + [f"{k}={writer.expr(v)}" for k, v in kwargs.items()]
+        if isinstance(callee, tuple):
+            owner, method = callee
+            target = f"{render_source(owner.source, params, body)}.{method}"
+        else:
+            target = body.ref(callee, "call")
+        effects.append(_Effect(output.effect_position("call", i), [f"{target}({', '.join(call_args)})"], after))
+    return effects
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# names in replay lines that say nothing about which objects a line reads or writes
+_NEUTRAL_NAMES = frozenset({"globals", "object", "setattr", "clear", "update", "__kiln_new"})
+
+
+def _split_effects(effects: list[_Effect], first_op: int | None,
+                   prelude: list[str]) -> tuple[list[_Effect], list[_Effect]]:
+    """(replayed before the graph, after it), each in the order of ``effects``.
+
+    An effect goes before the graph when eager made it (its last write included) before the
+    graph's first op (``first_op``: the least ``meta["order"]`` of the ops kept), its values
+    are not made by the graph or by lines built from the graph's outputs (no ``__kiln_out``,
+    no ``__kiln_obj``: a container the trace made may still change after the first op), and
+    it names nothing that a line it now overtakes reads (the prelude, an earlier effect that
+    stays after): names are compared as text, so a shared name keeps it after (safe). With
+    no op in the graph nothing can raise there and every effect stays after (as it was).
+    """
+    if first_op is None:
+        return [], list(effects)
+    passed = {n for line in prelude for n in _NAME.findall(line)}
+    before, after = [], []
+    for effect in effects:
+        names = {n for line in effect.lines for n in _NAME.findall(line)} - _NEUTRAL_NAMES
+        early = (effect.position is not None and effect.position < first_op
+                 and not any(n.startswith(("__kiln_out", "__kiln_obj")) for n in names)
+                 and not names & passed)
+        if early:
+            before.append(effect)
+        else:
+            after.append(effect)
+            passed |= names
+    return before, after
 
 
 _IN_PLACE_OPERATORS = frozenset({operator.setitem, operator.iadd, operator.isub, operator.imul,
@@ -264,7 +331,8 @@ class _Writer:
         name = self.input_names.get(v.node)
         if name is None:
             direct = render_source(v.source, self.params, self.body)
-            name = direct if direct.isidentifier() else f"__kiln_in_{v.node.name}"
+            # a local parameter stays itself; a global may be rebound by a replayed store
+            name = direct if direct in self.params else f"__kiln_in_{v.node.name}"
             self.input_names[v.node] = name
         return name
 

@@ -133,7 +133,7 @@ def _load_global(tx, instr):
 def _store_global(tx, instr):
     if tx.f_globals is not tx.root().f_globals:
         raise Unsupported(f"assigning the global {instr.arg!r} of another module")
-    tx.output.global_writes[instr.arg] = tx.pop()
+    tx.output.store_global(instr.arg, tx.pop())
 
 
 @rule("MAKE_CELL")

@@ -122,6 +122,9 @@ class OutputGraph:
         # after the graph in trace order: (callee, args, kwargs, ops recorded before the call
         # when a tensor is among the arguments, else None)
         self.replayed_calls: list[tuple[Any, list[VariableTracker], dict[str, VariableTracker], int | None]] = []
+        # effect key -> ops recorded before its last write (``effect_position``); an effect
+        # made before every op of the graph can be replayed before the graph runs
+        self._effect_positions: dict[tuple[Any, ...], int] = {}
         # Context managers entered for real while tracing (autocast, so fakes get its dtypes),
         # innermost last; whatever is still open when tracing ends is exited then.
         self.open_contexts: list[Any] = []
@@ -207,6 +210,23 @@ class OutputGraph:
         if owner.source is None:
             raise Unsupported(f"assigning attribute {name!r} of {owner.describe()}")
         self.attribute_writes.setdefault(id(owner), (owner, {}))[1][name] = value
+        self._effect_positions[("attribute", id(owner), name)] = self._ops
+
+    def store_global(self, name: str, value: VariableTracker) -> None:
+        """``global name; name = value``: seen by later reads in the trace, replayed after the graph."""
+        self.global_writes[name] = value
+        self._effect_positions[("global", name)] = self._ops
+
+    def note_mutation(self, container: VariableTracker) -> None:
+        """``container`` (a list or dict tracker) was just changed in place."""
+        self._effect_positions[("container", id(container))] = self._ops
+
+    def effect_position(self, *key: Any) -> int | None:
+        """How many ops the trace had recorded when the effect ``key`` was last made: the
+        effect comes before every graph node whose ``meta["order"]`` is greater. Keys:
+        ``("container", id(tracker))``, ``("attribute", id(owner), name)``, ``("global", name)``,
+        ``("call", index in replayed_calls)``. None when unknown (replay it after the graph)."""
+        return self._effect_positions.get(key)
 
     def replay_call(self, callee: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> None:
         """A call with no effect on the trace (``print``, a warning, a log line) that the
@@ -225,6 +245,7 @@ class OutputGraph:
                 raise Unsupported(f"passing {v.describe()} (it may change before the call is replayed) "
                                   "to a print, warning or log call")
         tensors = any(isinstance(v, TensorVariable) for v in found)
+        self._effect_positions[("call", len(self.replayed_calls))] = self._ops
         self.replayed_calls.append((callee, list(args), dict(kwargs), self._ops if tensors else None))
 
     def written_attribute(self, owner: VariableTracker, name: str) -> VariableTracker | None:

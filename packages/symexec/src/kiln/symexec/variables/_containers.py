@@ -224,6 +224,7 @@ class ListVariable(_Sequence):
         elif name == "pop":
             result = items.pop(*[_index(tx, self, a) for a in args])
             self.mutated = True
+            tx.output.note_mutation(self)
             return result
         elif name == "clear":
             items.clear()
@@ -258,6 +259,7 @@ class ListVariable(_Sequence):
         else:
             return super().call_method(tx, name, args, kwargs)
         self.mutated = True
+        tx.output.note_mutation(self)
         return none
 
 
@@ -383,6 +385,7 @@ class DictVariable(VariableTracker):
         else:
             raise Unsupported(f"method {name!r} of {self.describe()} is not supported")
         self.mutated = True
+        tx.output.note_mutation(self)
         return result
 
 
