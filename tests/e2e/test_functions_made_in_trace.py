@@ -388,3 +388,19 @@ def test_a_cell_emptied_after_the_compile_fails_the_guards_without_raising(count
         fn(x, g)
     with pytest.raises(NameError):
         compiled(x, g)
+
+
+def test_names_and_defaults_of_a_function_made_while_tracing_are_read_in_the_trace(counting):
+    def fn(x):
+        def h(a, b=2, c=x):
+            return a
+
+        lam = lambda: 0  # noqa: E731
+        return (x + 1, h.__name__, h.__qualname__, h.__module__, h.__defaults__, lam.__name__,
+                lam.__defaults__, h.__code__ is lam.__code__)
+
+    for (e, _), (c, _) in _eager_and_compiled(counting, fn, lambda: (torch.ones(2),)):
+        assert_same(c, e)
+        assert c[4][1] is not None
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []
