@@ -8,6 +8,7 @@ keyword defaults and annotations, one object per call whatever the number of pla
 escapes to, and closure cells shared exactly as eager shares them. An empty closure cell is
 a state like any other: guarded as empty, never a crash."""
 
+import functools
 import types
 
 import pytest
@@ -402,5 +403,30 @@ def test_names_and_defaults_of_a_function_made_while_tracing_are_read_in_the_tra
     for (e, _), (c, _) in _eager_and_compiled(counting, fn, lambda: (torch.ones(2),)):
         assert_same(c, e)
         assert c[4][1] is not None
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []
+
+
+def test_partials_made_while_tracing_escape(counting):
+    def fn(x, obj):
+        p = functools.partial(torch.add, alpha=2)
+        obj.p = p
+        q = functools.partial(lambda a, b, c=1: a * b + c, x * 2)
+        pq = functools.partial(q, 3, c=5)  # flattened into one partial, as eagerly
+        return x + 1, p, q, pq, p
+
+    def make_args():
+        return torch.ones(2), types.SimpleNamespace()
+
+    for (e, e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
+        assert_same(c[0], e[0])
+        assert c[4] is c[1] is c_args[1].p
+        t = torch.ones(2)
+        for actual, expected, args in zip(c[1:4], e[1:4], [(t, t), (3,), ()], strict=True):
+            assert type(actual) is functools.partial
+            assert type(actual.func) is type(expected.func)
+            assert_same(actual.args, expected.args)
+            assert actual.keywords == expected.keywords
+            assert_same(actual(*args), expected(*args))
     assert len(counting.graphs) == 1
     assert policy.stats.breaks == []

@@ -10,6 +10,7 @@ and rebuilds the Python return value.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import keyword
 import math
@@ -43,7 +44,7 @@ from .variables._containers import (
     TupleVariable,
 )
 from .variables._dict_views import DictViewVariable
-from .variables._functions import NestedFunctionVariable, make_function
+from .variables._functions import NestedFunctionVariable, PartialVariable, make_function
 from .variables._objects import NewObjectVariable, SuperVariable, lookup_class_attribute, new_object
 from .variables._symnumber import SymNumberVariable
 from .variables._tensor import TensorMethodVariable, TensorVariable
@@ -376,6 +377,10 @@ class _Writer:
             return self.new_object(v)
         if isinstance(v, NestedFunctionVariable):
             return self.function(v)
+        if isinstance(v, PartialVariable) and v.source is None:  # made while tracing
+            parts = [self.expr(v.func), *map(self.expr, v.args)]
+            parts += [f"**{{{', '.join(f'{k!r}: {self.expr(a)}' for k, a in v.keywords.items())}}}"]
+            return self.hoisted(v, f"{self.body.ref(functools.partial, 'type')}({', '.join(parts)})")
         if isinstance(v, IteratorVariable):  # where it is, at a graph break or returned
             return v.reconstruct(self.expr, self.body.ref)
         if isinstance(v, DictViewVariable):  # a live view of the real (or rebuilt) dict
