@@ -140,6 +140,15 @@ def _global_read_then_rebound(x, lst, d, obj, m, n, idx):
     return y, y[idx % 3] + x[idx].sum()
 
 
+def _containers_made_in_trace(x, lst, d, obj, m, n, idx):
+    global G
+    G = [n, lst[0], (n, "a")]
+    lst.append([1, {"k": n}])
+    d["k"] = {"a": [n]}
+    obj.a = [x, n]
+    return x[idx]
+
+
 def _before_a_graph_break(x, lst, d, obj, m, n, idx):
     global G
     G = n
@@ -149,7 +158,7 @@ def _before_a_graph_break(x, lst, d, obj, m, n, idx):
     return y * v
 
 
-CASES = [_global_read_then_rebound, _global_store, _global_store_tensor, _list_append, _list_pop, _list_setitem, _list_slice_swap,
+CASES = [_containers_made_in_trace, _global_read_then_rebound, _global_store, _global_store_tensor, _list_append, _list_pop, _list_setitem, _list_slice_swap,
          _dict_setitem, _dict_update, _dict_pop, _attribute, _module_attribute, _print, _everything,
          _index_add, _copy_overlap]
 
@@ -262,13 +271,24 @@ def _prefix_and_list_reading_it(x, lst, d, obj, m, n, idx):
     return [x[idx] + 1, lst[1]]
 
 
-AROUND = {"effects_after_ops": _effects_after_ops, "pop_then_read": _pop_then_read,
+def _container_changed_after_an_op(x, lst, d, obj, m, n, idx):
+    # stored before the first op, but its contents change after it: kept after the graph
+    global G
+    inner = [n]
+    G = inner
+    obj.a = {"k": inner}
+    y = x + 1
+    inner.append(2)
+    return y[idx]
+
+
+AROUND = {"container_changed_after_an_op": _container_changed_after_an_op, "effects_after_ops": _effects_after_ops, "pop_then_read": _pop_then_read,
           "write_then_read": _write_then_read, "prefix_and_returned_list": _prefix_and_returned_list,
           "prefix_and_list_reading_it": _prefix_and_list_reading_it}
 # Effects kiln still replays after the graph (see _capture._split_effects): made after a graph
 # op, storing a container the trace built, or sharing a name with a line built from the graph's
 # outputs. When the graph raises, kiln raises eager's exception but these effects are lost.
-AFTER_THE_GRAPH = {"effects_after_ops", "write_then_read", "prefix_and_list_reading_it"}
+AFTER_THE_GRAPH = {"container_changed_after_an_op", "effects_after_ops", "write_then_read", "prefix_and_list_reading_it"}
 
 
 @pytest.mark.parametrize("name", list(AROUND))

@@ -6,6 +6,13 @@ GraphModule with its example inputs, the guards, and ``replacement(compiled)`` w
 the code object that loads the graph inputs from the frame, calls ``compiled`` (whatever the
 backend made of the graph), replays side effects on real objects (list and dict mutations)
 and rebuilds the Python return value.
+
+The replacement's order: read every graph input from the frame; replay the side effects eager
+made before the graph's first op (``_split_effects``), so that they happen even when the
+graph raises at run time (an index out of range, overlapping memory); run the graph; replay
+the other side effects; build the return value. An effect made after some graph op is
+replayed after the graph: when the graph raises, it is lost (eager made it if it came before
+the op that raised).
 """
 
 from __future__ import annotations
@@ -156,8 +163,9 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     graph.lint()
     ops = [n for n in graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     op_count = len(ops)
-    before, after = _split_effects(effects, min((n.meta.get("order", 0) for n in ops), default=None),
-                                   writer.prelude)
+    first_op = min((n.meta.get("order", 0) for n in ops), default=None)
+    early = _early_objects(writer, first_op, output.effect_position)
+    before, after = _split_effects(effects, first_op, early, writer.prelude)
     for effect in after:
         _check_unchanged_after(graph, effect.tensors_after)
     graph_name = "__kiln_graph"
@@ -178,12 +186,15 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     inputs = ", ".join(args)
     # Effects eager makes before the graph's first op happen before the graph runs: when
     # the graph raises (an index out of range, overlapping memory), they are not lost.
+    # Objects the trace made that those effects store are built first.
+    if before:
+        body.lines += [line for line in writer.prelude if _defined(line) in early]
     body.lines += [line for effect in before for line in effect.lines]
     if outputs:
         body.lines.append(f"__kiln_out = {graph_name}({inputs})")
     elif op_count:
         body.lines.append(f"{graph_name}({inputs})")
-    body.lines += writer.prelude
+    body.lines += [line for line in writer.prelude if not before or _defined(line) not in early]
     body.lines += [line for effect in after for line in effect.lines]
     body.lines += tail_lines
     gm = GraphModule({}, graph, class_name="GraphModule")
@@ -242,28 +253,57 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NEUTRAL_NAMES = frozenset({"globals", "object", "setattr", "clear", "update", "__kiln_new"})
 
 
-def _split_effects(effects: list[_Effect], first_op: int | None,
+def _names(lines: list[str]) -> set[str]:
+    return {n for line in lines for n in _NAME.findall(line)} - _NEUTRAL_NAMES
+
+
+def _defined(prelude_line: str) -> str:
+    """The local a prelude line (``name = build``) defines."""
+    return prelude_line.split(" = ", 1)[0]
+
+
+def _early_objects(writer: _Writer, first_op: int | None,
+                   position: Callable[..., int | None]) -> set[str]:
+    """The locals of the prelude (lists and dicts the trace made) whose contents were final
+    before the graph's first op: not changed at or after it, built from no graph output and
+    only from other such objects. Objects of user classes (``new_object``) are left out:
+    their attributes may be set later without a trace position."""
+    if first_op is None:
+        return set()
+    trackers = {name: key for key, name in writer.built.items()}
+    new_refs = {name for name, obj in writer.body.objects.items() if obj is new_object}
+    early: set[str] = set()
+    for line in writer.prelude:  # a prelude line uses only locals defined above it
+        name = _defined(line)
+        changed = position("container", trackers.get(name))
+        used = _names([line.split(" = ", 1)[1]])
+        if (changed is None or changed < first_op) and not used & new_refs and all(
+                n in early for n in used if n.startswith(("__kiln_out", "__kiln_obj"))):
+            early.add(name)
+    return early
+
+
+def _split_effects(effects: list[_Effect], first_op: int | None, early: set[str],
                    prelude: list[str]) -> tuple[list[_Effect], list[_Effect]]:
     """(replayed before the graph, after it), each in the order of ``effects``.
 
     An effect goes before the graph when eager made it (its last write included) before the
     graph's first op (``first_op``: the least ``meta["order"]`` of the ops kept), its values
-    are not made by the graph or by lines built from the graph's outputs (no ``__kiln_out``,
-    no ``__kiln_obj``: a container the trace made may still change after the first op), and
-    it names nothing that a line it now overtakes reads (the prelude, an earlier effect that
-    stays after): names are compared as text, so a shared name keeps it after (safe). With
-    no op in the graph nothing can raise there and every effect stays after (as it was).
+    are not made by the graph (no ``__kiln_out``) and are objects the trace made only when
+    they were final by then (``early``, built before it), and it names nothing that a line it
+    now overtakes reads (a prelude line built from the graph's outputs, an earlier effect
+    that stays after): names are compared as text, so a shared name keeps it after (safe).
+    With no op in the graph nothing can raise there and every effect stays after (as it was).
     """
     if first_op is None:
         return [], list(effects)
-    passed = {n for line in prelude for n in _NAME.findall(line)}
+    passed = _names([line for line in prelude if _defined(line) not in early])
     before, after = [], []
     for effect in effects:
-        names = {n for line in effect.lines for n in _NAME.findall(line)} - _NEUTRAL_NAMES
-        early = (effect.position is not None and effect.position < first_op
-                 and not any(n.startswith(("__kiln_out", "__kiln_obj")) for n in names)
-                 and not names & passed)
-        if early:
+        names = _names(effect.lines)
+        made = {n for n in names if n.startswith(("__kiln_out", "__kiln_obj"))}
+        if (effect.position is not None and effect.position < first_op
+                and made <= early and not names & passed):
             before.append(effect)
         else:
             after.append(effect)
