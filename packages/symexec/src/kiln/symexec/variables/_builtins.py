@@ -143,12 +143,22 @@ def call_shape_error(fn: Any, args: list[VariableTracker], kwargs: dict[str, Var
 
 
 def values_equal(tx: Translator, a: VariableTracker, b: VariableTracker) -> bool:
-    """``a == b`` decided at trace time (identity for non-constants)."""
+    """``a == b`` as ``in``, ``list.index/count/remove`` and sequence ``==`` decide it:
+    identity first (CPython's PyObject_RichCompareBool), then constants by value. Two other
+    values are unequal by identity only where neither has an ``__eq__`` of its own (a
+    tensor's compares data, a user class's may say equal): those stop tracing."""
+    if a is b:
+        return True
     if a.is_constant() and b.is_constant():
         return bool(a.as_constant() == b.as_constant())
-    if a is not b:
-        tx.output.assume_distinct(a, b)  # two frame values: guarded as distinct
-    return a is b
+    for v in (a, b):
+        eq = getattr(v.python_type(), "__eq__", None)
+        # a constant's C-level __eq__ (int, str, tuple, ...) gives NotImplemented to others
+        if eq is not object.__eq__ and not (v.is_constant() and isinstance(eq, types.WrapperDescriptorType)):
+            raise Unsupported(f"comparing {a.describe()} with {b.describe()} needs the value of "
+                              f"{v.describe()} (its type's __eq__)")
+    tx.output.assume_distinct(a, b)  # two frame values: guarded as distinct
+    return False
 
 
 class BuiltinVariable(VariableTracker):
