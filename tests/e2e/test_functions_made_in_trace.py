@@ -430,3 +430,28 @@ def test_partials_made_while_tracing_escape(counting):
             assert_same(actual(*args), expected(*args))
     assert len(counting.graphs) == 1
     assert policy.stats.breaks == []
+
+
+STORED = None
+
+
+def test_a_function_stored_before_a_graph_break_and_returned_after_it_is_one_object(counting):
+    def fn(x, obj):
+        global STORED
+        g = lambda a, s=(1, 2): a * len(s)  # noqa: E731  (a constant default: no recompile)
+        obj.g = g
+        STORED = g
+        n = x.sum().item()  # a graph break: g is live there
+        return g(x) + n, g
+
+    _check_breaks(fn, torch.ones(2), types.SimpleNamespace(), graphs=2, breaks=1)
+    compiled = kiln.compile(fn, backend=counting)
+    for _ in range(2):
+        e = fn(torch.arange(3.0), types.SimpleNamespace())
+        obj = types.SimpleNamespace()
+        c = compiled(torch.arange(3.0), obj)
+        assert_same(c[0], e[0])
+        assert c[1] is obj.g is STORED
+        assert c[1].__defaults__[0] is STORED.__defaults__[0]
+        _same_function(c[1], e[1])
+    assert len(counting.graphs) == 2
