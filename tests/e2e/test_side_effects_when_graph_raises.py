@@ -149,6 +149,41 @@ def _containers_made_in_trace(x, lst, d, obj, m, n, idx):
     return x[idx]
 
 
+def _after_ops_that_cannot_raise(x, lst, d, obj, m, n, idx):
+    # float arithmetic, reductions, views and slices fail on no value: the effects eager
+    # makes after them, before the indexing that raises, still happen
+    global G
+    y = (x * 2 + 1).relu()
+    s = x.sum()
+    z = d["a"][:2].transpose(0, 1)
+    G = n
+    lst.append(n)
+    obj.a = n
+    d["k"] = [n]
+    print("after the float ops", n)
+    return y[idx] + s, z
+
+
+def _after_the_raising_op(x, lst, d, obj, m, n, idx):
+    # eager raises before these effects: kiln must not make them either
+    global G
+    y = x[idx]
+    G = n
+    lst.append(n)
+    obj.a = n
+    print("not printed when the indexing raised")
+    return y
+
+
+def _after_an_integer_division(x, lst, d, obj, m, n, idx):
+    # an integer division by zero raises (RuntimeError) when idx is 9
+    global G
+    q = x.long() // (idx - 9)
+    G = n
+    d.pop("b")
+    return q
+
+
 def _before_a_graph_break(x, lst, d, obj, m, n, idx):
     global G
     G = n
@@ -158,7 +193,8 @@ def _before_a_graph_break(x, lst, d, obj, m, n, idx):
     return y * v
 
 
-CASES = [_containers_made_in_trace, _global_read_then_rebound, _global_store, _global_store_tensor, _list_append, _list_pop, _list_setitem, _list_slice_swap,
+CASES = [_after_ops_that_cannot_raise, _after_the_raising_op, _after_an_integer_division,
+         _containers_made_in_trace, _global_read_then_rebound, _global_store, _global_store_tensor, _list_append, _list_pop, _list_setitem, _list_slice_swap,
          _dict_setitem, _dict_update, _dict_pop, _attribute, _module_attribute, _print, _everything,
          _index_add, _copy_overlap]
 

@@ -8,11 +8,12 @@ backend made of the graph), replays side effects on real objects (list and dict 
 and rebuilds the Python return value.
 
 The replacement's order: read every graph input from the frame; replay the side effects eager
-made before the graph's first op (``_split_effects``), so that they happen even when the
-graph raises at run time (an index out of range, overlapping memory); run the graph; replay
-the other side effects; build the return value. An effect made after some graph op is
-replayed after the graph: when the graph raises, it is lost (eager made it if it came before
-the op that raised).
+made before the graph's first op that may raise at run time (``_split_effects``,
+``_run_time_errors``), so that they happen even when the graph raises (an index out of range,
+overlapping memory); run the graph; replay the other side effects; build the return value.
+An effect made after such an op, or storing a value the graph computes, is replayed after
+the graph: when the graph raises, it is lost (eager made it if it came before the op that
+raised).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ._breaks import break_point, break_tail
 from ._codegen import ReplacementSource, build_replacement, render_source
 from ._opcodes import MethodOf
 from ._output_graph import MUTATES, OutputGraph
+from ._run_time_errors import may_raise
 from ._translator import NULL, CellVariable, LazyVariable, StopTracing, Translator, lazy_local
 from ._unsupported import Unsupported
 from .variables._base import VariableTracker
@@ -163,9 +165,10 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     graph.lint()
     ops = [n for n in graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     op_count = len(ops)
-    first_op = min((n.meta.get("order", 0) for n in ops), default=None)
-    early = _early_objects(writer, first_op, output.effect_position)
-    before, after = _split_effects(effects, first_op, early, writer.prelude)
+    # the first op that may raise at run time: effects made before it are made before the graph
+    limit = min((n.meta.get("order", 0) for n in ops if may_raise(n, MUTATES)), default=None)
+    early = _early_objects(writer, limit, output.effect_position)
+    before, after = _split_effects(effects, limit, early, writer.prelude)
     for effect in after:
         _check_unchanged_after(graph, effect.tensors_after)
     graph_name = "__kiln_graph"
@@ -265,7 +268,7 @@ def _defined(prelude_line: str) -> str:
 def _early_objects(writer: _Writer, first_op: int | None,
                    position: Callable[..., int | None]) -> set[str]:
     """The locals of the prelude (lists and dicts the trace made) whose contents were final
-    before the graph's first op: not changed at or after it, built from no graph output and
+    before the op ``first_op``: not changed at or after it, built from no graph output and
     only from other such objects. Objects of user classes (``new_object``) are left out:
     their attributes may be set later without a trace position."""
     if first_op is None:
@@ -288,12 +291,13 @@ def _split_effects(effects: list[_Effect], first_op: int | None, early: set[str]
     """(replayed before the graph, after it), each in the order of ``effects``.
 
     An effect goes before the graph when eager made it (its last write included) before the
-    graph's first op (``first_op``: the least ``meta["order"]`` of the ops kept), its values
+    graph's first op that may raise (``first_op``: its ``meta["order"]``; the ops before it
+    change nothing and cannot fail, so the effect may as well come before them), its values
     are not made by the graph (no ``__kiln_out``) and are objects the trace made only when
     they were final by then (``early``, built before it), and it names nothing that a line it
     now overtakes reads (a prelude line built from the graph's outputs, an earlier effect
     that stays after): names are compared as text, so a shared name keeps it after (safe).
-    With no op in the graph nothing can raise there and every effect stays after (as it was).
+    When no op of the graph can raise, every effect stays after (as it was).
     """
     if first_op is None:
         return [], list(effects)

@@ -1,0 +1,102 @@
+"""Which graph ops can raise when the graph runs, on data the trace never saw.
+
+The trace runs every op on fake tensors, and the guards fix what the fakes assumed (dtype,
+device, shape, strides, no aliasing between inputs). What is left are errors only the real
+values show: an index out of range through a tensor index, overlapping memory in
+``index_add_``/``copy_``, a failed ``torch._assert``, an integer division by zero, and any op
+kiln knows nothing about. ``may_raise(node)`` answers True for all of those: only the ops of
+``_SAFE_FUNCTIONS`` / ``_SAFE_METHODS`` on floating-point tensors of static shapes, changing
+no argument, are known never to raise (the answer is conservative: a wrong True costs an
+effect replayed after the graph, a wrong False a side effect eager would not have made).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from kiln.fxgraph import Node
+
+__all__ = ["may_raise"]
+
+# pointwise arithmetic, reductions and views: on floating-point tensors whose shapes the
+# guards fix, nothing about the values can make them fail
+_SAFE_FUNCTIONS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.pos,
+    operator.matmul, torch.add, torch.sub, torch.mul, torch.neg, torch.abs, torch.relu,
+    torch.sigmoid, torch.tanh, torch.exp, torch.sin, torch.cos, torch.sum, torch.mean,
+    torch.matmul, torch.mm, torch.clone, torch.transpose, torch.permute, torch.reshape,
+    torch.unsqueeze, torch.squeeze, torch.flatten,
+})
+_SAFE_METHODS = frozenset({
+    "add", "sub", "mul", "neg", "abs", "relu", "sigmoid", "tanh", "exp", "sin", "cos", "sum",
+    "mean", "matmul", "mm", "clone", "detach", "contiguous", "view", "reshape", "transpose",
+    "permute", "t", "unsqueeze", "squeeze", "flatten", "expand",
+})
+_PLAIN_INDEX = (int, slice, type(None), type(Ellipsis))
+
+
+def may_raise(node: Node, mutates_key: str) -> bool:
+    """Whether ``node`` (a call in a traced graph) might raise at run time; see the module
+    docstring. ``mutates_key``: the ``node.meta`` key marking ops that change an argument."""
+    if node.meta.get(mutates_key) or "out" in node.kwargs:
+        return True
+    if node.op == "call_method":
+        safe = node.target in _SAFE_METHODS
+    elif node.op == "call_function" and node.target is operator.getitem:
+        safe = _plain_index(node.args[1])
+    else:
+        safe = node.op == "call_function" and _is_safe_function(node.target)
+    result = node.meta.get("val")
+    return not (safe and _holds_tensor(result) and all(_static_float(v) for v in _values(node)))
+
+
+def _holds_tensor(value: Any) -> bool:
+    # a number computed from numbers may divide by zero: only tensor results are judged
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(_holds_tensor(v) for v in value)
+    return isinstance(value, torch.Tensor)
+
+
+def _is_safe_function(target: Any) -> bool:
+    try:
+        return target in _SAFE_FUNCTIONS
+    except TypeError:  # an unhashable callable
+        return False
+
+
+def _plain_index(index: Any) -> bool:
+    """An index of ints, slices, None and Ellipsis (no tensor: a tensor index may be out of
+    range; an int out of range on a static shape fails on the fakes already)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(i, _PLAIN_INDEX) and not isinstance(i, bool) for i in items)
+
+
+def _values(node: Node) -> list[Any]:
+    """The example values of the node's tensor arguments and of its result."""
+    found = [node.meta.get("val")]
+
+    def visit(a: Any) -> None:
+        if isinstance(a, Node):
+            found.append(a.meta.get("val"))
+        elif isinstance(a, (tuple, list)):
+            for i in a:
+                visit(i)
+        elif isinstance(a, dict):
+            for i in a.values():
+                visit(i)
+
+    visit((node.args, node.kwargs))
+    return found
+
+
+def _static_float(value: Any) -> bool:
+    """A floating-point tensor of a static shape (sizes are plain ints). A number computed
+    by the graph (a dynamic float) is not: what it does as a size or a dim is not judged."""
+    if isinstance(value, (tuple, list)):
+        return all(_static_float(v) for v in value)
+    if isinstance(value, torch.Tensor):
+        return value.dtype.is_floating_point and all(type(s) is int for s in value.shape)
+    return False
