@@ -34,7 +34,12 @@ def _same_function(actual, expected):
     for attr in ("__name__", "__qualname__", "__module__", "__doc__", "__code__",
                  "__kwdefaults__", "__annotations__"):
         assert getattr(actual, attr) == getattr(expected, attr), attr
-    assert_same(actual.__defaults__, expected.__defaults__, "__defaults__")
+    assert (actual.__defaults__ is None) == (expected.__defaults__ is None)
+    for a, e in zip(actual.__defaults__ or (), expected.__defaults__ or (), strict=True):
+        if type(e) is types.FunctionType:  # made by the same call: the same code
+            assert type(a) is types.FunctionType and a.__code__ is e.__code__
+        else:
+            assert_same(a, e, "__defaults__")
     assert (actual.__closure__ is None) == (expected.__closure__ is None)
     assert actual.__globals__ is expected.__globals__
 
@@ -455,3 +460,24 @@ def test_a_function_stored_before_a_graph_break_and_returned_after_it_is_one_obj
         assert c[1].__defaults__[0] is STORED.__defaults__[0]
         _same_function(c[1], e[1])
     assert len(counting.graphs) == 2
+
+
+def test_a_function_whose_default_closes_over_it_is_built_once(counting):
+    def fn(x, obj):
+        def b():
+            return a
+
+        def a(f=b):
+            return a
+
+        obj.a = a
+        return x + 1
+
+    for (e, e_args), (c, c_args) in _eager_and_compiled(
+            counting, fn, lambda: (torch.ones(2), types.SimpleNamespace())):
+        assert_same(c, e)
+        a = c_args[1].a
+        assert a() is a and a.__defaults__[0]() is a
+        _same_function(a, e_args[1].a)
+    assert len(counting.graphs) == 1
+    assert policy.stats.breaks == []

@@ -477,6 +477,9 @@ class _Writer:
         defaults = [self.expr(d) for d in v.defaults]
         kwdefaults = [f"{k!r}: {self.expr(d)}" for k, d in v.kwdefaults.items()]
         annotations = "None" if v.annotations is None else self.expr(v.annotations)
+        name = self.built.get(id(v))
+        if name is not None:  # built meanwhile: a default's closure holds this function
+            return name
         parts = [self.body.ref(v.code, "code"), self.body.ref(v.fn_globals, "globals"), repr(v.qualname),
                  self.tuple_text(defaults) if defaults else "None",
                  "{" + ", ".join(kwdefaults) + "}" if kwdefaults else "None",
