@@ -307,8 +307,8 @@ def _prefix_and_list_reading_it(x, lst, d, obj, m, n, idx):
     return [x[idx] + 1, lst[1]]
 
 
-def _container_changed_after_an_op(x, lst, d, obj, m, n, idx):
-    # stored before the first op, but its contents change after it: kept after the graph
+def _container_changed_after_a_safe_op(x, lst, d, obj, m, n, idx):
+    # changed after an op that cannot fail, before the one that may: final before it
     global G
     inner = [n]
     G = inner
@@ -318,13 +318,35 @@ def _container_changed_after_an_op(x, lst, d, obj, m, n, idx):
     return y[idx]
 
 
-AROUND = {"container_changed_after_an_op": _container_changed_after_an_op, "effects_after_ops": _effects_after_ops, "pop_then_read": _pop_then_read,
+def _container_changed_after_an_op(x, lst, d, obj, m, n, idx):
+    # stored before the first op that may raise, changed after it: kept after the graph
+    global G
+    inner = [n]
+    G = inner
+    obj.a = {"k": inner}
+    y = x[idx]
+    inner.append(2)
+    return y + 1
+
+
+def _effect_after_an_in_place_op(x, lst, d, obj, m, n, idx):
+    # an in-place op (out=) counts as one that may raise: the store after it stays after
+    v = torch.sin(d["a"], out=d["a"])
+    m.count += 1
+    return v[idx]
+
+
+AROUND = {"container_changed_after_a_safe_op": _container_changed_after_a_safe_op,
+          "container_changed_after_an_op": _container_changed_after_an_op,
+          "effect_after_an_in_place_op": _effect_after_an_in_place_op, "effects_after_ops": _effects_after_ops, "pop_then_read": _pop_then_read,
           "write_then_read": _write_then_read, "prefix_and_returned_list": _prefix_and_returned_list,
           "prefix_and_list_reading_it": _prefix_and_list_reading_it}
 # Effects kiln still replays after the graph (see _capture._split_effects): made after a graph
-# op, storing a container the trace built, or sharing a name with a line built from the graph's
+# op that may raise (a tensor index, an in-place op), storing a value the graph computes or a
+# container changed after such an op, or sharing a name with a line built from the graph's
 # outputs. When the graph raises, kiln raises eager's exception but these effects are lost.
-AFTER_THE_GRAPH = {"container_changed_after_an_op", "effects_after_ops", "write_then_read", "prefix_and_list_reading_it"}
+AFTER_THE_GRAPH = {"container_changed_after_an_op", "effect_after_an_in_place_op", "effects_after_ops",
+                   "write_then_read", "prefix_and_list_reading_it"}
 
 
 @pytest.mark.parametrize("name", list(AROUND))
