@@ -200,11 +200,13 @@ CASES = [_after_ops_that_cannot_raise, _after_the_raising_op, _after_an_integer_
 
 
 def _snapshot(result, args):
-    """Everything a case can change, copied (tensors cloned), with ``G``."""
+    """Everything a case can change, copied (tensors cloned), with the globals; a function
+    stored in a list of ``G`` is called (compared by what it gives)."""
     x, lst, d, obj, m = args
-    return copy.deepcopy({"result": result, "x": x, "lst": lst, "d": d, "obj.a": obj.a, "obj.t": obj.t,
-                          "m.count": m.count, "G": G, "GT": GT, "lst_is": [v is x for v in lst],
-                          "G_is_x": G is x, "obj.t_is_x": obj.t is x})
+    g = [v() if callable(v) else v for v in G] if isinstance(G, list) else G
+    return copy.deepcopy({"result": result, "x": x, "lst": lst, "d": d, "obj.a": obj.a,
+                          "obj.t": obj.t, "m.count": m.count, "G": g, "GT": GT,
+                          "lst_is": [v is x for v in lst], "G_is_x": G is x, "obj.t_is_x": obj.t is x})
 
 
 def _run(fn, n, idx, capsys):
@@ -336,7 +338,20 @@ def _effect_after_an_in_place_op(x, lst, d, obj, m, n, idx):
     return v[idx]
 
 
-AROUND = {"container_changed_after_a_safe_op": _container_changed_after_a_safe_op,
+def _function_made_in_trace(x, lst, d, obj, m, n, idx):
+    # a function (and its closure cell) the trace made: rebuilt after the graph, as before
+    global G
+    k = n
+
+    def g():
+        return k
+
+    G = [g]
+    k = n + 1
+    return x[idx] * g()
+
+
+AROUND = {"function_made_in_trace": _function_made_in_trace, "container_changed_after_a_safe_op": _container_changed_after_a_safe_op,
           "container_changed_after_an_op": _container_changed_after_an_op,
           "effect_after_an_in_place_op": _effect_after_an_in_place_op, "effects_after_ops": _effects_after_ops, "pop_then_read": _pop_then_read,
           "write_then_read": _write_then_read, "prefix_and_returned_list": _prefix_and_returned_list,
@@ -345,7 +360,7 @@ AROUND = {"container_changed_after_a_safe_op": _container_changed_after_a_safe_o
 # op that may raise (a tensor index, an in-place op), storing a value the graph computes or a
 # container changed after such an op, or sharing a name with a line built from the graph's
 # outputs. When the graph raises, kiln raises eager's exception but these effects are lost.
-AFTER_THE_GRAPH = {"container_changed_after_an_op", "effect_after_an_in_place_op", "effects_after_ops",
+AFTER_THE_GRAPH = {"function_made_in_trace", "container_changed_after_an_op", "effect_after_an_in_place_op", "effects_after_ops",
                    "write_then_read", "prefix_and_list_reading_it"}
 
 

@@ -267,21 +267,21 @@ def _defined(prelude_line: str) -> str:
 
 def _early_objects(writer: _Writer, first_op: int | None,
                    position: Callable[..., int | None]) -> set[str]:
-    """The locals of the prelude (lists and dicts the trace made) whose contents were final
-    before the op ``first_op``: not changed at or after it, built from no graph output and
-    only from other such objects. Objects of user classes (``new_object``) are left out:
-    their attributes may be set later without a trace position."""
+    """The locals of the prelude holding lists and dicts the trace made whose contents were
+    final before the op ``first_op``: not changed at or after it, built from no graph output
+    and only from other such lists and dicts. Other objects the trace made (user objects,
+    functions, closure cells) are left out: what they hold may change with no trace position."""
     if first_op is None:
         return set()
     trackers = {name: key for key, name in writer.built.items()}
-    new_refs = {name for name, obj in writer.body.objects.items() if obj is new_object}
     early: set[str] = set()
     for line in writer.prelude:  # a prelude line uses only locals defined above it
-        name = _defined(line)
-        changed = position("container", trackers.get(name))
-        used = _names([line.split(" = ", 1)[1]])
-        if (changed is None or changed < first_op) and not used & new_refs and all(
-                n in early for n in used if n.startswith(("__kiln_out", "__kiln_obj"))):
+        name, _, build = line.partition(" = ")
+        if name not in trackers or not build.startswith(("[", "{")):
+            continue
+        changed = position("container", trackers[name])
+        if (changed is None or changed < first_op) and all(
+                n in early for n in _names([build]) if n.startswith(("__kiln_out", "__kiln_obj"))):
             early.add(name)
     return early
 
