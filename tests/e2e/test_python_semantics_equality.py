@@ -71,3 +71,33 @@ def test_the_same_tensor_is_found_by_identity_without_reading_its_values(countin
     for _ in range(2):
         assert_same(compiled(a, b), expected)
     assert len(counting.graphs) == 1
+
+
+class Kind(str, __import__("enum").Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+
+KIND = Kind.FAST
+
+
+def test_members_of_a_str_enum_compare_by_value_pinned_by_identity(counting):
+    # a str-valued Enum member's == is str's: compared with a string it can be True
+    def fn(x):
+        out = x
+        if KIND == "fast":
+            out = out + 1
+        if KIND in ("slow", Kind.SLOW):
+            out = out * 2
+        if KIND != Kind.SLOW:
+            out = out - 3
+        return out
+
+    global KIND
+    compiled = kiln.compile(fn, backend=counting)
+    x = torch.randn(3)
+    for kind in (Kind.FAST, Kind.SLOW, Kind.FAST):
+        KIND = kind
+        assert_same(compiled(x), fn(x))
+    KIND = Kind.FAST
+    assert len(counting.graphs) == 2  # one per member: the identity guard recompiles once

@@ -27,6 +27,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kiln.guards import IdMatch
+
 from .._unsupported import MissingAttribute, Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable, FrozenObjectVariable, is_constant_value
@@ -39,7 +41,7 @@ from ._containers import (
     constant_args,
 )
 from ._errors import INF, raised_error, traced_error
-from ._objects import call_special_method
+from ._objects import UserDefinedObjectVariable, call_special_method
 from ._symnumber import NUMBER_OPS, SymNumberVariable
 from ._tensor import TensorVariable
 from ._wrap import wrap_trace_value
@@ -151,6 +153,9 @@ def values_equal(tx: Translator, a: VariableTracker, b: VariableTracker) -> bool
         return True
     if a.is_constant() and b.is_constant():
         return bool(a.as_constant() == b.as_constant())
+    known = _immutable_value(tx, a), _immutable_value(tx, b)
+    if _NO_VALUE not in known:
+        return bool(known[0] == known[1])
     for v in (a, b):
         eq = getattr(v.python_type(), "__eq__", None)
         # a constant's C-level __eq__ (int, str, tuple, ...) gives NotImplemented to others
@@ -159,6 +164,24 @@ def values_equal(tx: Translator, a: VariableTracker, b: VariableTracker) -> bool
                               f"{v.describe()} (its type's __eq__)")
     tx.output.assume_distinct(a, b)  # two frame values: guarded as distinct
     return False
+
+
+_IMMUTABLE_BASES = (str, bytes, int, float, complex, tuple, frozenset)
+_NO_VALUE: Any = object()
+
+
+def _immutable_value(tx: Translator, v: VariableTracker) -> Any:
+    """The value ``==`` compares for ``v``, where it is known at trace time and cannot change:
+    a constant, or a frame object whose ``__eq__`` is an immutable builtin base's (a
+    ``str``-valued Enum member), pinned by an identity guard. Otherwise ``_NO_VALUE``."""
+    if v.is_constant():
+        return v.as_constant()
+    if isinstance(v, UserDefinedObjectVariable) and v.source is not None:
+        eq = type(v.obj).__eq__
+        if any(eq is base.__eq__ for base in _IMMUTABLE_BASES):
+            tx.output.guards.add(IdMatch(v.source, v.obj))
+            return v.obj
+    return _NO_VALUE
 
 
 class BuiltinVariable(VariableTracker):
