@@ -68,7 +68,7 @@ def _closure_with_an_empty_cell(scale):
 
     def g(a):
         if scale > 5:
-            return a * late
+            return a * late  # noqa: F821  (a cell the test fills later)
         return a * scale
 
     def fill():
@@ -173,7 +173,7 @@ def test_the_same_function_stored_in_several_places_and_returned_is_one_object(c
     def make_args():
         return torch.ones(2), types.SimpleNamespace(), {}, []
 
-    for (e, e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
+    for (e, _e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
         g = c[0]
         assert c[1] is g and c_args[1].g is g and c_args[2]["g"] is g and c_args[3][0] is g
         _same_function(g, e[0])
@@ -198,7 +198,7 @@ def test_defaults_keyword_defaults_annotations_and_names_are_rebuilt(counting):
     def make_args():
         return torch.ones(2), 5, types.SimpleNamespace()
 
-    for (e, e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
+    for (_e, e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
         h, lam = c_args[2].h, c_args[2].lam
         _same_function(h, e_args[2].h)
         _same_function(lam, e_args[2].lam)
@@ -227,7 +227,7 @@ def test_closure_over_the_frames_own_free_variable_shares_its_cell(counting):
 
         def fn(x, obj):
             obj.g = lambda a: a * scale
-            obj.late = lambda: late
+            obj.late = lambda: late  # noqa: F821  (a cell assigned after the call)
             return x + 1
 
         def set_scale(v):
@@ -423,7 +423,7 @@ def test_partials_made_while_tracing_escape(counting):
     def make_args():
         return torch.ones(2), types.SimpleNamespace()
 
-    for (e, e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
+    for (e, _e_args), (c, c_args) in _eager_and_compiled(counting, fn, make_args):
         assert_same(c[0], e[0])
         assert c[4] is c[1] is c_args[1].p
         t = torch.ones(2)

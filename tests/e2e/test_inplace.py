@@ -90,7 +90,7 @@ def test_inplace_flag_on_a_view_of_an_input(act):
 def test_a_view_taken_before_sees_the_change(act):
     def f(x):
         v = x.view(5)
-        w = (x * 1)[2:]
+        _ = (x * 1)[2:]
         act(x)
         return v + 0
 

@@ -189,13 +189,13 @@ def test_tensors_held_in_lists_dicts_and_objects():
 
 @pytest.mark.parametrize("case", ["list*=", "list+=", "set|=", "set&=", "set-=", "set^=", "dict|="])
 def test_containers_augmented_assignment_changes_the_object(case):
-    def f(x, l, d):
+    def f(x, lst, d):
         s = {1, 2}
-        alias_l, alias_s, alias_d = l, s, d
+        alias_l, alias_s, alias_d = lst, s, d
         if case == "list*=":
-            l *= 2
+            lst *= 2
         elif case == "list+=":
-            l += [x]
+            lst += [x]
         elif case == "set|=":
             s |= {3}
         elif case == "set&=":
@@ -206,7 +206,7 @@ def test_containers_augmented_assignment_changes_the_object(case):
             s ^= {1, 5}
         else:
             d |= {"k": x}
-        return l is alias_l, s is alias_s, d is alias_d, len(l), sorted(s), len(d), x + 1
+        return lst is alias_l, s is alias_s, d is alias_d, len(lst), sorted(s), len(d), x + 1
 
     got, _ = _compare(f, torch.ones(2), [torch.zeros(1)], {"a": 1})
     assert got[:3] == (True, True, True)

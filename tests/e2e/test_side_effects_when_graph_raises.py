@@ -217,7 +217,7 @@ def _run(fn, n, idx, capsys):
     error, result = None, None
     try:
         result = fn(*args, n, idx)
-    except Exception as e:  # noqa: BLE001  (compared with eager's)
+    except Exception as e:  # compared with eager's
         error = type(e)
     return error, _snapshot(result, args), capsys.readouterr().out
 

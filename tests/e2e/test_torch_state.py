@@ -92,12 +92,12 @@ def test_kiln_and_torch_compile_interleaved_keep_torch_state(order):
             ref_loss, ref_grads = _train_step(reference, reference, x.clone())
             # the reference takes its step first: undo it so both start from equal weights
             with torch.no_grad():
-                for p, g in zip(reference.parameters(), ref_grads):
+                for p, g in zip(reference.parameters(), ref_grads, strict=True):
                     p += 0.1 * g
             loss, grads = _train_step(model, compilers[name], x)
             _train_step(reference, reference, x.clone())
             torch.testing.assert_close(loss, ref_loss)
-            for g, r in zip(grads, ref_grads):
+            for g, r in zip(grads, ref_grads, strict=True):
                 torch.testing.assert_close(g, r)
             assert torch_state() == before, (step, name)
             with torch.no_grad():

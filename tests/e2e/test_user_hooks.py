@@ -82,7 +82,7 @@ def test_user_modes_and_hooks_see_what_eager_shows(kind, counting):
     def observed(fn):
         for log in logs.values():
             getattr(log, "seen", getattr(log, "packed", None)).clear()
-        with hooks["pack"] if kind in ("saved_tensors_hooks", "all_nested") else _nothing():
+        with hooks["pack"] if kind in ("saved_tensors_hooks", "all_nested") else _nothing():  # noqa: SIM117  (one line per layer)
             with logs["function"] if kind in ("function", "all_nested") else _nothing():
                 with logs["dispatch"] if kind in ("dispatch", "all_nested") else _nothing():
                     with hooks["pack2"] if kind == "all_nested" else _nothing():
@@ -99,7 +99,7 @@ def test_user_modes_and_hooks_see_what_eager_shows(kind, counting):
             a.grad = None
         got, kiln_logs = observed(compiled)
         torch.testing.assert_close(got, expected)
-        for a, g in zip(args, grads):
+        for a, g in zip(args, grads, strict=True):
             torch.testing.assert_close(a.grad, g)
         assert kiln_logs == eager_logs
     # mlp compiled once: the modes and hooks cause no recompiles of it (the user's own mode

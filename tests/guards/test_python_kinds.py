@@ -242,7 +242,7 @@ def test_attribute_guards_through_sources():
 
 def _with_an_empty_cell():
     def inner(a):
-        return a + late
+        return a + late  # noqa: F821  (a cell assigned by fill())
 
     def fill(value):
         nonlocal late

@@ -330,13 +330,12 @@ def test_mode_exit_restores_state_on_exceptions():
     before = _dispatch_state()
     mode = FakeTensorMode(ShapeEnv())
     x = from_real(mode, torch.randn(3, 4), dynamic_dims=(0,), name="x")
-    with pytest.raises((RuntimeError, ValueError)), mode:
-        with mode:
-            x @ x  # mismatched shapes: the meta kernel raises inside the nested entry
+    with pytest.raises((RuntimeError, ValueError)), mode, mode:
+        x @ x  # mismatched shapes: the meta kernel raises inside the nested entry
     assert _dispatch_state() == before
     with pytest.raises(ZeroDivisionError), mode:
         x.t_()
-        1 / 0
+        _ = 1 / 0
     assert _dispatch_state() == before
     with mode:
         assert isinstance(x + 1, FakeTensor)

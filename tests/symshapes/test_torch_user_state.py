@@ -79,9 +79,8 @@ def test_user_state_comes_back_after_errors_and_nesting():
     x = from_real(mode, torch.randn(3, 4))
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t), dispatch, function:
         before = _stacks()
-        with pytest.raises((RuntimeError, ValueError)), mode:
-            with mode:
-                x @ x
+        with pytest.raises((RuntimeError, ValueError)), mode, mode:
+            x @ x
         assert _stacks() == before
         with hide_user_state():
             assert torch._C._len_torch_function_stack() == 0
@@ -90,7 +89,7 @@ def test_user_state_comes_back_after_errors_and_nesting():
             with mode:
                 x + 1
             with pytest.raises(ZeroDivisionError), hide_user_state():
-                1 / 0
+                _ = 1 / 0
         assert _stacks() == before
         with hide_user_state(dispatch_modes=False):
             assert torch._C._len_torch_dispatch_stack() == 1

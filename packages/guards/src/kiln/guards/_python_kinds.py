@@ -511,7 +511,7 @@ EMPTY_CELL = _EmptyCell()
 def cell_is_empty(cell: Any) -> bool:
     """Whether the closure cell ``cell`` holds nothing (not assigned yet, or deleted)."""
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:
         return True
     return False

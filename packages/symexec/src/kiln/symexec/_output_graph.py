@@ -25,7 +25,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from kiln.fxgraph import Graph, Node, register_impure_rule
-from kiln.guards import GuardSet, NoAliasing, NoStorageSharing, ObjectAliasing, Source, TensorMatch, TorchGlobalState
+from kiln.guards import (
+    GuardSet,
+    NoAliasing,
+    NoStorageSharing,
+    ObjectAliasing,
+    Source,
+    TensorMatch,
+    TorchGlobalState,
+)
 from kiln.symshapes import ShapeEnv
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
 
