@@ -175,3 +175,18 @@ def test_a_mappingproxy_reads_like_a_dict_and_stays_read_only(counting):
         return x * CONFIG["cd"], out
 
     _check(counting, fn, torch.ones(2))
+
+
+def test_the_union_of_two_dicts_is_a_new_dict(counting):
+    def fn(x, d, n):
+        e = d | {"n": n, "a": x * 2}
+        e["z"] = 1
+        return x + 1, e, e is d, len(d)
+
+    compiled = kiln.compile(fn, backend=counting)
+    x = torch.randn(2)
+    for n in (3, 3):
+        d, d_eager = {"a": x, "b": 1}, {"a": x, "b": 1}
+        assert_same(compiled(x, d, n), fn(x, d_eager, n))
+        assert d == d_eager
+    assert len(counting.graphs) == 1

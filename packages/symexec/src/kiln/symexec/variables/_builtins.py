@@ -269,6 +269,11 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
         return type(b)(b.items * a.as_constant())
     if fn in _SET_OPS and isinstance(a, SetVariable) and isinstance(b, SetVariable):
         return a.combine(fn, b)
+    if fn is operator.or_ and isinstance(a, DictVariable) and isinstance(b, DictVariable) \
+            and a.python_type() is dict and b.python_type() is dict:
+        merged = builtin_rules[dict](tx, [a], {})  # dict.__or__: a plain copy of a, then b's items
+        merged.call_method(tx, "update", [b], {})
+        return merged
     if fn in (operator.eq, operator.ne) and isinstance(a, seq) and isinstance(b, seq):
         same = len(a.items) == len(b.items) and all(
             _compare(tx, x, y) for x, y in zip(a.items, b.items, strict=True))
