@@ -183,3 +183,23 @@ def test_kiln_inside_torch_fake_mode_matches_eager():
     gc.collect()
     assert torch_state() == before
     torch.testing.assert_close(compiled(x, w), fn(x, w))
+
+
+def test_kept_errors_hold_no_frames_and_leak_no_torch_guards():
+    # Printing a tensor runs torch's _str with a _DisableFuncTorch guard in a local; frames
+    # compiled under it (a namedtuple's __new__) that break keep their Unsupported: with its
+    # traceback it held every caller's frame alive, the guard stayed in force (functorch's
+    # keys excluded for the rest of the process) and the tensors in those frames too.
+    def fn(x):
+        y = x * 2
+        print("step", y)
+        return y + 1
+
+    before = torch_state()
+    compiled = kiln.compile(fn, backend="eager")
+    x = torch.arange(2.0)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), fn(x))
+        assert torch_state() == before  # no gc.collect(): freed when the call returns
+    errors = [e for e in kiln._policy.stats.breaks if isinstance(e, BaseException)]
+    assert errors and all(e.__traceback__ is None and e.__context__ is None for e in errors)

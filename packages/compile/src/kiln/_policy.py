@@ -190,7 +190,7 @@ class FrameCompiler:
         if self.observer is not None:
             self.observer(cap)
         if cap.graph_break is not None:
-            stats.breaks.append(cap.graph_break)
+            stats.breaks.append(cap.graph_break.detached())
             stats.broken_codes[code] = str(cap.graph_break)
             artifact_logger("graph_breaks").info("graph break in %s: %s", code.co_qualname, cap.graph_break)
         gm = cap.graph_module
@@ -232,7 +232,7 @@ class FrameCompiler:
 
     def _give_up(self, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
         stats.failures += 1
-        stats.breaks.append(error)
+        stats.breaks.append(error.detached() if isinstance(error, Unsupported) else error)
         reason = str(error)
         artifact_logger("graph_breaks").info("%s runs eagerly: %s", code.co_qualname, reason)
         _log.debug("kiln: %s runs eagerly: %s", code.co_qualname, reason)

@@ -104,7 +104,7 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], 
         if point is None:
             raise
         try:
-            return _trace(code, L, f_globals, point, e, dynamic_numbers)
+            return _trace(code, L, f_globals, point, e.detached(), dynamic_numbers)
         except Unsupported as why:
             e.reason = f"{e.reason} (no graph break possible there: {why.reason})"
             e.args = (e.reason,)

@@ -57,6 +57,15 @@ class Unsupported(Exception):
             self.stack.insert(0, location)
         return self
 
+    def detached(self) -> Unsupported:
+        """This error without its traceback or chained exceptions, to be kept (in a capture,
+        counters, logs). A traceback holds its frames and, through them, every caller's frame
+        and locals: user tensors, and torch's RAII guards (``_DisableFuncTorch``, dispatch-key
+        guards) that would stay in force until the error is freed."""
+        self.__traceback__ = None
+        self.__context__ = self.__cause__ = None
+        return self
+
     def __str__(self) -> str:
         if self.location is None:
             return self.reason
