@@ -161,3 +161,22 @@ def test_frame_introspection_builtins_are_not_folded(counting):
     torch.testing.assert_close(got[0], want[0])
     torch.testing.assert_close(got[2], want[2])
     assert got[1] == want[1]
+
+
+def test_a_limit_of_kiln_inside_a_try_block_is_never_the_users_exception():
+    # abs() of a list from the frame: kiln cannot fold it (its items are unknown at trace
+    # time); that limit was turned into a traced exception of type Unsupported, which the
+    # user's own except clause caught (a wrong answer: 'Unsupported' instead of 'TypeError')
+    def fn(x, lst):
+        try:
+            abs(lst)
+        except Exception as e:
+            name = type(e).__name__
+        return name, x + 1
+
+    compiled = kiln.compile(fn, backend="eager")
+    x = torch.ones(2)
+    for _ in range(2):
+        got, expected = compiled(x, [1, 2]), fn(x, [1, 2])
+        assert got[0] == expected[0] == "TypeError"
+        torch.testing.assert_close(got[1], expected[1])

@@ -69,8 +69,12 @@ def _all_constant(args: list[VariableTracker], kwargs: dict[str, VariableTracker
 
 
 def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    # the values first: a tracker that is no constant is kiln's limit (Unsupported), not an
+    # error of the user's code that its own except clause could catch
+    values = [a.as_constant() for a in args]
+    named = {k: v.as_constant() for k, v in kwargs.items()}
     try:
-        result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        result = fn(*values, **named)
     except Exception as e:
         # The same error happens in eager: a try/except of the traced code may catch it;
         # uncaught, the frame falls back and eager raises it for real.

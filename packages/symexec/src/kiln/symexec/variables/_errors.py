@@ -27,6 +27,8 @@ def traced_error(e: BaseException) -> TracedException:
     MissingAttribute."""
     from ._objects import ExceptionVariable
 
+    if isinstance(e, Unsupported):  # kiln's own limit is never the user's exception
+        raise e
     args = [ConstantVariable(a) if _plain(a) else ConstantVariable(repr(a)) for a in e.args]
     exc = ExceptionVariable(type(e), args)
     if isinstance(e, AttributeError):
