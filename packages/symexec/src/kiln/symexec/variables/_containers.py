@@ -307,13 +307,13 @@ class DictVariable(VariableTracker):
         return DictIteratorVariable(self)
 
     def truth(self, tx: Translator) -> bool:
-        return bool(self.items)
+        return bool(self.key_count())
 
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
         k = _index(tx, self, key)
-        if k not in self.items:
+        if not self.has_key(k):
             raise traced_error(KeyError(k))
-        return self.items[k]
+        return self.value_of(tx, k)
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -516,15 +516,6 @@ class FrameDictVariable(DictVariable):
         if _filled(self):
             return self.items[key]
         return self.builder.wrap(self.real[key], ItemSource(self.source, key))
-
-    def truth(self, tx: Translator) -> bool:
-        return bool(self.key_list())
-
-    def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
-        k = _index(tx, self, key)
-        if not self.has_key(k):
-            raise traced_error(KeyError(k))
-        return self.value_of(tx, k)
 
 
 def _filled(d: FrameDictVariable) -> bool:

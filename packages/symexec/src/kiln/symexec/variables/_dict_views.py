@@ -15,7 +15,7 @@ from .._unsupported import Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable
 from ._containers import DictVariable, SetVariable, TupleVariable, _index
-from ._errors import call_error, raised_error, traced_error
+from ._errors import call_error, raised_error
 
 if TYPE_CHECKING:
     from .._translator import Translator
@@ -165,15 +165,6 @@ class InstanceDictVariable(DictVariable):
         if key in written:
             return written[key]
         return tx.builder.wrap(self._real()[key], ItemSource(self.source, key))
-
-    def truth(self, tx: Translator) -> bool:
-        return bool(self.key_list())
-
-    def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
-        k = _index(tx, self, key)
-        if not self.has_key(k):
-            raise traced_error(KeyError(k))
-        return self.value_of(tx, k)
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
