@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
-from kiln.fxgraph import Node
+from kiln.fxgraph import Node, map_aggregate
 
 __all__ = ["BackendCompilerFailed", "BackendUnavailable", "backend_rules", "compile_graph",
            "resolve_backend"]
@@ -142,16 +142,9 @@ def _may_start_user_frames(gm: Any) -> bool:
 
 
 def _flat_args(node: Any) -> list[Any]:
+    """The constant leaves of a node's arguments (a node is a value the graph computes)."""
     out: list[Any] = []
-    todo = [*node.args, *node.kwargs.values()]
-    while todo:
-        a = todo.pop()
-        if isinstance(a, (tuple, list)):
-            todo.extend(a)
-        elif isinstance(a, dict):
-            todo.extend(a.values())
-        elif not isinstance(a, Node):  # a node is a value the graph computes
-            out.append(a)
+    map_aggregate((node.args, node.kwargs), lambda a: None if isinstance(a, Node) else out.append(a))
     return out
 
 

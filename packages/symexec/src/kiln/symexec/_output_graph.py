@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kiln.fxgraph import Graph, Node, register_impure_rule
+from kiln.fxgraph import Graph, Node, map_aggregate, register_impure_rule
 from kiln.guards import (
     GuardSet,
     NoAliasing,
@@ -445,18 +445,7 @@ class OutputGraph:
 def _fakes_in(value: Any) -> list[FakeTensor]:
     """The fake tensors among a call's (nested) arguments, each once."""
     found: dict[int, FakeTensor] = {}
-
-    def visit(v: Any) -> None:
-        if isinstance(v, FakeTensor):
-            found.setdefault(id(v), v)
-        elif isinstance(v, (tuple, list)):
-            for i in v:
-                visit(i)
-        elif isinstance(v, dict):
-            for i in v.values():
-                visit(i)
-
-    visit(value)
+    map_aggregate(value, lambda v: found.setdefault(id(v), v) if isinstance(v, FakeTensor) else None)
     return list(found.values())
 
 

@@ -75,21 +75,8 @@ def _plain_index(index: Any) -> bool:
 
 
 def _values(node: Node) -> list[Any]:
-    """The example values of the node's tensor arguments and of its result."""
-    found = [node.meta.get("val")]
-
-    def visit(a: Any) -> None:
-        if isinstance(a, Node):
-            found.append(a.meta.get("val"))
-        elif isinstance(a, (tuple, list)):
-            for i in a:
-                visit(i)
-        elif isinstance(a, dict):
-            for i in a.values():
-                visit(i)
-
-    visit((node.args, node.kwargs))
-    return found
+    """The example values of the node's result and of the nodes it reads."""
+    return [node.meta.get("val"), *(n.meta.get("val") for n in node.all_input_nodes)]
 
 
 def _static_float(value: Any) -> bool:
