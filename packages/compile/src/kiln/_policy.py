@@ -190,7 +190,7 @@ class FrameCompiler:
         if self.observer is not None:
             self.observer(cap)
         if cap.graph_break is not None:
-            stats.breaks.append(cap.graph_break.detached())
+            stats.breaks.append(cap.graph_break)  # detached by capture()
             stats.broken_codes[code] = str(cap.graph_break)
             artifact_logger("graph_breaks").info("graph break in %s: %s", code.co_qualname, cap.graph_break)
         gm = cap.graph_module
