@@ -33,7 +33,7 @@ import torch
 
 from kiln.fxgraph import GraphModule, Node, eliminate_dead_code
 from kiln.guards import GuardSet, LocalSource, Source
-from kiln.symshapes.bridge import hide_user_state
+from kiln.symshapes.bridge import hide_user_state, no_frontend_import
 
 from . import _opcodes  # noqa: F401  (registers the opcode rules)
 from ._breaks import break_point, break_tail
@@ -120,6 +120,8 @@ def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
     # saved-tensors hooks see what the compiled code runs, never the trace.
     hidden = hide_user_state(dispatch_modes=False)
     try:
+        # torch's meta kernels must not load torch's own frontend (``_frontend``).
+        hidden.enter_context(no_frontend_import())
         symbolic_locals: dict[str, VariableTracker] = {}
         for name in code.co_varnames[:_parameter_count(code)]:
             if name in L:

@@ -21,6 +21,7 @@ from kiln.symshapes.bridge._fake_mode import (
     data_dependent_rules,
 )
 from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
+from kiln.symshapes.bridge._frontend import no_frontend_import
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._sym_node import KilnSymNode, from_torch, to_torch
 from kiln.symshapes.bridge._user_state import hide_user_state
@@ -37,6 +38,7 @@ __all__ = [
     "from_real",
     "from_torch",
     "hide_user_state",
+    "no_frontend_import",
     "to_real",
     "to_torch",
 ]

@@ -51,6 +51,13 @@
   traced factory calls must see the default device. Infra dispatch modes (torch's own,
   under a mode key) stay. Hooks are left in place when torch has saved-tensors hooks
   disabled (nothing could be pushed back then).
+- ``dynamo_disable_wrappers()``: the functions torch wraps with ``torch._disable_dynamo``
+  (found through ``torch._compile._disable_dynamo``'s inner code object). Many of torch's
+  Python meta kernels and references are wrapped so (``elementwise_type_promotion_wrapper``,
+  ``make_fx``'s ``dispatch_trace``); the wrapper's first call imports ``torch._dynamo``
+  (torch's whole frontend, ~1 s) to build the disabled twin it caches on the wrapped
+  function as ``fn.__dynamo_disable``. ``_frontend.no_frontend_import`` pre-sets that
+  attribute for the duration of a trace (see there).
 
 Invariant: no other kiln.symshapes module touches an underscore-prefixed torch name.
 """
@@ -62,11 +69,13 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
+    "DYNAMO_DISABLE_ATTR",
     "FAKE_MODE_KEY",
     "TorchDispatchMode",
     "active_fake_mode",
     "allow_unavailable_devices",
     "disabled_torch_function",
+    "dynamo_disable_wrappers",
     "make_wrapper_subclass",
     "mutate_metadata",
     "op_schema",
@@ -236,3 +245,26 @@ def mutate_metadata(func, args, kwargs) -> None:
             func(*args, **kwargs)
         finally:
             torch._C._set_meta_in_tls_dispatch_include(previous)
+
+
+DYNAMO_DISABLE_ATTR = "__dynamo_disable"
+
+
+def dynamo_disable_wrappers() -> list:
+    """The functions wrapped by ``torch._disable_dynamo`` that exist now (each one's ``fn``),
+    or [] when torch's wrapper is not the one this was written for (torch 2.11 to 2.13)."""
+    import gc
+    import types
+
+    inner = [c for c in torch._compile._disable_dynamo.__code__.co_consts
+             if isinstance(c, types.CodeType) and c.co_freevars == ("fn", "recursive")
+             and DYNAMO_DISABLE_ATTR in c.co_consts]
+    if len(inner) != 1:
+        return []
+    wrapped = []
+    for f in gc.get_referrers(inner[0]):
+        if isinstance(f, types.FunctionType) and f.__closure__ is not None:
+            fn = f.__closure__[f.__code__.co_freevars.index("fn")].cell_contents
+            if isinstance(fn, types.FunctionType):
+                wrapped.append(fn)
+    return wrapped
