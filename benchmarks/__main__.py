@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="kiln's figures of two result files, side by side (as the compare command)")
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="time suites for eager, torch.compile and kiln")
-    run.add_argument("--suite", default="all", help="comma list of overhead,capture,kernels,models,recompiles or all")
+    run.add_argument("--suite", default="all", help="comma list of overhead,capture,kernels,models,recompiles,scaling or all")
     run.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     run.add_argument("--rounds", type=int, default=15)
     run.add_argument("--out", default=None, help="write the results as JSON here")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: the named steps (default: all), each into $OUT/<step>.txt.
 #   tests    the whole test suite (junit XML in $OUT/junit.xml)
-#   harness  python -m benchmarks run --suite all --device cuda  ($OUT/harness.json)
+#   harness  python -m benchmarks run --device cuda, every suite but scaling  ($OUT/harness.json)
+#   scaling  the scaling suite: cold compiles in fresh interpreters  ($OUT/scaling.json)
 #   demo     python -m kiln demo --device cuda  ($OUT/demo.html, $OUT/demo.json)
 #   benches  the per-package timing scripts, pinned to one core
 # Run through the device tool as:  scripts/device_check.sh tests harness demo   (carry .whl;
@@ -23,12 +24,14 @@ run() {  # name, timeout, command...
   tail -n 12 "$out/$name.txt"
 }
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests harness demo benches)
+[ ${#steps[@]} -eq 0 ] && steps=(tests harness scaling demo benches)
 for step in "${steps[@]}"; do
   case $step in
     tests) run tests 200 python3 -m pytest tests -q -n 16 -p no:randomly -p no:cacheprovider \
              --junitxml="$out/junit.xml" ;;
-    harness) run harness 240 python3 -m benchmarks run --suite all --device cuda --out "$out/harness.json" ;;
+    harness) run harness 240 python3 -m benchmarks run --suite overhead,capture,kernels,models,recompiles \
+               --device cuda --out "$out/harness.json" ;;
+    scaling) run scaling 400 python3 -m benchmarks run --suite scaling --device cuda --out "$out/scaling.json" ;;
     demo) run demo 120 python3 -m kiln demo --device cuda --report "$out/demo.html" --json "$out/demo.json" ;;
     benches)
       for b in overhead fxgraph guards frameeval symshapes; do

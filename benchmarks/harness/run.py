@@ -6,7 +6,8 @@ the first call of each is the compile time (the median of ``COMPILE_REPEATS`` fi
 each after a reset); outputs are checked against eager; then the
 three run interleaved, median of ``rounds`` rounds after warm-up. A call sequence (the
 ``recompiles`` suite) runs its calls once per compiler from a reset, counting graphs and
-timing the whole sequence, compiles included.
+timing the whole sequence, compiles included. A cold compile (the ``scaling`` suite) runs
+in fresh interpreters (``scaling.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 import kiln
 from kiln.demo import measure, outputs_match, time_once
 
+from .scaling import ColdCompile, format_scaling, run_cold
 from .suites import SUITES, CallSequence, Workload
 
 __all__ = ["COMPILE_REPEATS", "compare", "format_table", "run_suites"]
@@ -134,9 +136,16 @@ def run_suites(names: list[str], device: str, rounds: int = 15) -> dict[str, Any
         "python": platform.python_version(), "torch": torch.__version__, "kiln": kiln.__version__,
         "backend": "eager (both)", "rounds": rounds,
     }
-    rows = [run_sequence(w, device) if isinstance(w, CallSequence) else run_workload(w, device, rounds)
-            for n in names for w in SUITES[n]]
+    rows = [_run_one(w, device, rounds) for n in names for w in SUITES[n]]
     return {"meta": meta, "rows": rows}
+
+
+def _run_one(w: Any, device: str, rounds: int) -> dict[str, Any]:
+    if isinstance(w, CallSequence):
+        return run_sequence(w, device)
+    if isinstance(w, ColdCompile):
+        return run_cold(w, device)
+    return run_workload(w, device, rounds)
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -146,6 +155,7 @@ def format_table(result: dict[str, Any]) -> str:
     lines = []
     timed = [r for r in result["rows"] if "kiln_ms" in r]
     sequences = [r for r in result["rows"] if "kiln_total_s" in r]
+    cold = [r for r in result["rows"] if "kiln_cold_s" in r]
     for r in timed:
         lines.append((r["suite"], r["name"], f"{r['eager_ms']:.4f}", f"{r['kiln_ms']:.4f}",
                       f"{r['torch.compile_ms']:.4f}", f"{r['kiln_ms'] / r['torch.compile_ms']:.2f}",
@@ -153,8 +163,8 @@ def format_table(result: dict[str, Any]) -> str:
                       f"{r['kiln_graphs']}/{r['torch_graphs']}", f"{r['kiln_breaks']}/{r.get('torch_breaks', '?')}",
                       "yes" if r["matches_eager"] else "NO"))
     out = [_aligned(headers, lines)] if lines else []
-    if sequences:
-        out += ["", _sequence_table(sequences)] if out else [_sequence_table(sequences)]
+    for table in ([_sequence_table(sequences)] if sequences else []) + ([format_scaling(cold)] if cold else []):
+        out += ["", table] if out else [table]
     m = result["meta"]
     out.append(f"{m['date']}  {m['device']}{' ' + m['gpu'] if m['gpu'] else ''}  Python {m['python']}  "
                f"torch {m['torch']}  backend {m['backend']}  median of {m['rounds']} rounds")
@@ -187,7 +197,8 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float = 0.05) -
         if o is None:
             lines.append(f"{r['suite']}/{r['name']}: new")
             continue
-        for key in [k for k in ("kiln_ms", "kiln_compile_s", "kiln_graphs", "kiln_total_s") if k in r and k in o]:
+        for key in [k for k in ("kiln_ms", "kiln_compile_s", "kiln_graphs", "kiln_total_s", "kiln_cold_s", "kiln_peak_mb")
+                    if r.get(k) is not None and o.get(k) is not None]:
             ratio = r[key] / o[key] if o[key] else float("inf")
             flag = "REGRESSION" if ratio > 1 + threshold else ("improved" if ratio < 1 - threshold else "")
             lines.append(f"{r['suite']}/{r['name']} {key}: {o[key]:.4g} -> {r[key]:.4g} ({ratio:.2f}x) {flag}".rstrip())

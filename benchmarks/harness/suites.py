@@ -7,7 +7,10 @@
 - ``models``: an MLP, a convnet, a transformer block, the demo's GPT, and models from
   ``transformers`` built from small random configurations when that package is installed;
 - ``recompiles``: sequences of calls whose inputs change (a float argument, an ``.item()``
-  value, a module attribute, the sequence length), counting the graphs each compiler makes.
+  value, a module attribute, the sequence length), counting the graphs each compiler makes;
+- ``scaling``: cold compile time and peak memory of a transformer block stack (8 to 512
+  layers) and an unrolled loop (1k, 10k iterations), and a fresh process's first compile,
+  each in its own interpreter (``scaling.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .scaling import scaling_cases
 
 __all__ = ["SUITES", "CallSequence", "Workload"]
 
@@ -255,4 +260,5 @@ SUITES: dict[str, list[Any]] = {
                    CallSequence("recompiles", ".item() value (6 inputs)", _item_values),
                    CallSequence("recompiles", "module attribute (6 values)", _temperatures),
                    CallSequence("recompiles", "sequence length (6 lengths)", _sequence_lengths)],
+    "scaling": scaling_cases(),
 }

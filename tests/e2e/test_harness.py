@@ -77,3 +77,21 @@ def test_compare_from_the_command_line_both_spellings(tmp_path, capsys):
         assert main(argv) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and "s/w kiln_ms: 1 -> 2 (2.00x) REGRESSION" in outputs[0]
+
+
+def test_scaling_rows_run_each_compiler_cold_in_a_fresh_interpreter():
+    from benchmarks.harness.scaling import ColdCompile, format_scaling, run_cold
+
+    assert [c.size for c in SUITES["scaling"] if c.kind == "block"] == [8, 32, 128, 512]
+    assert [c.size for c in SUITES["scaling"] if c.kind == "loop"] == [1000, 10000]
+    rows = [run_cold(ColdCompile("scaling", "first", "first", 1, "call"), "cpu"),
+            run_cold(ColdCompile("scaling", "blocks", "block", 2, "layer"), "cpu")]
+    for row in rows:
+        assert row["matches_eager"] and row["kiln_graphs"] == row["torch_graphs"] == 1, row
+        assert row["kiln_cold_s"] > 0 and row["torch_cold_s"] > 0
+        # kiln's process never loaded torch's frontend; torch.compile's did (the check works)
+        assert row["kiln_frontend_loaded"] == [] and "torch._dynamo" in row["torch_frontend_loaded"]
+    assert rows[1]["kiln_per_unit_ms"] == rows[1]["kiln_cold_s"] / 2 * 1000
+    assert rows[1]["kiln_peak_mb"] is not None and rows[1]["kiln_peak_mb"] >= 0
+    table = format_scaling(rows)
+    assert "blocks" in table and "/layer" in table and "peak MB k/t" in table

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import sympy
 
@@ -211,3 +213,29 @@ def test_produce_guards_reports_specialized_dynamic_sources():
     assert int(x) == 8
     assert bool(y + 0 == 5)
     assert env.produce_guards().specialized == {"x": 8, "y": 5}
+
+
+def test_replacements_stay_fully_resolved_through_chains():
+    env = ShapeEnv()
+    x, y, z, w = (env.create_symint(h, n) for h, n in ((3, "x"), (5, "y"), (8, "z"), (13, "w")))
+    assert bool(z == x + y) and bool(w == z + y)  # z -> x + y, w -> x + 2*y
+    assert bool(y == x + 2)  # y -> x + 2: both earlier values must follow
+    reps = env.replacements
+    assert reps[z.expr] == 2 * x.expr + 2 and reps[w.expr] == 3 * x.expr + 4
+    assert int(x) == 3
+    assert env.replacements == {x.expr: 3, y.expr: 5, z.expr: 8, w.expr: 13}
+    produced = env.produce_guards()
+    assert produced.check({"x": 3, "y": 5, "z": 8, "w": 13}) == []
+    assert produced.check({"x": 4, "y": 6, "z": 10, "w": 16}) != []
+
+
+def test_many_replacements_resolve_without_rescanning():
+    # a long chain: each new symbol equals the previous one plus one, then the first is fixed
+    env = ShapeEnv(ShapeEnvConfig(duck_shape=False))
+    syms = [env.create_symint(10 + i, f"v{i}") for i in range(300)]
+    for a, b in itertools.pairwise(syms):
+        assert bool(b == a + 1)
+    assert int(syms[0]) == 10
+    reps = env.replacements
+    assert all(reps[s.expr] == 10 + i for i, s in enumerate(syms))
+    assert not any(v.free_symbols for v in reps.values())

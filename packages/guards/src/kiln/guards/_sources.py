@@ -75,8 +75,12 @@ class Source:
         return isinstance(self.chain()[0], GlobalSource)
 
     def __str__(self) -> str:
-        base = self.base
-        return self.access("" if base is None else str(base))
+        text = self._text
+        if not text:
+            base = self.base
+            text = self.access("" if base is None else str(base))
+            object.__setattr__(self, "_text", text)
+        return text
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
@@ -94,8 +98,10 @@ def _cached_hash(self: Source) -> int:
 
 def _source(cls: type) -> type:
     """A source class: a frozen, slotted dataclass whose hash is computed once."""
-    cls.__annotations__ = {**inspect.get_annotations(cls), "_hash": "int"}
+    # the text (``str``) and hash, each computed once: sources are immutable
+    cls.__annotations__ = {**inspect.get_annotations(cls), "_hash": "int", "_text": "str"}
     cls._hash = field(default=0, init=False, repr=False, compare=False)
+    cls._text = field(default="", init=False, repr=False, compare=False)
     cls = dataclass(frozen=True, slots=True, repr=False)(cls)
     cls.__hash__ = _cached_hash
     return cls

@@ -161,7 +161,7 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     for node in list(graph.find_nodes("placeholder")):
         if node.users:
             keep_sources.append(node.meta["source"])
-            keep_examples.append(output.example_inputs[output.input_sources.index(node.meta["source"])])
+            keep_examples.append(output.example_of(node.meta["source"]))
         else:
             graph.erase_node(node)
     graph.lint()

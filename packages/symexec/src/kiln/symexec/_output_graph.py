@@ -107,8 +107,7 @@ class OutputGraph:
         self.fake_mode = FakeTensorMode(self.shape_env, cache=_shared_dispatch_cache())
         self.guards = GuardSet([TorchGlobalState.capture()])
         self.f_globals = f_globals
-        self.input_sources: list[Source] = []
-        self.example_inputs: list[Any] = []
+        self._examples: dict[Source, Any] = {}  # input source -> its example value
         self.tensor_inputs: dict[int, TensorVariable] = {}   # id(real tensor) -> tracker
         # id(fake tensor) -> the one tracker of that tensor object: an op that returns one
         # of its arguments (``x.add_(1)``, ``out=``, ``F.relu(x, inplace=True)``,
@@ -192,9 +191,16 @@ class OutputGraph:
             with self.graph.inserting_before(anchor):
                 node = self.graph.placeholder(name)
         node.meta["source"] = source
-        self.input_sources.append(source)
-        self.example_inputs.append(example)
+        self._examples.setdefault(source, example)
         return node
+
+    def is_input(self, source: Source) -> bool:
+        """Whether a graph input is read from ``source``."""
+        return source in self._examples
+
+    def example_of(self, source: Source) -> Any:
+        """The example value of the graph input read from ``source`` (KeyError if none)."""
+        return self._examples[source]
 
     def number_op(self, fn: Any, args: list[VariableTracker]) -> SymNumberVariable:
         """``fn(*args)`` on numbers, computed by the graph (an argument is a SymNumberVariable,

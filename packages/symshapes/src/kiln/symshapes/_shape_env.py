@@ -79,6 +79,9 @@ class ShapeEnv:
         self._size_like: set[sympy.Symbol] = set()
         self._unbacked: set[sympy.Symbol] = set()
         self._replacements: dict[sympy.Symbol, sympy.Expr] = {}
+        # symbol -> the replaced symbols whose value mentions it (to resolve them when it is
+        # replaced in turn, without scanning every replacement)
+        self._mentioned_by: dict[sympy.Symbol, set[sympy.Symbol]] = {}
         self._divisible: dict[sympy.Expr, sympy.Expr] = {}
         self._guards: list[ShapeGuard] = []
         self._runtime_asserts: list[ShapeGuard] = []
@@ -435,9 +438,13 @@ class ShapeEnv:
             merged = self.range_of(value).intersect(self.range_of(sym))
             self._set_range(value, merged)
         self._replacements[sym] = value
-        for key, old in self._replacements.items():
-            if sym in old.free_symbols:
-                self._replacements[key] = old.xreplace({sym: value})
+        mentioned = value.free_symbols
+        for s in mentioned:
+            self._mentioned_by.setdefault(s, set()).add(sym)
+        for key in self._mentioned_by.pop(sym, ()):
+            self._replacements[key] = self._replacements[key].xreplace({sym: value})
+            for s in mentioned:
+                self._mentioned_by[s].add(key)
         self._invalidate()
 
     # ----------------------------------------------------------------- output

@@ -101,10 +101,10 @@ class TensorVariable(VariableTracker):
         # Not a Tensor attribute: an attribute set on this very tensor is not traced; one
         # that is nowhere is missing (so ``hasattr`` answers False).
         output = tx.output
-        if self.source is not None and self.source in output.input_sources:
+        if self.source is not None and output.is_input(self.source):
             from kiln.guards import AttrSource, KeyAbsent
 
-            real = output.example_inputs[output.input_sources.index(self.source)]
+            real = output.example_of(self.source)
             if name in real.__dict__:
                 raise Unsupported(f"reading attribute {name!r} set on {self.describe()}")
             # "missing" holds while nobody sets it on this tensor
