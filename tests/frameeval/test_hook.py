@@ -836,6 +836,51 @@ def _collected_in_a_call(x):
     return x
 
 
+def test_a_collection_in_another_thread_skips_only_that_threads_frames(make_recorder):
+    # A finalizer that releases the GIL (here: waits for an event) lets other threads run
+    # while the collection is still going on. Their frames are intercepted as usual; the
+    # collecting thread's finalizer is not. (The interpreter's collecting flag is shared by
+    # all threads: this thread's frames were skipped while another thread collected.)
+    in_finalizer, finished = threading.Event(), threading.Event()
+    collector_recorder, main_recorder = make_recorder(), make_recorder()
+
+    class Blocking:
+        def __del__(self):
+            helper(0)
+            in_finalizer.set()
+            finished.wait(10)
+
+    def collect():
+        cycle = Blocking()
+        cycle.self = cycle
+        del cycle
+        with fe.callback_set(collector_recorder):
+            _collected_in_a_call(1)
+
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # only the collector thread's explicit collection runs
+    thread = threading.Thread(target=collect)
+    try:
+        thread.start()
+        assert in_finalizer.wait(10)
+        with fe.callback_set(main_recorder):
+            assert add(1, 2) == 3
+    finally:
+        finished.set()
+        thread.join()
+        if gc_was_enabled:
+            gc.enable()
+    assert add.__code__ in main_recorder.codes()
+    assert _collected_in_a_call.__code__ in collector_recorder.codes()
+    assert helper.__code__ not in collector_recorder.codes()
+    assert Blocking.__del__.__code__ not in collector_recorder.codes()
+
+
+def test_gc_phase_recorder_is_in_gc_callbacks():
+    # put first at import; other libraries (hypothesis) may insert theirs before it later
+    assert [cb for cb in gc.callbacks if getattr(cb, "__name__", "") == "kiln_frameeval_gc_phase"]
+
+
 @pytest.mark.parametrize("install", [sys.settrace, sys.setprofile])
 def test_trace_and_profile_functions_are_not_intercepted(recorder, install):
     def tracer(frame, event, arg):

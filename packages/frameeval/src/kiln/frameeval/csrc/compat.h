@@ -8,10 +8,12 @@
  *   KILN_FRAME_FUNC(f)            the frame's function object (PyObject *, strong in the frame)
  *   KILN_FRAME_AT_START(f, co)    true when no instruction of the frame has run yet
  *   KILN_CODE_GET_EXTRA / SET_EXTRA / REQUEST_EXTRA_INDEX   the code-extra API (PEP 523)
- *   KILN_STARTED_BY_INTERPRETER(ts)  true while the thread runs a function the interpreter
- *                                 called on its own: a trace, profile or monitoring function,
- *                                 or anything the garbage collector runs (gc.callbacks,
- *                                 finalizers, weakref callbacks)
+ *   KILN_TRACING(ts)              true while the thread runs a trace, profile or monitoring
+ *                                 function
+ *   KILN_GC_COLLECTING(ts)        true while a garbage collection runs, in any thread (the
+ *                                 collector runs gc.callbacks, finalizers and weakref
+ *                                 callbacks; one of those may release the GIL, and other
+ *                                 threads run meanwhile with the flag still set)
  *   kiln_release_frame(ts, f)     release a thread-owned frame that the default evaluator
  *                                 will not run (3.11: the caller does it, so nothing;
  *                                 3.12: clear and pop by hand; 3.13: exported helper)
@@ -44,9 +46,10 @@
 #undef Py_BUILD_CORE
 
 /* tstate->tracing is raised around every trace/profile (3.12+: monitoring) callback; the
- * collector's `collecting` flag covers its callbacks, finalizers and weakref callbacks. The
- * same fields on 3.11, 3.12 and 3.13. */
-#define KILN_STARTED_BY_INTERPRETER(ts) ((ts)->tracing > 0 || (ts)->interp->gc.collecting)
+ * collector's `collecting` flag (per interpreter) covers its callbacks, finalizers and
+ * weakref callbacks. The same fields on 3.11, 3.12 and 3.13. */
+#define KILN_TRACING(ts) ((ts)->tracing > 0)
+#define KILN_GC_COLLECTING(ts) ((ts)->interp->gc.collecting)
 
 #define KILN_CO_NOT_A_PLAIN_FUNCTION \
     (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)

@@ -18,6 +18,11 @@
  *   frame object, frames of skipped code (replacement code is always skipped), and every
  *   frame the interpreter starts on its own (trace/profile/monitoring functions, whatever
  *   the garbage collector runs): those are not part of the compiled program.
+ * - A collection skips frames of the thread running it only: a finalizer that releases the
+ *   GIL lets other threads run while the interpreter's `collecting` flag is still set, and
+ *   their frames are intercepted as usual. The collecting thread is recorded by a gc.callbacks
+ *   entry put first at import; when it is not known (that entry removed, or moved behind a
+ *   user's callback that runs first), every thread's frames are skipped during a collection.
  */
 #include "frameeval.h"
 #include "pythread.h"
@@ -38,6 +43,39 @@ static _PyFrameEvalFunction previous_eval = NULL;
 static PyInterpreterState *hooked_interp = NULL; /* the interpreter that imported us */
 static Py_ssize_t active_threads = 0;
 static int keep_installed = 0; /* leave the hook in place when the last callback goes */
+/* The thread running the current garbage collection, set by gc_phase when the collection
+ * starts and cleared when it stops; NULL when unknown. Compared, never dereferenced. */
+static PyThreadState *collector = NULL;
+
+/* gc.callbacks entry: record which thread runs the collection. */
+static PyObject *
+gc_phase(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *phase;
+    PyObject *info;
+    if (!PyArg_UnpackTuple(args, "gc_phase", 2, 2, &phase, &info)) {
+        return NULL;
+    }
+    int starts = PyUnicode_Check(phase) && PyUnicode_CompareWithASCIIString(phase, "start") == 0;
+    collector = starts ? PyThreadState_Get() : NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef gc_phase_def = {
+    "kiln_frameeval_gc_phase", gc_phase, METH_VARARGS,
+    "gc.callbacks entry of kiln.frameeval: records which thread runs a collection."};
+
+/* True while `tstate` runs a function the interpreter called on its own: a trace, profile
+ * or monitoring function, or (in the collecting thread) what a collection runs. */
+static inline int
+started_by_interpreter(PyThreadState *tstate)
+{
+    if (KILN_TRACING(tstate)) {
+        return 1;
+    }
+    return KILN_GC_COLLECTING(tstate) && (collector == NULL || collector == tstate);
+}
 static PyObject *owner_key = NULL;
 
 /* ------------------------------------------------------------------ evaluation */
@@ -160,7 +198,7 @@ static PyObject *
 kiln_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
     if (slot.callback == NULL || slot.busy || throwflag || frame == slot.delegated ||
-        KILN_STARTED_BY_INTERPRETER(tstate) ||
+        started_by_interpreter(tstate) ||
         frame->owner != FRAME_OWNED_BY_THREAD || frame->f_locals != NULL ||
         frame->frame_obj != NULL || !PyFunction_Check(KILN_FRAME_FUNC(frame))) {
         return run_default(tstate, frame, throwflag);
@@ -377,6 +415,34 @@ kiln_get_callback(void)
 
 /* ------------------------------------------------------------------ init */
 
+/* Put gc_phase first in gc.callbacks (once per process: the module initializes once). */
+static int
+register_gc_phase(void)
+{
+    static int registered = 0;
+    if (registered) {
+        return 0;
+    }
+    PyObject *fn = PyCFunction_New(&gc_phase_def, NULL);
+    if (fn == NULL) {
+        return -1;
+    }
+    PyObject *gc = PyImport_ImportModule("gc");
+    PyObject *callbacks = gc ? PyObject_GetAttrString(gc, "callbacks") : NULL;
+    Py_XDECREF(gc);
+    int rc = -1;
+    if (callbacks != NULL && PyList_Check(callbacks)) {
+        rc = PyList_Insert(callbacks, 0, fn);
+    }
+    else if (callbacks != NULL) {
+        PyErr_SetString(PyExc_TypeError, "gc.callbacks is not a list");
+    }
+    Py_XDECREF(callbacks);
+    Py_DECREF(fn);
+    registered = rc == 0;
+    return rc;
+}
+
 int
 kiln_hook_init(void)
 {
@@ -393,5 +459,5 @@ kiln_hook_init(void)
             return -1;
         }
     }
-    return 0;
+    return register_gc_phase();
 }
