@@ -113,3 +113,16 @@ def test_reference_names_after_a_dot_are_attributes():
     holder = types.SimpleNamespace(__kiln_k0="attribute")
     fn = _function(f.__code__, ["return __kiln_k0.__kiln_k0, '__kiln_k0'"], {"__kiln_k0": holder})
     assert fn(0) == ("attribute", "__kiln_k0")
+
+
+def test_a_call_over_thousands_of_references_on_one_line_is_bound():
+    # a graph over a 512-layer model is called with ~6000 inputs on one line (Python 3.12's
+    # tokenize module was quadratic in a line's length: the build now parses instead)
+    def f(x):
+        pass
+
+    refs = {f"__kiln_k{i}": i for i in range(6000)}
+    fn = _function(f.__code__, [f"return x + sum(({', '.join(refs)},)), __kiln_k7, 'x.__kiln_k1'"],
+                   refs)
+    assert fn(1) == (1 + sum(range(6000)), 7, "x.__kiln_k1")
+

@@ -15,13 +15,12 @@ listed in the original order and every free variable is referenced once.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
-import io
 import keyword
 import linecache
 import sys
-import tokenize
 import types
 import warnings
 from dataclasses import dataclass, field
@@ -111,29 +110,35 @@ def build_replacement(code: types.CodeType, body: ReplacementSource) -> types.Co
     # (``__kiln_graph``), the compiled text holds a placeholder string in their place, and
     # the placeholder is swapped for the object in co_consts.
     placeholders = {_placeholder(ref): obj for ref, obj in body.objects.items()}
-    compiled_text = _names_to_placeholders(full, set(body.objects))
+    tree = _names_to_placeholders(full, set(body.objects))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
-        module = compile(compiled_text, filename, "exec")
+        module = compile(tree, filename, "exec")
     fn_code = _find_code(module, name)
     fn_code = _bind_objects(fn_code, placeholders)
     return fn_code.replace(co_qualname=code.co_qualname)
 
 
-def _names_to_placeholders(text: str, refs: set[str]) -> str:
-    """``text`` with each name in ``refs`` used as a variable replaced by its placeholder
-    string; the same characters inside a string literal, or after a dot, stay as they are
-    (a user's string ``"__kiln_graph"`` is data, not a reference)."""
-    tokens = []
-    previous = None
-    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        string = tok.string
-        if tok.type == tokenize.NAME and string in refs and previous != ".":
-            string = repr(_placeholder(string))
-        if tok.type not in (tokenize.NL, tokenize.COMMENT):
-            previous = tok.string
-        tokens.append((tok.type, string))
-    return tokenize.untokenize(tokens)
+def _names_to_placeholders(text: str, refs: set[str]) -> ast.Module:
+    """``text`` parsed, with each name in ``refs`` read as a variable replaced by its
+    placeholder string; the same characters inside a string literal, or after a dot, stay
+    as they are (a user's string ``"__kiln_graph"`` is data, not a reference). Done on the
+    syntax tree: the tokenize module is quadratic in a line's length on Python 3.12 before
+    3.12.4, and a graph call over thousands of inputs is one long line."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                value[:] = [_placeholder_for(v, refs) for v in value]
+            else:
+                setattr(node, name, _placeholder_for(value, refs))
+    return tree
+
+
+def _placeholder_for(value: Any, refs: set[str]) -> Any:
+    if type(value) is ast.Name and value.id in refs and type(value.ctx) is ast.Load:
+        return ast.copy_location(ast.Constant(_placeholder(value.id)), value)
+    return value
 
 
 def _find_code(module: types.CodeType, name: str) -> types.CodeType:
