@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kiln.fxgraph import Graph, Node, map_aggregate, register_impure_rule
+from kiln.fxgraph import Graph, Node, is_impure, map_aggregate, register_impure_rule
 from kiln.guards import (
     GuardSet,
     NoAliasing,
@@ -37,6 +37,8 @@ from kiln.guards import (
 from kiln.symshapes import ShapeEnv
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
 
+from ._handlers import errors_caught
+from ._run_time_errors import may_raise
 from ._torch_internals import version_counter
 from ._unsupported import Unsupported
 from .variables._base import VariableTracker
@@ -137,6 +139,9 @@ class OutputGraph:
         self.open_contexts: list[Any] = []
         self._first_op: Node | None = None
         self._ops = 0  # nodes recorded so far; each op node's meta["order"]
+        # the innermost Translator running (None outside a walk): ops that may fail at run
+        # time are refused where its code could catch the error (``_handlers``)
+        self.active: Any = None
         self._input_names: set[str] = set()
         import torch
 
@@ -397,7 +402,13 @@ class OutputGraph:
         node = self._new_node(op, target, node_args, node_kwargs)
         if changed:
             node.meta[MUTATES] = True  # kept by dead-code elimination, whatever its name
-        return self._wrap_result(node, out, what)
+        result = self._wrap_result(node, out, what)
+        if self.active is not None and (_holds_fake(out) or is_impure(node)) \
+                and may_raise(node, MUTATES) and errors_caught(self.active):
+            # the graph would raise outside the user's try: the op must run inside it
+            raise Unsupported(f"{what} may fail on run-time values inside a try block (or a with "
+                              "block that may suppress errors); it runs outside the graph")
+        return result
 
     def _check_mutation(self, changed: list[FakeTensor], what: str) -> None:
         """Note the graph inputs an in-place op changed (through views too: a view shares its
@@ -435,13 +446,10 @@ class OutputGraph:
         if not _holds_fake(out):
             # no tensor in the result (a size, a flag, a tuple of ints from a torch helper):
             # a trace-time constant, and the node computing it is not needed
-            if not node.users and node.op != "placeholder":
-                from kiln.fxgraph import is_impure
-
-                if not is_impure(node):
-                    self.graph.erase_node(node)
-                    if self._first_op is node:
-                        self._first_op = None
+            if not node.users and node.op != "placeholder" and not is_impure(node):
+                self.graph.erase_node(node)
+                if self._first_op is node:
+                    self._first_op = None
             from .variables._wrap import wrap_trace_value
 
             return wrap_trace_value(out)

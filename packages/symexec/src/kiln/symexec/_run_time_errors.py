@@ -6,7 +6,7 @@ values show: an index out of range through a tensor index, overlapping memory in
 ``index_add_``/``copy_``, a failed ``torch._assert``, an integer division by zero, and any op
 kiln knows nothing about. ``may_raise(node)`` answers True for all of those: only the ops of
 ``_SAFE_FUNCTIONS`` / ``_SAFE_METHODS`` on floating-point tensors of static shapes, changing
-no argument, are known never to raise (the answer is conservative: a wrong True costs an
+no argument, and the factories of ``_FACTORIES`` reading no graph value, are known never to raise (the answer is conservative: a wrong True costs an
 effect replayed after the graph, a wrong False a side effect eager would not have made).
 """
 
@@ -36,6 +36,8 @@ _SAFE_METHODS = frozenset({
     "permute", "t", "unsqueeze", "squeeze", "flatten", "expand",
 })
 _PLAIN_INDEX = (int, slice, type(None), type(Ellipsis))
+# factories: with no graph value among their arguments they make the same tensor every run
+_FACTORIES = frozenset({torch.ones, torch.zeros, torch.empty, torch.full, torch.tensor, torch.eye})
 
 
 def may_raise(node: Node, mutates_key: str) -> bool:
@@ -43,6 +45,8 @@ def may_raise(node: Node, mutates_key: str) -> bool:
     docstring. ``mutates_key``: the ``node.meta`` key marking ops that change an argument."""
     if node.meta.get(mutates_key) or "out" in node.kwargs:
         return True
+    if node.op == "call_function" and not node.all_input_nodes and _is_factory(node.target):
+        return False
     if node.op == "call_method":
         safe = node.target in _SAFE_METHODS
     elif node.op == "call_function" and node.target is operator.getitem:
@@ -64,6 +68,13 @@ def _is_safe_function(target: Any) -> bool:
     try:
         return target in _SAFE_FUNCTIONS
     except TypeError:  # an unhashable callable
+        return False
+
+
+def _is_factory(target: Any) -> bool:
+    try:
+        return target in _FACTORIES
+    except TypeError:
         return False
 
 

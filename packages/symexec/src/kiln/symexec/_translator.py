@@ -177,6 +177,7 @@ class Translator:
         instructions = self.instructions
         counts = self.visit_counts
         stop_index, stop_visit = self.stop_at or (-1, 0)
+        self.output.active = self  # the innermost frame being traced (see _handlers)
         try:
             while True:
                 if self.ip >= len(instructions):
@@ -205,6 +206,8 @@ class Translator:
             self._unsupported(Unsupported(f"{err} (a data-dependent size or number)"), counts)
         except Unsupported as e:
             self._unsupported(e, counts)
+        finally:
+            self.output.active = self.parent
 
     def _unsupported(self, e: Unsupported, counts: Any) -> None:
         """Raise ``e`` located at the current instruction (and, in the root frame, with the
