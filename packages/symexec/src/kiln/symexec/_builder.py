@@ -152,6 +152,7 @@ class VariableBuilder:
             if g:
                 self._guard(TypeMatch(source, GradModeExit))
                 self._guard(EqualsMatch(AttrSource(source, "previous"), value.previous))
+            self.output.enter_outer_grad_block(value.previous)
             return ExitVariable(GradModeVariable.entered(torch.is_grad_enabled(), value.previous))
         manager = grad_mode_instance(value)
         if manager is not None:

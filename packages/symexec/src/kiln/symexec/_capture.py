@@ -59,6 +59,8 @@ from .variables._symnumber import SymNumberVariable
 from .variables._tensor import TensorMethodVariable, TensorVariable
 from .variables._torch import ExitVariable
 
+_SET_GRAD = torch._C._set_grad_enabled
+
 __all__ = ["Capture", "capture"]
 
 
@@ -195,10 +197,16 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     if before:
         body.lines += [line for line in writer.prelude if _defined(line) in early]
     body.lines += [line for effect in before for line in effect.lines]
-    if outputs:
-        body.lines.append(f"__kiln_out = {graph_name}({inputs})")
-    elif op_count:
-        body.lines.append(f"{graph_name}({inputs})")
+    call = f"__kiln_out = {graph_name}({inputs})" if outputs else f"{graph_name}({inputs})" if op_count else None
+    restore = output.error_grad_mode
+    if call is not None and restore is not None and any(n.target is _SET_GRAD for n in ops):
+        # the graph switches grad mode (with blocks): if it raises, leave the mode eager's
+        # unwinding would leave (OutputGraph.error_grad_mode)
+        switch = body.ref(_SET_GRAD, "set_grad")
+        body.lines += ["try:", f"    {call}", "except BaseException:", f"    {switch}({restore})",
+                       "    raise"]
+    elif call is not None:
+        body.lines.append(call)
     body.lines += [line for line in writer.prelude if not before or _defined(line) not in early]
     body.lines += [line for effect in after for line in effect.lines]
     body.lines += tail_lines

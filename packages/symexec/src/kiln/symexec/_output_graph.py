@@ -142,6 +142,14 @@ class OutputGraph:
         # the innermost Translator running (None outside a walk): ops that may fail at run
         # time are refused where its code could catch the error (``_handlers``)
         self.active: Any = None
+        # The grad mode before each grad-mode ``with`` block open now, outermost first
+        # (blocks a resume function was called inside of come first). When an op of the
+        # graph raises, eager's unwinding leaves the mode of before the outermost block
+        # open at that op (or the mode there when none is): ``error_grad_mode``, the same
+        # for every op that may raise in one graph; the replacement restores it.
+        self.grad_blocks: list[bool] = []
+        self._outer_grad_blocks = 0
+        self.error_grad_mode: bool | None = None
         self._input_names: set[str] = set()
         import torch
 
@@ -351,6 +359,21 @@ class OutputGraph:
             self._first_op = node
         return node
 
+    def enter_outer_grad_block(self, previous: bool) -> None:
+        """A grad-mode block entered before tracing began (its ``GradModeExit`` is an input)."""
+        self.grad_blocks.insert(self._outer_grad_blocks, previous)
+        self._outer_grad_blocks += 1
+
+    def _note_error_grad_mode(self, what: str) -> None:
+        import torch
+
+        mode = self.grad_blocks[0] if self.grad_blocks else torch.is_grad_enabled()
+        if self.error_grad_mode is None:
+            self.error_grad_mode = mode
+        elif self.error_grad_mode != mode:
+            raise Unsupported(f"{what} may fail on run-time values with another grad mode to restore "
+                              "on error than an earlier op of the graph")
+
     def set_grad_enabled(self, enabled: bool) -> None:
         """Switch grad mode here and in the graph (the fake tensors see the new mode)."""
         import torch
@@ -403,11 +426,12 @@ class OutputGraph:
         if changed:
             node.meta[MUTATES] = True  # kept by dead-code elimination, whatever its name
         result = self._wrap_result(node, out, what)
-        if self.active is not None and (_holds_fake(out) or is_impure(node)) \
-                and may_raise(node, MUTATES) and errors_caught(self.active):
-            # the graph would raise outside the user's try: the op must run inside it
-            raise Unsupported(f"{what} may fail on run-time values inside a try block (or a with "
-                              "block that may suppress errors); it runs outside the graph")
+        if (_holds_fake(out) or is_impure(node)) and may_raise(node, MUTATES):
+            if self.active is not None and errors_caught(self.active):
+                # the graph would raise outside the user's try: the op must run inside it
+                raise Unsupported(f"{what} may fail on run-time values inside a try block (or a with "
+                                  "block that may suppress errors); it runs outside the graph")
+            self._note_error_grad_mode(what)
         return result
 
     def _check_mutation(self, changed: list[FakeTensor], what: str) -> None:

@@ -303,10 +303,12 @@ class GradModeVariable(ContextManagerVariable):
     def enter(self, tx: Translator) -> VariableTracker:
         if self.previous is None:
             self.previous = self._switch(tx, self.enabled)
+        tx.output.grad_blocks.append(self.previous)
         return ConstantVariable(None)
 
     def exit(self, tx: Translator) -> None:
         assert self.previous is not None
+        tx.output.grad_blocks.pop()
         self._switch(tx, self.previous)
 
     @classmethod
