@@ -115,3 +115,41 @@ def test_grad_mode_after_a_run_time_error_is_eagers(fn):
                 assert got.requires_grad == expected.requires_grad
             if mode and index == 1:
                 assert counting.graphs == CASES[fn]
+
+
+def _autocast_snapshot():
+    from kiln.symexec._autocast_state import autocast_state
+
+    return autocast_state()
+
+
+def autocast_block(x, idx):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x.index_select(0, idx) @ x.t()
+    return y.float()
+
+
+def autocast_inside_no_grad(x, idx):
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+        y = x.index_select(0, idx) @ x.t()
+    return y.float() + 1
+
+
+@pytest.mark.parametrize("fn", [autocast_block, autocast_inside_no_grad], ids=lambda f: f.__name__)
+def test_autocast_state_after_a_run_time_error_is_eagers(fn):
+    # enabled flags and dtypes per device, the cache switch and the nesting count (left
+    # raised, the cast-weights cache would never be cleared again)
+    x = torch.randn(4, 4)
+    compiled = kiln.compile(fn, backend="eager")
+    for index in (1, 9):
+        idx = torch.tensor([index])
+        states = []
+        for f in (fn, compiled):
+            before = _autocast_snapshot()
+            out, error, mode = _after(f, True, x, idx)
+            states.append((out, error, mode, _autocast_snapshot()))
+            assert states[-1][3] == before
+        (expected, expected_error, expected_mode, _), (got, error, got_mode, _) = states
+        assert (error, got_mode) == (expected_error, expected_mode)
+        if expected_error is None:
+            torch.testing.assert_close(got, expected)

@@ -37,6 +37,7 @@ from kiln.symshapes.bridge import hide_user_state, no_frontend_import
 
 from . import _opcodes  # noqa: F401  (registers the opcode rules)
 from ._breaks import break_point, break_tail
+from ._autocast_state import autocast_state, restore_autocast
 from ._codegen import ReplacementSource, build_replacement, render_source
 from ._opcodes import MethodOf
 from ._output_graph import MUTATES, OutputGraph
@@ -60,6 +61,7 @@ from .variables._tensor import TensorMethodVariable, TensorVariable
 from .variables._torch import ExitVariable
 
 _SET_GRAD = torch._C._set_grad_enabled
+_ENTER_AUTOCAST = torch.amp.autocast_mode._enter_autocast
 
 __all__ = ["Capture", "capture"]
 
@@ -198,13 +200,18 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
         body.lines += [line for line in writer.prelude if _defined(line) in early]
     body.lines += [line for effect in before for line in effect.lines]
     call = f"__kiln_out = {graph_name}({inputs})" if outputs else f"{graph_name}({inputs})" if op_count else None
-    restore = output.error_grad_mode
+    on_error = []
+    restore = output.error_grad_mode  # None: no op of the graph may fail at run time
     if call is not None and restore is not None and any(n.target is _SET_GRAD for n in ops):
         # the graph switches grad mode (with blocks): if it raises, leave the mode eager's
         # unwinding would leave (OutputGraph.error_grad_mode)
-        switch = body.ref(_SET_GRAD, "set_grad")
-        body.lines += ["try:", f"    {call}", "except BaseException:", f"    {switch}({restore})",
-                       "    raise"]
+        on_error.append(f"    {body.ref(_SET_GRAD, 'set_grad')}({restore})")
+    if call is not None and restore is not None and any(n.target is _ENTER_AUTOCAST for n in ops):
+        # the graph enters autocast blocks: if it raises, the state before it (_autocast_state)
+        body.lines.append(f"__kiln_autocast = {body.ref(autocast_state, 'autocast_state')}()")
+        on_error.append(f"    {body.ref(restore_autocast, 'restore_autocast')}(__kiln_autocast)")
+    if on_error:
+        body.lines += ["try:", f"    {call}", "except BaseException:", *on_error, "    raise"]
     elif call is not None:
         body.lines.append(call)
     body.lines += [line for line in writer.prelude if not before or _defined(line) not in early]

@@ -37,6 +37,7 @@ from kiln.guards import (
 from kiln.symshapes import ShapeEnv
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
 
+from ._autocast_state import AUTOCAST_DEVICES
 from ._handlers import errors_caught
 from ._run_time_errors import may_raise
 from ._torch_internals import version_counter
@@ -60,7 +61,7 @@ def _changes_arguments(node: Node) -> bool:
 _ROOT = re.compile(r"^([LG])\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 
-_AUTOCAST_DEVICES = ("cpu", "cuda")
+_AUTOCAST_DEVICES = AUTOCAST_DEVICES
 _MODULE_SLOT = re.compile(r"\._(?:modules|parameters|buffers)\[")
 
 
