@@ -36,8 +36,8 @@ from kiln.guards import GuardSet, LocalSource, Source
 from kiln.symshapes.bridge import hide_user_state, no_frontend_import
 
 from . import _opcodes  # noqa: F401  (registers the opcode rules)
-from ._breaks import break_point, break_tail
 from ._autocast_state import autocast_state, restore_autocast
+from ._breaks import break_point, break_tail
 from ._codegen import ReplacementSource, build_replacement, render_source
 from ._opcodes import MethodOf
 from ._output_graph import MUTATES, OutputGraph
