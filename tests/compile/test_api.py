@@ -73,8 +73,8 @@ def test_bad_arguments_are_clear_errors():
         kiln.compile(42)
     with pytest.raises(ValueError, match="unknown mode"):
         kiln.compile(simple, mode="fastest")
-    with pytest.raises(NotImplementedError, match="dynamic=True"):
-        kiln.compile(simple, dynamic=True)
+    with pytest.raises(TypeError, match="dynamic must be None, True or False"):
+        kiln.compile(simple, dynamic="yes")
     assert kiln.compile(simple, disable=True) is simple
 
 

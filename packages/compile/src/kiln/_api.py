@@ -50,10 +50,10 @@ def compile(
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(map(str, _MODES[1:]))}")
     if mode is not None and options:
         raise ValueError("pass either mode or options, not both (as torch.compile)")
-    if dynamic is True:
-        raise NotImplementedError("dynamic=True needs dynamic shapes in kiln.symexec, not built yet")
     if not callable(model):
         raise TypeError(f"kiln.compile expects a function or nn.Module, got {type(model).__name__}")
+    if type(dynamic) not in (type(None), bool):
+        raise TypeError(f"dynamic must be None, True or False, got {dynamic!r}")
     if disable:
         return model
     configure_from_env()

@@ -185,7 +185,8 @@ class FrameCompiler:
                  graph_breaks: bool) -> Any:
         stats.captures += 1
         dynamic = self._dynamic_numbers(code, L, func) if entries else frozenset()
-        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=dynamic)
+        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=dynamic,
+                      dynamic_shapes=self.dynamic is True)
         stats.code_guards.setdefault(code, []).append(cap.guards)
         if self.observer is not None:
             self.observer(cap)

@@ -142,10 +142,17 @@ class VariableBuilder:
             if not g:
                 raise Unsupported("a tensor reached without a source (a library global)")
             with self.output.entry_state():
-                if id(value) not in self.output.tensor_inputs:
+                first = id(value) not in self.output.tensor_inputs
+                tracker = self.output.add_tensor_input(source, value)
+                if first:
                     # A tensor reached a second way (tied weights) is guarded by aliasing.
-                    self._guard(TensorMatch.from_tensor(source, value))
-                return self.output.add_tensor_input(source, value)
+                    # Sizes and strides that are symbols are left to the shape guards.
+                    fake = tracker.fake
+                    self._guard(TensorMatch.from_tensor(
+                        source, value,
+                        dynamic_sizes=[d for d, v in enumerate(fake.shape) if type(v) is not int],
+                        dynamic_strides=[d for d, v in enumerate(fake.stride()) if type(v) is not int]))
+                return tracker
         if value is os.environ:
             return EnvironVariable()  # each variable read is guarded on its own
         if type(value) is GradModeExit:  # a resume function inside a grad-mode block

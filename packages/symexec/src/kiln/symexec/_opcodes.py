@@ -23,6 +23,7 @@ from .variables._builtins import builtin_rules
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
+from .variables._symnumber import SymNumberVariable, SymSliceVariable
 from .variables._wrap import wrap_trace_value
 
 __all__ = ["opcode_rules"]
@@ -324,6 +325,8 @@ def _slice_of(start: VariableTracker, stop: VariableTracker, step: VariableTrack
     parts = [start, stop] + ([step] if step is not None else [])
     if not all(p.is_constant() for p in parts):
         raise Unsupported("a slice with bounds unknown at trace time")
+    if any(isinstance(p, SymNumberVariable) and p.symbolic for p in parts):
+        return SymSliceVariable(parts)  # a size of a dynamic tensor as a bound
     return ConstantVariable(slice(*[p.as_constant() for p in parts]))
 
 

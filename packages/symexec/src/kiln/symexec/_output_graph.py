@@ -32,6 +32,7 @@ from kiln.guards import (
     ObjectAliasing,
     Source,
     TensorMatch,
+    TensorSizeSource,
     TorchGlobalState,
 )
 from kiln.symshapes import ShapeEnv
@@ -45,7 +46,7 @@ from ._unsupported import Unsupported
 from .variables._base import VariableTracker
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
-from .variables._symnumber import SymNumberVariable, keeps_numbers_symbolic
+from .variables._symnumber import SymNumberVariable, SymSliceVariable, keeps_numbers_symbolic
 from .variables._tensor import TensorVariable
 
 __all__ = ["MUTATES", "OutputGraph"]
@@ -101,11 +102,16 @@ _DISPATCH_CACHE = DispatchCache()
 class OutputGraph:
     """The graph under construction; see the module docstring."""
 
-    def __init__(self, f_globals: dict[str, Any], dynamic_numbers: frozenset[Source] = frozenset()) -> None:
+    def __init__(self, f_globals: dict[str, Any], dynamic_numbers: frozenset[Source] = frozenset(),
+                 dynamic_shapes: bool = False) -> None:
         self.graph = Graph()
         # ints and floats read from these sources are graph inputs, not constants
         # (SymNumberVariable)
         self.dynamic_numbers = dynamic_numbers
+        # every dimension of a tensor argument is a ShapeEnv symbol bound to its
+        # TensorSizeSource (parameters and buffers stay static); see ``shape_guards``
+        self.dynamic_shapes = dynamic_shapes
+        self.dynamic_inputs: list[tuple[Source, FakeTensor]] = []
         self.shape_env = ShapeEnv()
         self.fake_mode = FakeTensorMode(self.shape_env, cache=_shared_dispatch_cache())
         self.guards = GuardSet([TorchGlobalState.capture()])
@@ -175,7 +181,15 @@ class OutputGraph:
                 self.guards.add(ObjectAliasing(known.source, source))
             return known
         node = self._placeholder(source, real)
-        fake = self.fake_mode.from_real(real, name=node.name)
+        import torch
+
+        if self.dynamic_shapes and real.dim() and not _owned_by_module(source) \
+                and not isinstance(real, torch.nn.Parameter):
+            fake = self.fake_mode.from_real(real, name=node.name, dynamic_dims=range(real.dim()),
+                                            size_source=lambda d: TensorSizeSource(source, d))
+            self.dynamic_inputs.append((source, fake))
+        else:
+            fake = self.fake_mode.from_real(real, name=node.name)
         node.meta["val"] = fake
         tracker = TensorVariable(node, fake, source, type(real))
         self.tensor_inputs[id(real)] = tracker
@@ -215,6 +229,13 @@ class OutputGraph:
     def example_of(self, source: Source) -> Any:
         """The example value of the graph input read from ``source`` (KeyError if none)."""
         return self._examples[source]
+
+    def metadata_number(self, tensor: TensorVariable, method: str, args: tuple, value: Any) -> SymNumberVariable:
+        """A symbolic size, stride or numel of a dynamic tensor (``value``, a torch.SymInt):
+        the graph computes it at run time with ``tensor.method(*args)``."""
+        node = self._new_node("call_method", method, (tensor.node, *args))
+        node.meta["val"] = value
+        return SymNumberVariable(node, value, self, inputs=())
 
     def number_op(self, fn: Any, args: list[VariableTracker]) -> SymNumberVariable:
         """``fn(*args)`` on numbers, computed by the graph (an argument is a SymNumberVariable,
@@ -295,6 +316,36 @@ class OutputGraph:
         finally:
             for d in changed:
                 torch.set_autocast_enabled(d, now[d])
+
+    def shape_guards(self) -> None:
+        """Guards on the symbolic sizes of dynamic inputs (called once, at the end): every
+        relation the trace relied on (``ShapeEnv.produce_guards``, over symbols created
+        dynamic), and each stride the fakes wrote in size symbols (a dense layout) checked
+        against the real stride."""
+        if not self.dynamic_inputs:
+            return
+        import sympy
+
+        from kiln.guards import ShapeRelation, TensorStrideSource
+        from kiln.symshapes.bridge import from_torch
+
+        env = self.shape_env
+        produced = env.produce_guards()
+        for expr in produced.guards:
+            if any(env.is_dynamic(sym) for sym in expr.free_symbols):
+                self.guards.add(ShapeRelation(expr, {sym: produced.sources[sym] for sym in expr.free_symbols}))
+        for source, fake in self.dynamic_inputs:
+            for d, stride in enumerate(fake.stride()):
+                if type(stride) is int:
+                    continue
+                expr = env.simplify(from_torch(stride).expr)
+                if expr.is_Integer:
+                    self.guards.add(ShapeRelation(sympy.Eq(sympy.Symbol("stride"), expr),
+                                                  {sympy.Symbol("stride"): TensorStrideSource(source, d)}))
+                    continue
+                bound = {sym: env.source_of(sym) for sym in expr.free_symbols}
+                here = sympy.Symbol(f"stride{d}")
+                self.guards.add(ShapeRelation(sympy.Eq(here, expr), {here: TensorStrideSource(source, d), **bound}))
 
     def finish_inputs(self) -> None:
         """Guard that distinct tensor inputs stay distinct objects (called once, at the end).
@@ -518,7 +569,10 @@ def _unwrap(v: VariableTracker, leaf: Any, what: str, numbers: bool = False) -> 
     if isinstance(v, TensorVariable):
         return leaf(v)
     if isinstance(v, SymNumberVariable):
-        return leaf(v) if numbers else v.as_constant()
+        # a symbolic size goes to every op as itself (the fake op computes symbolic shapes)
+        return leaf(v) if numbers or v.symbolic else v.as_constant()
+    if isinstance(v, SymSliceVariable):
+        return slice(*[_unwrap(p, leaf, what, numbers) for p in v.parts])
     if isinstance(v, (ConstantVariable, RangeVariable)):
         return v.as_constant()
     if isinstance(v, TupleVariable):

@@ -241,6 +241,10 @@ class ShapeEnv:
     def is_unbacked(self, sym: sympy.Symbol) -> bool:
         return sym in self._unbacked
 
+    def is_dynamic(self, sym: sympy.Symbol) -> bool:
+        """Whether ``sym`` was created dynamic (a later specialization keeps it so)."""
+        return sym in self._dynamic
+
     def is_size_like(self, sym: sympy.Symbol) -> bool:
         return sym in self._size_like
 

@@ -31,7 +31,7 @@ from ._containers import (
 )
 from ._errors import raised_error, traced_error
 from ._objects import UserDefinedObjectVariable, call_special_method
-from ._symnumber import NUMBER_OPS, SymNumberVariable
+from ._symnumber import NUMBER_OPS, SIZE_OPS, SymNumberVariable
 from ._tensor import TensorVariable
 from ._wrap import wrap_trace_value
 
@@ -104,11 +104,25 @@ def _binary(fn: Any) -> Rule:
             return tx.output.call_function(fn, [a, b], {})
         if fn in NUMBER_OPS and _number_arithmetic(a, b):
             return tx.output.number_op(fn, [a, b])
+        if _symbolic(a) or _symbolic(b):
+            if fn in SIZE_OPS and _number_arithmetic(a, b):
+                return tx.output.number_op(fn, [a, b])
+            if fn in _ORDER and _number_arithmetic(a, b):
+                # a size relation: decided on the symbols, the ShapeEnv keeps it as a guard
+                return ConstantVariable(bool(fn(_symbolic_value(a), _symbolic_value(b))))
         if a.is_constant() and b.is_constant():
             return _fold(fn, args, kwargs)
         return _container_binary(tx, fn, a, b)
 
     return apply
+
+
+def _symbolic(v: VariableTracker) -> bool:
+    return isinstance(v, SymNumberVariable) and v.symbolic
+
+
+def _symbolic_value(v: VariableTracker) -> Any:
+    return v.example if _symbolic(v) else v.as_constant()
 
 
 def _number_arithmetic(a: VariableTracker, b: VariableTracker) -> bool:

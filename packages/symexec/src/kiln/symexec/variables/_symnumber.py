@@ -30,13 +30,19 @@ if TYPE_CHECKING:
 
     from .._output_graph import OutputGraph
 
-__all__ = ["NUMBER_OPS", "SCALAR_SAFE_METHODS", "SymNumberVariable", "keeps_numbers_symbolic"]
+__all__ = ["NUMBER_OPS", "SCALAR_SAFE_METHODS", "SIZE_OPS", "SymNumberVariable", "SymSliceVariable",
+           "keeps_numbers_symbolic"]
 
 # Arithmetic kept in the graph (the rest folds at trace time, specializing). Not ``**``: a
 # negative base with a fractional exponent gives a complex, a type the trace would not have
 # seen; not ``//`` or ``%``, whose results feed indexing and sizes more often than not.
 NUMBER_OPS = frozenset((operator.add, operator.sub, operator.mul, operator.truediv,
                        operator.neg, operator.pos, abs))
+
+
+# Arithmetic kept symbolic on sizes of dynamic tensors (a ShapeEnv expression: ``//`` and
+# ``%`` stay exact there, and a size never becomes complex).
+SIZE_OPS = NUMBER_OPS | frozenset((operator.floordiv, operator.mod))
 
 
 @functools.cache
@@ -70,17 +76,25 @@ class SymNumberVariable(VariableTracker):
 
     __slots__ = ("example", "inputs", "node", "output", "specialized")
 
-    def __init__(self, node: Node, example: int | float, output: OutputGraph, *,
-                 inputs: tuple[SymNumberVariable, ...] = (), source: Source | None = None) -> None:
+    def __init__(self, node: Node, example: Any, output: OutputGraph, *,
+                 inputs: tuple[SymNumberVariable, ...] | None = None, source: Source | None = None) -> None:
         super().__init__(source)
         self.node = node
         self.example = example
         self.output = output
-        self.inputs = inputs or (self,)  # the graph inputs it is computed from
+        # the graph-input numbers it is computed from (None: it is one itself); a size of a
+        # dynamic tensor has none: its example is a torch.SymInt of the ShapeEnv
+        self.inputs = (self,) if inputs is None else inputs
         self.specialized = False
 
+    @property
+    def symbolic(self) -> bool:
+        """Whether the example is a ShapeEnv symbol (a size of a dynamic tensor, or arithmetic
+        on one): deciding anything about it records a shape guard, not a value guard."""
+        return _is_sym(self.example)
+
     def python_type(self) -> type:
-        return type(self.example)
+        return _concrete_type(self.example)
 
     def is_constant(self) -> bool:
         return True  # known at trace time, once specialized
@@ -90,11 +104,53 @@ class SymNumberVariable(VariableTracker):
         from kiln.guards import EqualsMatch
 
         for leaf in self.inputs:
-            if not leaf.specialized:
+            if not leaf.specialized and leaf.source is not None:
                 leaf.specialized = True
                 self.output.guards.add(EqualsMatch(leaf.source, leaf.example))
-        return self.example
+        # a symbol: its value now, which the ShapeEnv records as a guard (specialization)
+        return _concrete_type(self.example)(self.example) if self.symbolic else self.example
 
     def describe(self) -> str:
-        kind = type(self.example).__name__
+        kind = _concrete_type(self.example).__name__
         return f"{kind} {self.example!r} (a graph input{f' {self.source}' if self.source else ''})"
+
+
+class SymSliceVariable(VariableTracker):
+    """``slice(start, stop, step)`` with a symbolic size among its bounds: a tensor index
+    keeps it symbolic (the graph computes the bounds); anything else specializes it."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[VariableTracker]) -> None:
+        super().__init__(None)
+        self.parts = parts
+
+    def python_type(self) -> type:
+        return slice
+
+    def is_constant(self) -> bool:
+        return True  # known at trace time, once specialized (as SymNumberVariable)
+
+    def as_constant(self) -> slice:
+        return slice(*[p.as_constant() for p in self.parts])
+
+    def describe(self) -> str:
+        return "a slice with symbolic bounds"
+
+
+def _is_sym(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def _concrete_type(value: Any) -> type:
+    import torch
+
+    if isinstance(value, torch.SymInt):
+        return int
+    if isinstance(value, torch.SymFloat):
+        return float
+    if isinstance(value, torch.SymBool):
+        return bool
+    return type(value)

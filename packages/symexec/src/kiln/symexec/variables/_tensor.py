@@ -66,8 +66,7 @@ class TensorVariable(VariableTracker):
         if name in _METADATA_ATTRS:
             return ConstantVariable(getattr(fake, name))
         if name == "shape":
-            _require_concrete(fake.shape, f"{self.describe()}.shape")
-            return _size_variable(fake.shape)
+            return self._metadata(tx, "size", (), fake.shape)
         if name in ("T", "mT", "H", "mH", "real", "imag", "data"):
             # tensor-valued properties: a ``getattr`` node (rendered ``x.T``)
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
@@ -119,18 +118,35 @@ class TensorVariable(VariableTracker):
                 "(a data-dependent operation)"
             )
         if name in _METADATA_METHODS and all(a.is_constant() for a in [*args, *kwargs.values()]):
-            value = getattr(self.fake, name)(*[a.as_constant() for a in args],
-                                             **{k: v.as_constant() for k, v in kwargs.items()})
-            _require_concrete(value, f"{self.describe()}.{name}()")
-            return _size_variable(value) if isinstance(value, tuple) else ConstantVariable(value)
+            consts = [a.as_constant() for a in args]
+            value = getattr(self.fake, name)(*consts, **{k: v.as_constant() for k, v in kwargs.items()})
+            if kwargs and not _is_concrete(value):
+                _require_concrete(value, f"{self.describe()}.{name}()")
+            return self._metadata(tx, name, tuple(consts), value)
         return tx.output.call_method(name, [self, *args], kwargs)
+
+    def _metadata(self, tx: Translator, method: str, args: tuple, value: Any) -> VariableTracker:
+        """A metadata answer: constants where the fake's are ints; a symbolic size, stride or
+        numel of a dynamic tensor becomes a number the graph computes
+        (``x.size(0)``), one per dimension for a whole ``size()``/``stride()``."""
+        if _is_concrete(value):
+            return _size_variable(value) if isinstance(value, tuple) else ConstantVariable(value)
+        _require_backed(value, f"{self.describe()}.{method}()")
+        if isinstance(value, tuple):
+            import torch
+
+            items = [ConstantVariable(v) if type(v) is int
+                     else tx.output.metadata_number(self, method, (d,), v) for d, v in enumerate(value)]
+            return TupleVariable(items, tuple_type=torch.Size if isinstance(value, torch.Size) else tuple)
+        return tx.output.metadata_number(self, method, args, value)
 
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         if self.fake.dim() == 0:
             raise Unsupported(f"iterating over a 0-d {self.describe()}")
         n = self.fake.shape[0]
         if not isinstance(n, int):
-            raise Unsupported(f"iterating over {self.describe()} whose first size is symbolic")
+            _require_backed(n, f"iterating over {self.describe()}")
+            n = int(n)  # unrolled for this length: a shape guard
         import operator
 
         return [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {})
@@ -168,6 +184,25 @@ def _require_concrete(value: Any, what: str) -> None:
     items = value if isinstance(value, tuple) else (value,)
     if not all(isinstance(v, (int, bool, float)) for v in items):
         raise Unsupported(f"{what} depends on tensor data (a data-dependent size)")
+
+
+def _is_concrete(value: Any) -> bool:
+    items = value if isinstance(value, tuple) else (value,)
+    return all(isinstance(v, (int, bool, float)) for v in items)
+
+
+def _require_backed(value: Any, what: str) -> None:
+    """Symbolic values of dynamic tensors have an example value (a hint); a data-dependent
+    size (an unbacked symbol) does not: break there (see ``_require_concrete``)."""
+    from kiln.symshapes.bridge import from_torch
+
+    items = value if isinstance(value, tuple) else (value,)
+    for v in items:
+        if isinstance(v, (int, bool, float)):
+            continue
+        sym = from_torch(v)
+        if sym.env.size_hint(sym.expr) is None:
+            raise Unsupported(f"{what} depends on tensor data (a data-dependent size)")
 
 
 def _size_variable(size: Any) -> VariableTracker:

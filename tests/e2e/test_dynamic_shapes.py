@@ -1,0 +1,183 @@
+"""``dynamic=True``: every dimension of a tensor argument is a symbol from the first compile
+(parameters and buffers stay static; sizes 0 and 1 are specialized, as under torch.compile).
+Sizes flow through the traced Python as numbers the graph computes (``x.size(0)``,
+``x.shape[1] // 2``, ``numel()``), relations between sizes become shape guards instead of
+recompiles, and uses that need a value (``range(n)``, ``int(n)``) specialize that size. One
+graph serves every call whose sizes satisfy the recorded guards; outputs equal eager's."""
+
+import logging
+import random
+
+import torch
+from torch import nn
+
+import kiln
+
+
+class _Counting:
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return gm.forward
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=50, d=32, heads=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(128, d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.heads = heads
+
+    def forward(self, idx):
+        b, t = idx.shape
+        x = self.emb(idx) + self.pos(torch.arange(t, device=idx.device))
+        q, k, v = self.qkv(self.ln1(x)).split(x.size(-1), dim=-1)
+        hd = x.size(-1) // self.heads
+        q, k, v = (z.view(b, t, self.heads, hd).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / hd ** 0.5
+        mask = torch.ones(t, t, device=idx.device).tril()
+        att = att.masked_fill(mask == 0, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, -1)
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+def test_gpt_over_batch_sizes_and_lengths_is_one_graph_and_batch_1_one_more():
+    torch.manual_seed(0)
+    model = TinyGPT().eval()
+    counting = _Counting()
+    compiled = kiln.compile(model, backend=counting, dynamic=True)
+    rng = random.Random(0)
+    shapes = [(rng.randint(2, 8), rng.randint(5, 64)) for _ in range(10)]
+    with torch.no_grad():
+        for b, t in shapes:
+            idx = torch.randint(0, 50, (b, t))
+            torch.testing.assert_close(compiled(idx), model(idx))
+        assert counting.graphs == 1
+        for t in (7, 30):  # a batch of 1 is specialized once, its length stays symbolic
+            idx = torch.randint(0, 50, (1, t))
+            torch.testing.assert_close(compiled(idx), model(idx))
+    assert counting.graphs == 2
+
+
+def _shape_ops(x):
+    b, t, _ = x.shape
+    flat = x.view(-1, x.size(-1))
+    halves = x.split([t // 2, t - t // 2], dim=1)
+    first = x[:, : x.size(1) // 2]
+    pos = torch.arange(t, dtype=x.dtype)
+    causal = torch.ones(t, t).tril()
+    y = flat.reshape(b, -1).sum(-1) + halves[1].mean() + first.sum() + (causal @ pos).sum()
+    return y, x.shape[0] * 2, x.numel(), t % 3
+
+
+def test_size_arithmetic_and_shape_ops_stay_symbolic():
+    counting = _Counting()
+    compiled = kiln.compile(_shape_ops, backend=counting, dynamic=True)
+    for shape in ((2, 6, 4), (3, 9, 4), (5, 12, 7), (4, 20, 3)):
+        x = torch.randn(shape)
+        got, expected = compiled(x), _shape_ops(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:] and all(type(g) is int for g in got[1:])
+    assert counting.graphs == 1
+
+
+def _branch_on_size(x):
+    if x.size(0) > 4:
+        return x * 2
+    return x - 1
+
+
+def test_a_relation_on_sizes_is_a_guard_not_a_recompile_per_size():
+    counting = _Counting()
+    compiled = kiln.compile(_branch_on_size, backend=counting, dynamic=True)
+    for n, graphs in ((2, 1), (3, 1), (4, 1), (6, 2), (9, 2), (3, 2)):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(compiled(x), _branch_on_size(x))
+        assert counting.graphs == graphs, n
+
+
+def _unrolled(x):
+    acc = torch.zeros(x.shape[1:])
+    for i in range(x.size(0)):
+        acc = acc + x[i] * i
+    return acc
+
+
+def test_a_size_that_sets_python_control_flow_is_specialized():
+    counting = _Counting()
+    compiled = kiln.compile(_unrolled, backend=counting, dynamic=True)
+    for n, graphs in ((2, 1), (3, 2), (2, 2), (3, 2)):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(compiled(x), _unrolled(x))
+        assert counting.graphs == graphs
+
+
+def _add(x, y):
+    return x + y
+
+
+def test_duck_sized_inputs_and_broadcasting_are_guarded():
+    # x and y have equal sizes in the first call (one symbol): a y of size 1 that broadcasts
+    # is another graph, never the first one's answer
+    counting = _Counting()
+    compiled = kiln.compile(_add, backend=counting, dynamic=True)
+    pairs = [((3, 4), (3, 4)), ((5, 6), (5, 6)), ((5, 6), (1, 6)), ((7, 2), (7, 2)), ((7, 3), (1, 3))]
+    for sx, sy in pairs:
+        x, y = torch.randn(sx), torch.randn(sy)
+        torch.testing.assert_close(compiled(x, y), _add(x, y))
+    assert counting.graphs == 2
+
+
+def _strided(x):
+    return x.view(-1) if x.is_contiguous() else x.reshape(-1) * 2
+
+
+def test_strides_written_in_sizes_are_guarded():
+    counting = _Counting()
+    compiled = kiln.compile(_strided, backend=counting, dynamic=True)
+    for x in (torch.randn(3, 5), torch.randn(4, 6), torch.randn(6, 4).t(), torch.randn(7, 5).t(),
+              torch.randn(5, 2)):
+        torch.testing.assert_close(compiled(x), _strided(x))
+    assert counting.graphs == 2
+
+
+def test_parameters_stay_static_and_inputs_dynamic(monkeypatch, caplog):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    counting = _Counting()
+    monkeypatch.setenv("KILN_LOGS", "guards")
+    compiled = kiln.compile(model, backend=counting, dynamic=True)
+    with caplog.at_level(logging.INFO, logger="kiln.guards"):
+        compiled(torch.randn(4, 6, requires_grad=True))
+    guards = "\n".join(r.getMessage() for r in caplog.records)
+    assert "L['self']._modules['0']._parameters['weight']: torch.nn.parameter.Parameter torch.float32 on cpu, " \
+           "size (8, 6), stride (6, 1)" in guards
+    assert "L['input']: torch.Tensor torch.float32 on cpu, size (?, ?)" in guards
+    for b in (2, 5, 9):
+        x = torch.randn(b, 6, requires_grad=True)
+        out = compiled(x)
+        out.sum().backward()
+        expected_x = x.detach().clone().requires_grad_()
+        expected = model(expected_x)
+        expected.sum().backward()
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(x.grad, expected_x.grad)
+    assert counting.graphs == 1
+
+
+def test_dynamic_false_and_none_keep_static_sizes():
+    for dynamic in (False, None):
+        counting = _Counting()
+        compiled = kiln.compile(_branch_on_size, backend=counting, dynamic=dynamic)
+        for n in (2, 3, 4):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(compiled(x), _branch_on_size(x))
+        assert counting.graphs == 3
+        kiln.reset()
