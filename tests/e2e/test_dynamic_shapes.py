@@ -172,12 +172,47 @@ def test_parameters_stay_static_and_inputs_dynamic(monkeypatch, caplog):
     assert counting.graphs == 1
 
 
-def test_dynamic_false_and_none_keep_static_sizes():
-    for dynamic in (False, None):
+def test_dynamic_false_keeps_static_sizes_and_none_goes_dynamic_once():
+    for dynamic, graphs in ((False, 3), (None, 2)):
         counting = _Counting()
         compiled = kiln.compile(_branch_on_size, backend=counting, dynamic=dynamic)
         for n in (2, 3, 4):
             x = torch.randn(n, 3)
             torch.testing.assert_close(compiled(x), _branch_on_size(x))
-        assert counting.graphs == 3
+        assert counting.graphs == graphs
         kiln.reset()
+
+
+def test_automatic_dynamic_makes_a_dimension_symbolic_after_it_changes_once(monkeypatch, caplog):
+    # dynamic=None (the default): the first compile is static; the first change of a
+    # dimension's size recompiles with that dimension a symbol, never again for it
+    torch.manual_seed(0)
+    model = TinyGPT().eval()
+    counting = _Counting()
+    compiled = kiln.compile(model, backend=counting)
+    monkeypatch.setenv("KILN_LOGS", "recompiles")
+    kiln.compile(model, backend=counting)  # reads KILN_LOGS
+    steps = [((2, 9), 1), ((2, 17), 2), ((2, 33), 2), ((2, 5), 2),  # the length changes
+             ((5, 5), 3), ((7, 40), 3), ((3, 12), 3)]  # then the batch size
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="kiln.recompiles"):
+        for (b, t), graphs in steps:
+            idx = torch.randint(0, 50, (b, t))
+            torch.testing.assert_close(compiled(idx), model(idx))
+            assert counting.graphs == graphs, (b, t)
+    said = [r.getMessage() for r in caplog.records if "symbols from now on" in r.getMessage()]
+    assert len(said) == 2 and "dims [1] of L['idx']" in said[0] and "dims [0] of L['idx']" in said[1]
+
+
+def test_automatic_dynamic_leaves_parameters_static_and_dynamic_false_off():
+    model = nn.Linear(4, 3)
+    counting = _Counting()
+    compiled = kiln.compile(model, backend=counting)
+    for b in (2, 3, 5, 8):
+        x = torch.randn(b, 4)
+        torch.testing.assert_close(compiled(x), model(x))
+    assert counting.graphs == 2
+    counting = _Counting()
+    compiled = kiln.compile(_branch_on_size, backend=counting, dynamic=False)
+    for n in (5, 6, 7):
+        compiled(torch.randn(n, 2))
+    assert counting.graphs == 3

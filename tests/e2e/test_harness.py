@@ -55,8 +55,8 @@ def test_recompile_sequences_make_no_more_graphs_than_torch_compile_except_for_s
     assert rows["float argument (6 values)"]["kiln_graphs"] == rows["float argument (6 values)"]["torch_graphs"] == 2
     assert rows[".item() value (6 inputs)"]["kiln_graphs"] == 3  # before the break; resume; resume with n an input
     assert rows["module attribute (6 values)"]["kiln_graphs"] == 2
-    # no dynamic shapes yet: one graph per length (torch.compile: 2, the second dynamic)
-    assert rows["sequence length (6 lengths)"]["kiln_graphs"] == 6
+    # automatic dynamic shapes: the second length recompiles with it a symbol (as torch.compile)
+    assert rows["sequence length (6 lengths)"]["kiln_graphs"] == 2
     table = format_table({"meta": {"date": "d", "device": "cpu", "gpu": None, "python": "3", "torch": "t",
                                    "backend": "eager", "rounds": 1}, "rows": list(rows.values())})
     assert "graphs kiln" in table and "sequence length (6 lengths)" in table

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
-from kiln.guards import EqualsMatch
+from kiln.guards import AttrSource, EqualsMatch, TensorMatch
 from kiln.symexec import Unsupported, capture
 
 from ._backends import BackendCompilerFailed, compile_graph
@@ -84,6 +84,8 @@ class Stats:
     # per code: the guards of its captures, and the sources whose numbers are graph inputs now
     code_guards: dict[types.CodeType, list[Any]] = field(default_factory=dict)
     dynamic_numbers: dict[types.CodeType, frozenset[Any]] = field(default_factory=dict)
+    # per code: the tensor dimensions that are symbols now (source -> dims)
+    dynamic_dims: dict[types.CodeType, dict[Any, frozenset[int]]] = field(default_factory=dict)
     breaks: list[Unsupported | str] = field(default_factory=list)
 
 
@@ -185,8 +187,9 @@ class FrameCompiler:
                  graph_breaks: bool) -> Any:
         stats.captures += 1
         dynamic = self._dynamic_numbers(code, L, func) if entries else frozenset()
+        dims = self._dynamic_dims(code, L, func) if entries else {}
         cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=dynamic,
-                      dynamic_shapes=self.dynamic is True)
+                      dynamic_shapes=self.dynamic is True, dynamic_dims=dims)
         stats.code_guards.setdefault(code, []).append(cap.guards)
         if self.observer is not None:
             self.observer(cap)
@@ -231,6 +234,36 @@ class FrameCompiler:
         stats.dynamic_numbers[code] = result = frozenset(changed)
         return result
 
+    def _dynamic_dims(self, code: types.CodeType, L: dict[str, Any], func: Any) -> dict[Any, frozenset[int]]:
+        """Tensor dimensions the next capture of ``code`` makes symbols (``dynamic=None``):
+        those named before, and each dimension an earlier capture fixed (its tensor guard)
+        whose size differs now, for tensors that are not a module's parameters or buffers
+        (torch.compile's automatic dynamic shapes). One recompile per dimension."""
+        known = stats.dynamic_dims.get(code, {})
+        if self.dynamic is not None:
+            return known
+        dims = {source: set(d) for source, d in known.items()}
+        for guards in stats.code_guards.get(code, ()):
+            for guard in guards.ordered():
+                if type(guard) is not TensorMatch or _owned_by_module(guard.source):
+                    continue
+                try:
+                    now = guard.source.fetch(L, func.__globals__)
+                except Exception:
+                    continue
+                if not isinstance(now, torch.Tensor) or isinstance(now, torch.nn.Parameter) \
+                        or now.dim() != len(guard.sizes):
+                    continue
+                changed = {d for d, size in enumerate(guard.sizes) if size is not None and now.shape[d] != size}
+                new = changed - dims.get(guard.source, set())
+                if new:
+                    dims.setdefault(guard.source, set()).update(new)
+                    artifact_logger("recompiles").info(
+                        "%s: dims %s of %s are symbols from now on (sizes %s, now %s)", code.co_qualname,
+                        sorted(new), guard.source, guard.sizes, tuple(now.shape))
+        stats.dynamic_dims[code] = result = {source: frozenset(d) for source, d in dims.items()}
+        return result
+
     def _give_up(self, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
         stats.failures += 1
         stats.breaks.append(error.detached() if isinstance(error, Unsupported) else error)
@@ -242,6 +275,11 @@ class FrameCompiler:
             return None
         stats.eager_codes[code] = reason
         return fe.SKIP
+
+
+def _owned_by_module(source: Any) -> bool:
+    base = getattr(source, "base", None)
+    return isinstance(base, AttrSource) and base.attr in ("_parameters", "_buffers")
 
 
 def _log_capture(code: types.CodeType, cap: Any, replacement: types.CodeType) -> None:

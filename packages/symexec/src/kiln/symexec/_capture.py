@@ -25,7 +25,7 @@ import math
 import operator
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,23 +94,25 @@ class Capture:
 
 def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], *,
             graph_breaks: bool = False, dynamic_numbers: frozenset[Source] = frozenset(),
-            dynamic_shapes: bool = False) -> Capture:
+            dynamic_shapes: bool = False, dynamic_dims: Mapping[Source, frozenset[int]] | None = None) -> Capture:
     """Trace ``code`` called with the arguments ``L``; raises Unsupported when it cannot.
 
     With ``graph_breaks``, a failure at an instruction where a graph break is possible (see
     ``_breaks``) gives a capture of what comes before it, whose replacement runs the
     instruction and resumes after it (``Capture.graph_break`` holds the failure). Floats
     read from ``dynamic_numbers`` are graph inputs (``variables._symnumber``). With
-    ``dynamic_shapes`` every dimension of a tensor argument is a symbol (``OutputGraph``).
+    ``dynamic_shapes`` every dimension of a tensor argument is a symbol, and with
+    ``dynamic_dims`` the dimensions listed per source (``OutputGraph``).
     """
     try:
-        return _trace(code, L, f_globals, None, None, dynamic_numbers, dynamic_shapes)
+        return _trace(code, L, f_globals, None, None, dynamic_numbers, dynamic_shapes, dynamic_dims)
     except Unsupported as e:
         point = break_point(code, e) if graph_breaks else None
         if point is None:
             raise
         try:
-            return _trace(code, L, f_globals, point, e.detached(), dynamic_numbers, dynamic_shapes)
+            return _trace(code, L, f_globals, point, e.detached(), dynamic_numbers, dynamic_shapes,
+                          dynamic_dims)
         except Unsupported as why:
             e.reason = f"{e.reason} (no graph break possible there: {why.reason})"
             e.args = (e.reason,)
@@ -119,8 +121,9 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], 
 
 def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
            stop_at: tuple[int, int] | None, graph_break: Unsupported | None,
-           dynamic_numbers: frozenset[Source] = frozenset(), dynamic_shapes: bool = False) -> Capture:
-    output = OutputGraph(f_globals, dynamic_numbers, dynamic_shapes)
+           dynamic_numbers: frozenset[Source] = frozenset(), dynamic_shapes: bool = False,
+           dynamic_dims: Mapping[Source, frozenset[int]] | None = None) -> Capture:
+    output = OutputGraph(f_globals, dynamic_numbers, dynamic_shapes, dynamic_dims)
     saved_grad = torch.is_grad_enabled()
     # After OutputGraph took the global-state guard: the user's function modes and
     # saved-tensors hooks see what the compiled code runs, never the trace.

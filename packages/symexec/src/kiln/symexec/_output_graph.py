@@ -35,7 +35,7 @@ from kiln.guards import (
     TensorSizeSource,
     TorchGlobalState,
 )
-from kiln.symshapes import ShapeEnv
+from kiln.symshapes import ShapeEnv, ShapeEnvConfig
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
 
 from ._autocast_state import AUTOCAST_DEVICES
@@ -103,7 +103,7 @@ class OutputGraph:
     """The graph under construction; see the module docstring."""
 
     def __init__(self, f_globals: dict[str, Any], dynamic_numbers: frozenset[Source] = frozenset(),
-                 dynamic_shapes: bool = False) -> None:
+                 dynamic_shapes: bool = False, dynamic_dims: Any = None) -> None:
         self.graph = Graph()
         # ints and floats read from these sources are graph inputs, not constants
         # (SymNumberVariable)
@@ -111,8 +111,11 @@ class OutputGraph:
         # every dimension of a tensor argument is a ShapeEnv symbol bound to its
         # TensorSizeSource (parameters and buffers stay static); see ``shape_guards``
         self.dynamic_shapes = dynamic_shapes
+        self.dynamic_dims = dynamic_dims or {}  # source -> dims: symbols for these only
         self.dynamic_inputs: list[tuple[Source, FakeTensor]] = []
-        self.shape_env = ShapeEnv()
+        # No duck sizing: two dimensions that happen to be equal in the traced call (a batch
+        # of 5 tokens x 5) are not one symbol; an equality the code relies on is a guard.
+        self.shape_env = ShapeEnv(ShapeEnvConfig(duck_shape=False))
         self.fake_mode = FakeTensorMode(self.shape_env, cache=_shared_dispatch_cache())
         self.guards = GuardSet([TorchGlobalState.capture()])
         self.f_globals = f_globals
@@ -183,9 +186,9 @@ class OutputGraph:
         node = self._placeholder(source, real)
         import torch
 
-        if self.dynamic_shapes and real.dim() and not _owned_by_module(source) \
-                and not isinstance(real, torch.nn.Parameter):
-            fake = self.fake_mode.from_real(real, name=node.name, dynamic_dims=range(real.dim()),
+        dims = range(real.dim()) if self.dynamic_shapes else self.dynamic_dims.get(source, ())
+        if dims and real.dim() and not _owned_by_module(source) and not isinstance(real, torch.nn.Parameter):
+            fake = self.fake_mode.from_real(real, name=node.name, dynamic_dims=dims,
                                             size_source=lambda d: TensorSizeSource(source, d))
             self.dynamic_inputs.append((source, fake))
         else:
