@@ -104,6 +104,17 @@ def _binary(fn: Any) -> Rule:
             return tx.output.call_function(fn, [a, b], {})
         if fn in NUMBER_OPS and _number_arithmetic(a, b):
             return tx.output.number_op(fn, [a, b])
+        if fn in (operator.add, operator.eq, operator.ne) and (_holds_symbolic(a) or _holds_symbolic(b)):
+            # sizes of a dynamic tensor in a tuple (``(-1,) + x.shape[1:]``): built item by
+            # item, never folded (folding would specialize every size in it)
+            sa, sb = _as_sequence(a), _as_sequence(b)
+            if sa is not None and sb is not None:
+                if fn is operator.add and isinstance(sa, TupleVariable) and isinstance(sb, TupleVariable):
+                    import torch
+
+                    size = sa.tuple_type is torch.Size
+                    return TupleVariable(sa.items + sb.items, tuple_type=torch.Size if size else tuple)
+                return _container_binary(tx, fn, sa, sb)
         if _symbolic(a) or _symbolic(b):
             if fn in SIZE_OPS and _number_arithmetic(a, b):
                 return tx.output.number_op(fn, [a, b])
@@ -119,6 +130,22 @@ def _binary(fn: Any) -> Rule:
 
 def _symbolic(v: VariableTracker) -> bool:
     return isinstance(v, SymNumberVariable) and v.symbolic
+
+
+def _holds_symbolic(v: VariableTracker) -> bool:
+    if isinstance(v, (TupleVariable, ListVariable)):
+        return any(_symbolic(i) or _holds_symbolic(i) for i in v.items)
+    return False
+
+
+def _as_sequence(v: VariableTracker) -> VariableTracker | None:
+    """``v`` as a TupleVariable/ListVariable (a constant tuple or list item by item)."""
+    if isinstance(v, (TupleVariable, ListVariable)):
+        return v
+    if type(v) is ConstantVariable and type(v.as_constant()) in (tuple, list):
+        items = [ConstantVariable(i) for i in v.as_constant()]
+        return TupleVariable(items) if type(v.as_constant()) is tuple else ListVariable(items)
+    return None
 
 
 def _symbolic_value(v: VariableTracker) -> Any:

@@ -181,7 +181,11 @@ class TupleVariable(_Sequence):
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
         k = _index(tx, self, key)
         if isinstance(k, slice):
-            return TupleVariable(self.items[k])
+            import torch
+
+            # a slice of a torch.Size is a torch.Size; of a namedtuple, a tuple
+            size = self.tuple_type is torch.Size
+            return TupleVariable(self.items[k], tuple_type=torch.Size if size else tuple)
         return super().getitem(tx, key)
 
 
