@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln.guards._base import CodeContext, Guard
-from kiln.guards._sources import Source
+from kiln.guards._sources import Source, TensorSizeSource, TensorStrideSource
 
 __all__ = ["compile_guards"]
 
@@ -66,6 +66,8 @@ class _Writer:
         self.lines: list[str] = []
         self.vars: dict[Source, str] = {}
         self.seen: set[str] = set()  # conditions already checked: pure, so never repeated
+        # a tensor's whole ``shape`` / ``stride()`` read once, for its sizes and strides
+        self.wholes: dict[tuple[str, Source], str] = {}
 
     def fetch(self, source: Source) -> str:
         for node in source.chain():
@@ -77,10 +79,25 @@ class _Writer:
                     continue
                 base = "" if node.base is None else self.vars[node.base]
                 name = f"v{len(self.vars)}"
-                access = lent or node.access(base)
+                access = lent or self._dimension(node, base) or node.access(base)
                 self.lines.append(f"{_INDENT}{name} = {access}  # {_one_line(node)}")
                 self.vars[node] = name
         return self.vars[source]
+
+    def _dimension(self, node: Source, base: str) -> str | None:
+        """``shape[d]`` / ``strides[d]`` for a tensor's size or stride (one ``x.shape`` read
+        serves every dimension: a ``size(d)`` call costs as much as the whole shape)."""
+        if type(node) is TensorSizeSource:
+            kind, whole = "sizes", f"{base}.shape"
+        elif type(node) is TensorStrideSource:
+            kind, whole = "strides", f"{base}.stride()"
+        else:
+            return None
+        name = self.wholes.get((kind, node.base))
+        if name is None:
+            name = self.wholes[(kind, node.base)] = f"{kind}{len(self.wholes)}"
+            self.lines.append(f"{_INDENT}{name} = {whole}")
+        return f"{name}[{node.dim}]"
 
     def conditions(self, comment: str, conds: list[str]) -> None:
         self.lines.append(f"{_INDENT}# {_one_line(comment)}")

@@ -23,10 +23,11 @@ from fractions import Fraction
 from typing import Any
 
 from kiln.guards._base import CodeContext, Guard
-from kiln.guards._sources import Source
+from kiln.guards._sources import Source, TensorSizeSource, TensorStrideSource
 
 __all__ = ["ShapeRelation"]
 
+_TENSOR_INTS = (TensorSizeSource, TensorStrideSource)
 _RELATIONS = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<",
               "LessThan": "<=", "StrictGreaterThan": ">", "GreaterThan": ">="}
 
@@ -106,7 +107,11 @@ class ShapeRelation(Guard):
 
     def emit(self, ctx: CodeContext, *exprs: str) -> list[str]:
         names = {sym: e for (sym, _), e in zip(self.bindings, exprs, strict=True)}
-        conds = [f"type({e}) is int" for e in exprs]
+        # A size or stride of a tensor is an int (``Tensor.size``/``stride`` of a plain
+        # tensor, whose type the TensorMatch on the base established: kiln makes sizes
+        # symbolic for plain tensors only); other values are checked to be ints.
+        conds = [f"type({e}) is int" for (_, src), e in zip(self.bindings, exprs, strict=True)
+                 if not isinstance(src, _TENSOR_INTS)]
         conds.append(to_python(self.expr, names, ctx.const))
         return conds
 

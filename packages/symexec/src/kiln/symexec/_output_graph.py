@@ -109,7 +109,8 @@ class OutputGraph:
         # (SymNumberVariable)
         self.dynamic_numbers = dynamic_numbers
         # every dimension of a tensor argument is a ShapeEnv symbol bound to its
-        # TensorSizeSource (parameters and buffers stay static); see ``shape_guards``
+        # TensorSizeSource (parameters, buffers and tensor subclasses stay static: the shape
+        # guards read Tensor.size/stride as ints); see ``shape_guards``
         self.dynamic_shapes = dynamic_shapes
         self.dynamic_dims = dynamic_dims or {}  # source -> dims: symbols for these only
         self.dynamic_inputs: list[tuple[Source, FakeTensor]] = []
@@ -187,7 +188,7 @@ class OutputGraph:
         import torch
 
         dims = range(real.dim()) if self.dynamic_shapes else self.dynamic_dims.get(source, ())
-        if dims and real.dim() and not _owned_by_module(source) and not isinstance(real, torch.nn.Parameter):
+        if dims and real.dim() and type(real) is torch.Tensor and not _owned_by_module(source):
             fake = self.fake_mode.from_real(real, name=node.name, dynamic_dims=dims,
                                             size_source=lambda d: TensorSizeSource(source, d))
             self.dynamic_inputs.append((source, fake))
