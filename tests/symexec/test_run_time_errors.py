@@ -31,7 +31,11 @@ def test_tensor_indices_in_place_ops_and_integer_division_may_raise():
     x, i = torch.randn(4, 3), torch.tensor([1])
     assert _ops(lambda x, i: x[i], x, i) == {"getitem": True}
     assert _ops(lambda x, i: x.index_add_(0, i, x[:1]), x, i)["index_add_"] is True
-    assert _ops(lambda x: x.add_(1), x) == {"add_": True}
+    # in place on one float tensor cannot fail; with another tensor (which may overlap it)
+    # or on integers it may
+    assert _ops(lambda x: x.add_(1), x) == {"add_": False}
+    assert _ops(lambda x, y: x.add_(y), x, x.clone()) == {"add_": True}
+    assert _ops(lambda k: k.add_(1), torch.arange(3)) == {"add_": True}
     assert _ops(lambda k, i: k // i, torch.arange(3), i) == {"floordiv": True}
     assert _ops(lambda k: k + 1, torch.arange(3)) == {"add": True}  # not a float tensor
 

@@ -179,7 +179,9 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     ops = [n for n in graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     op_count = len(ops)
     # the first op that may raise at run time: effects made before it are made before the graph
-    limit = min((n.meta.get("order", 0) for n in ops if may_raise(n, MUTATES)), default=None)
+    # (or changes a tensor in place: a replayed print of it must come before that too)
+    limit = min((n.meta.get("order", 0) for n in ops if n.meta.get(MUTATES) or may_raise(n, MUTATES)),
+                default=None)
     early = _early_objects(writer, limit, output.effect_position)
     before, after = _split_effects(effects, limit, early, writer.prelude)
     for effect in after:

@@ -6,7 +6,8 @@ values show: an index out of range through a tensor index, overlapping memory in
 ``index_add_``/``copy_``, a failed ``torch._assert``, an integer division by zero, and any op
 kiln knows nothing about. ``may_raise(node)`` answers True for all of those: only the ops of
 ``_SAFE_FUNCTIONS`` / ``_SAFE_METHODS`` on floating-point tensors of static shapes, changing
-no argument, and the factories of ``_FACTORIES`` reading no graph value, are known never to raise (the answer is conservative: a wrong True costs an
+no argument (or, in place, only the one tensor they read: ``x.relu_()``, ``x *= 0.5``), and
+the factories of ``_FACTORIES`` reading no graph value, are known never to raise (the answer is conservative: a wrong True costs an
 effect replayed after the graph, a wrong False a side effect eager would not have made).
 """
 
@@ -36,6 +37,9 @@ _SAFE_METHODS = frozenset({
     "permute", "t", "unsqueeze", "squeeze", "flatten", "expand",
 })
 _PLAIN_INDEX = (int, slice, type(None), type(Ellipsis))
+# ``x += 1``: the in-place operator of a safe one, changing only its one tensor
+_IN_PLACE = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+             operator.itruediv: operator.truediv}
 # factories: with no graph value among their arguments they make the same tensor every run
 _FACTORIES = frozenset({torch.ones, torch.zeros, torch.empty, torch.full, torch.tensor, torch.eye})
 
@@ -43,16 +47,19 @@ _FACTORIES = frozenset({torch.ones, torch.zeros, torch.empty, torch.full, torch.
 def may_raise(node: Node, mutates_key: str) -> bool:
     """Whether ``node`` (a call in a traced graph) might raise at run time; see the module
     docstring. ``mutates_key``: the ``node.meta`` key marking ops that change an argument."""
-    if node.meta.get(mutates_key) or "out" in node.kwargs:
-        return True
+    mutates = bool(node.meta.get(mutates_key))
+    if "out" in node.kwargs or (mutates and len(node.all_input_nodes) != 1):
+        return True  # another tensor written into or read while writing may overlap it
     if node.op == "call_function" and not node.all_input_nodes and _is_factory(node.target):
         return False
     if node.op == "call_method":
-        safe = node.target in _SAFE_METHODS
+        name = node.target[:-1] if mutates and node.target.endswith("_") else node.target
+        safe = (not mutates or name != node.target) and name in _SAFE_METHODS
     elif node.op == "call_function" and node.target is operator.getitem:
-        safe = _plain_index(node.args[1])
+        safe = not mutates and _plain_index(node.args[1])
     else:
-        safe = node.op == "call_function" and _is_safe_function(node.target)
+        target = _IN_PLACE.get(node.target) if mutates else node.target
+        safe = node.op == "call_function" and target is not None and _is_safe_function(target)
     result = node.meta.get("val")
     return not (safe and _holds_tensor(result) and all(_static_float(v) for v in _values(node)))
 
