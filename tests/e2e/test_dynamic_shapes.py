@@ -253,3 +253,81 @@ def test_transformers_models_over_lengths_and_batches():
                 expected = model(input_ids=ids, attention_mask=mask).last_hidden_state
                 torch.testing.assert_close(got, expected)
         assert counting.graphs == graphs, dynamic
+
+
+def _rows(x):
+    return x.sum(1) * x.size(0)
+
+
+def test_mark_dynamic_makes_a_dimension_symbolic_from_the_first_compile():
+    counting = _Counting()
+    compiled = kiln.compile(_rows, backend=counting)  # dynamic=None
+    for n in (3, 5, 8):
+        x = torch.randn(n, 4)
+        kiln.mark_dynamic(x, 0)
+        torch.testing.assert_close(compiled(x), _rows(x))
+    assert counting.graphs == 1
+
+
+def test_mark_dynamic_with_a_range():
+    counting = _Counting()
+    compiled = kiln.compile(_rows, backend=counting)
+    for n in (2, 4, 64, 9):
+        x = torch.randn(n, 4)
+        kiln.mark_dynamic(x, 0, min=2, max=64)
+        torch.testing.assert_close(compiled(x), _rows(x))
+    assert counting.graphs == 1
+    with __import__("pytest").raises(ValueError, match="outside"):
+        kiln.mark_dynamic(torch.randn(100, 4), 0, min=1, max=64)
+
+
+def test_mark_static_wins_over_dynamic_true():
+    counting = _Counting()
+    compiled = kiln.compile(_rows, backend=counting, dynamic=True)
+    for n, m, graphs in ((3, 4, 1), (6, 4, 1), (3, 5, 2), (7, 5, 2)):
+        x = torch.randn(n, m)
+        kiln.mark_static(x, 1)
+        torch.testing.assert_close(compiled(x), _rows(x))
+        assert counting.graphs == graphs
+
+
+def test_a_marked_dimension_the_code_specializes_is_an_error_naming_the_line():
+    pytest = __import__("pytest")
+    compiled = kiln.compile(_unrolled, backend="eager")
+    x = torch.randn(3, 4)
+    kiln.mark_dynamic(x, 0)
+    with pytest.raises(kiln.ConstraintViolation) as info:
+        compiled(x)
+    message = str(info.value)
+    assert "L['x'].size(0) was marked dynamic" in message and "specializes it to 3" in message
+    assert "test_dynamic_shapes.py" in message and "_unrolled" in message
+    # maybe_mark_dynamic allows it: the size is specialized, the answer right
+    kiln.reset()
+    counting = _Counting()
+    compiled = kiln.compile(_unrolled, backend=counting)
+    for n in (3, 4):
+        x = torch.randn(n, 4)
+        kiln.maybe_mark_dynamic(x, 0)
+        torch.testing.assert_close(compiled(x), _unrolled(x))
+    assert counting.graphs == 2
+    x = torch.randn(1, 4)
+    kiln.mark_dynamic(x, 0)
+    with pytest.raises(kiln.ConstraintViolation, match="sizes 0 and 1 are specialized"):
+        kiln.compile(_rows, backend="eager")(x)
+
+
+def test_mark_arguments_are_checked():
+    pytest = __import__("pytest")
+    x = torch.randn(2, 3)
+    with pytest.raises(IndexError, match="out of range"):
+        kiln.mark_dynamic(x, 2)
+    with pytest.raises(TypeError, match="expects a tensor"):
+        kiln.mark_static([1, 2], 0)
+    with pytest.raises(ValueError, match="min=5 > max=2"):
+        kiln.mark_dynamic(x, 0, min=5, max=2)
+    with pytest.raises(TypeError, match="an int"):
+        kiln.maybe_mark_dynamic(x, "0")
+    kiln.mark_dynamic(x, [0, -1])  # several dims, negative ones counted from the end
+    from kiln.symexec._marks import marks_of
+
+    assert sorted(marks_of(x)) == [0, 1]

@@ -39,7 +39,7 @@ import torch
 
 import kiln.frameeval as fe
 from kiln.guards import AttrSource, EqualsMatch, TensorMatch
-from kiln.symexec import Unsupported, capture
+from kiln.symexec import ConstraintViolation, Unsupported, capture
 
 from ._backends import BackendCompilerFailed, compile_graph
 from ._config import config
@@ -135,6 +135,8 @@ class FrameCompiler:
         strict = self.fullgraph and code is self.entry
         try:
             return self._compile(code, L, func, entries, graph_breaks=not strict)
+        except ConstraintViolation:
+            raise  # the user's mark_dynamic contradicts the code: theirs to know
         except Unsupported as e:
             if strict:
                 raise

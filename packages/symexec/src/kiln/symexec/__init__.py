@@ -15,7 +15,8 @@ from typing import Any
 from ._unsupported import SourceLocation, Unsupported
 
 __version__ = "0.1.0"
-__all__ = ["Capture", "SourceLocation", "Unsupported", "capture", "clear_resume_functions"]
+__all__ = ["Capture", "ConstraintViolation", "SourceLocation", "Unsupported", "capture", "clear_resume_functions",
+           "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,6 +24,10 @@ def __getattr__(name: str) -> Any:
         from . import _capture
 
         return getattr(_capture, name)
+    if name in ("ConstraintViolation", "mark_dynamic", "mark_static", "maybe_mark_dynamic"):
+        from . import _marks
+
+        return getattr(_marks, name)
     if name == "clear_resume_functions":
         from ._breaks import clear_resume_functions
 

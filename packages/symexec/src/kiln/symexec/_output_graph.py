@@ -40,6 +40,7 @@ from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, Uns
 
 from ._autocast_state import AUTOCAST_DEVICES
 from ._handlers import errors_caught
+from ._marks import ConstraintViolation, marks_of
 from ._run_time_errors import may_raise
 from ._torch_internals import version_counter
 from ._unsupported import Unsupported
@@ -114,6 +115,10 @@ class OutputGraph:
         self.dynamic_shapes = dynamic_shapes
         self.dynamic_dims = dynamic_dims or {}  # source -> dims: symbols for these only
         self.dynamic_inputs: list[tuple[Source, FakeTensor]] = []
+        # dimensions the user marked dynamic (kiln.mark_dynamic): specializing one is an error
+        self.marked_dynamic: list[tuple[Source, int, FakeTensor]] = []
+        # (symbols, user location) of each symbolic size the traced Python needed as a value
+        self.specializations: list[tuple[frozenset, Any]] = []
         # No duck sizing: two dimensions that happen to be equal in the traced call (a batch
         # of 5 tokens x 5) are not one symbol; an equality the code relies on is a guard.
         self.shape_env = ShapeEnv(ShapeEnvConfig(duck_shape=False))
@@ -187,11 +192,18 @@ class OutputGraph:
         node = self._placeholder(source, real)
         import torch
 
-        dims = range(real.dim()) if self.dynamic_shapes else self.dynamic_dims.get(source, ())
+        dims = set(range(real.dim()) if self.dynamic_shapes else self.dynamic_dims.get(source, ()))
+        marks = marks_of(real)
+        if marks:  # the user's marks win over the compile's setting
+            dims |= {d for d, m in marks.items() if m.kind != "static"}
+            dims -= {d for d, m in marks.items() if m.kind == "static"}
         if dims and real.dim() and type(real) is torch.Tensor and not _owned_by_module(source):
-            fake = self.fake_mode.from_real(real, name=node.name, dynamic_dims=dims,
-                                            size_source=lambda d: TensorSizeSource(source, d))
+            ranges = {d: (m.min, m.max) for d, m in marks.items()
+                      if m.kind == "dynamic" and (m.min is not None or m.max is not None)}
+            fake = self.fake_mode.from_real(real, name=node.name, dynamic_dims=sorted(dims),
+                                            size_source=lambda d: TensorSizeSource(source, d), dim_ranges=ranges)
             self.dynamic_inputs.append((source, fake))
+            self.marked_dynamic += [(source, d, fake) for d, m in marks.items() if m.kind == "dynamic"]
         else:
             fake = self.fake_mode.from_real(real, name=node.name)
         node.meta["val"] = fake
@@ -330,6 +342,8 @@ class OutputGraph:
             return
         import sympy
 
+        self._check_marks()
+
         from kiln.guards import ShapeRelation, TensorStrideSource
         from kiln.symshapes.bridge import from_torch
 
@@ -350,6 +364,31 @@ class OutputGraph:
                 bound = {sym: env.source_of(sym) for sym in expr.free_symbols}
                 here = sympy.Symbol(f"stride{d}")
                 self.guards.add(ShapeRelation(sympy.Eq(here, expr), {here: TensorStrideSource(source, d), **bound}))
+
+    def note_specialization(self, value: Any) -> None:
+        """The traced Python needed the value of symbolic ``value`` here (for error messages)."""
+        from kiln.symshapes.bridge import from_torch
+
+        where = self.active.location() if self.active is not None else None
+        self.specializations.append((frozenset(from_torch(value).expr.free_symbols), where))
+
+    def _check_marks(self) -> None:
+        """A dimension marked dynamic that became one value is the user's error, named."""
+        from kiln.symshapes.bridge import from_torch
+
+        env = self.shape_env
+        for source, d, fake in self.marked_dynamic:
+            size = fake.shape[d]
+            expr = env.simplify(from_torch(size).expr) if type(size) is not int else None
+            if expr is not None and not expr.is_Number:
+                continue
+            value = size if expr is None else int(expr)
+            symbol = next((s for s in env.symbols if env.source_of(s) == TensorSizeSource(source, d)), None)
+            lines = [str(where) for syms, where in self.specializations if symbol in syms and where is not None]
+            at = f"; the code needs its value at {lines[0]}" if lines else \
+                " (sizes 0 and 1 are specialized, as under torch.compile)" if value in (0, 1) and expr is None else ""
+            raise ConstraintViolation(f"{TensorSizeSource(source, d)} was marked dynamic (kiln.mark_dynamic) "
+                                      f"but the compiled code specializes it to {value}{at}")
 
     def finish_inputs(self) -> None:
         """Guard that distinct tensor inputs stay distinct objects (called once, at the end).

@@ -108,7 +108,10 @@ class SymNumberVariable(VariableTracker):
                 leaf.specialized = True
                 self.output.guards.add(EqualsMatch(leaf.source, leaf.example))
         # a symbol: its value now, which the ShapeEnv records as a guard (specialization)
-        return _concrete_type(self.example)(self.example) if self.symbolic else self.example
+        if self.symbolic:
+            self.output.note_specialization(self.example)
+            return _concrete_type(self.example)(self.example)
+        return self.example
 
     def describe(self) -> str:
         kind = _concrete_type(self.example).__name__

@@ -34,6 +34,7 @@ def fake_from_real(
     dynamic_dims: Iterable[int] = (),
     name: str | None = None,
     size_source: Callable[[int], object] | None = None,
+    dim_ranges: dict[int, tuple[int | None, int | None]] | None = None,
 ) -> FakeTensor:
     """A FakeTensor of ``mode`` with ``tensor``'s metadata.
 
@@ -42,6 +43,8 @@ def fake_from_real(
     given, static dimensions are recorded too so that ``produce_guards`` checks them;
     ``size_source``: instead of ``DimSource``, the caller's source object for dimension
     ``dim`` (for example a kiln.guards ``TensorSizeSource``); implies recording as ``name``.
+    ``dim_ranges``: ``(min, max)`` (either may be None) of dynamic dimensions with an explicit
+    range (``ShapeEnv.create_symbol``'s: such a size of 0 or 1 stays a symbol).
     """
     if isinstance(tensor, FakeTensor):
         return tensor
@@ -60,8 +63,12 @@ def fake_from_real(
                 return DimSource(label, d)
 
         if env is not None and (dynamic or record):
+            ranges = dim_ranges or {}
             exprs = [
-                env.create_symbol(size, size_source(d), dynamic=d in dynamic) if (d in dynamic or record) else size
+                env.create_symbol(size, size_source(d), dynamic=d in dynamic,
+                                  min=ranges.get(d, (None, None))[0] if d in dynamic else None,
+                                  max=ranges.get(d, (None, None))[1] if d in dynamic else None)
+                if (d in dynamic or record) else size
                 for d, size in enumerate(tensor.shape)
             ]
             stride_exprs = _symbolic_strides(tensor, exprs)

@@ -328,13 +328,15 @@ class FakeTensorMode(TorchDispatchMode):
         return out
 
     # ------------------------------------------------------------ conversion
-    def from_real(self, tensor: torch.Tensor, *, dynamic_dims=(), name: str | None = None, size_source=None) -> FakeTensor:
+    def from_real(self, tensor: torch.Tensor, *, dynamic_dims=(), name: str | None = None, size_source=None,
+                  dim_ranges=None) -> FakeTensor:
         """A FakeTensor with ``tensor``'s metadata; see ``kiln.symshapes.bridge.from_real``."""
         from kiln.symshapes.bridge._convert import fake_from_real
 
         token = set_aside_user_state()
         try:
-            return fake_from_real(self, tensor, dynamic_dims=dynamic_dims, name=name, size_source=size_source)
+            return fake_from_real(self, tensor, dynamic_dims=dynamic_dims, name=name, size_source=size_source,
+                                  dim_ranges=dim_ranges)
         finally:
             restore_user_state(token)
 
