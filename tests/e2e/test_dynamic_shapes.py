@@ -331,3 +331,14 @@ def test_mark_arguments_are_checked():
     from kiln.symexec._marks import marks_of
 
     assert sorted(marks_of(x)) == [0, 1]
+
+
+def test_kiln_logs_dynamic_names_symbols_and_specializations(monkeypatch, caplog):
+    monkeypatch.setenv("KILN_LOGS", "dynamic")
+    compiled = kiln.compile(_unrolled, backend="eager", dynamic=True)
+    with caplog.at_level(logging.INFO, logger="kiln.dynamic"):
+        compiled(torch.randn(3, 4))
+    said = [r.getMessage() for r in caplog.records if r.name == "kiln.dynamic"]
+    assert said[:2] == ["L['x'].size(0) is s0 (example 3)", "L['x'].size(1) is s1 (example 4)"]
+    special = [m for m in said if m.startswith("specialized s0 to 3 (s0 = L['x'].size(0)) at ")]
+    assert special and "test_dynamic_shapes.py" in special[0] and "_unrolled" in special[0]

@@ -23,6 +23,7 @@ ARTIFACTS: dict[str, str] = {
     "graph_code": "the generated code of each captured graph",
     "guards": "the guards of each cache entry",
     "recompiles": "each recompile, with the first guard that failed; numbers made graph inputs",
+    "dynamic": "symbolic sizes: each symbol made for a tensor dimension, each one the code specialized (with the user's line)",
     "recompiles_verbose": "each recompile, with the failing guard of every existing entry",
     "graph_breaks": "each graph break and each frame that falls back to eager, with the reason",
     "bytecode": "the replacement code of each frame (source and disassembly)",

@@ -20,6 +20,7 @@ Invariants about tensor identity and mutation:
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -64,6 +65,7 @@ _ROOT = re.compile(r"^([LG])\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 
 _AUTOCAST_DEVICES = AUTOCAST_DEVICES
+_dynamic_log = logging.getLogger("kiln.dynamic")  # KILN_LOGS=dynamic (kiln._logs)
 _MODULE_SLOT = re.compile(r"\._(?:modules|parameters|buffers)\[")
 
 
@@ -204,6 +206,10 @@ class OutputGraph:
                                             size_source=lambda d: TensorSizeSource(source, d), dim_ranges=ranges)
             self.dynamic_inputs.append((source, fake))
             self.marked_dynamic += [(source, d, fake) for d, m in marks.items() if m.kind == "dynamic"]
+            if _dynamic_log.isEnabledFor(logging.INFO):
+                for d in sorted(dims):
+                    _dynamic_log.info("%s is %s (example %d)", TensorSizeSource(source, d), fake.shape[d],
+                                      real.shape[d])
         else:
             fake = self.fake_mode.from_real(real, name=node.name)
         node.meta["val"] = fake
@@ -370,7 +376,11 @@ class OutputGraph:
         from kiln.symshapes.bridge import from_torch
 
         where = self.active.location() if self.active is not None else None
-        self.specializations.append((frozenset(from_torch(value).expr.free_symbols), where))
+        symbols = frozenset(from_torch(value).expr.free_symbols)
+        self.specializations.append((symbols, where))
+        if _dynamic_log.isEnabledFor(logging.INFO):
+            names = ", ".join(f"{s} = {self.shape_env.source_of(s)}" for s in sorted(symbols, key=str))
+            _dynamic_log.info("specialized %s to %s (%s) at %s", from_torch(value).expr, int(value), names, where)
 
     def _check_marks(self) -> None:
         """A dimension marked dynamic that became one value is the user's error, named."""
