@@ -342,3 +342,21 @@ def test_kiln_logs_dynamic_names_symbols_and_specializations(monkeypatch, caplog
     assert said[:2] == ["L['x'].size(0) is s0 (example 3)", "L['x'].size(1) is s1 (example 4)"]
     special = [m for m in said if m.startswith("specialized s0 to 3 (s0 = L['x'].size(0)) at ")]
     assert special and "test_dynamic_shapes.py" in special[0] and "_unrolled" in special[0]
+
+
+def _sizes_in_python(x):
+    n, m = x.shape
+    pair = (n + 1, m)
+    out = torch.zeros(max(n, m), min(pair[1], 8))
+    return out.sum() + pair[0], out.shape[0] + pair[1]
+
+
+def test_max_min_and_tuple_indexing_of_sizes_are_guards_not_values():
+    counting = _Counting()
+    compiled = kiln.compile(_sizes_in_python, backend=counting, dynamic=True)
+    for shape, graphs in (((3, 5), 1), ((2, 7), 1), ((6, 4), 2), ((7, 2), 2), ((4, 6), 2)):
+        x = torch.randn(shape)
+        got, expected = compiled(x), _sizes_in_python(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+        assert counting.graphs == graphs, shape

@@ -40,6 +40,7 @@ from ._containers import (
 )
 from ._errors import INF, raised_error, traced_error
 from ._objects import UserDefinedObjectVariable, call_special_method
+from ._symnumber import SymNumberVariable
 from ._tensor import TensorVariable
 from ._wrap import wrap_trace_value
 
@@ -296,6 +297,21 @@ def _reduce_minmax(fn: Any) -> Rule:
             if _all_constant(items, {"key": key}):
                 return _fold(lambda *a: fn(*a, key=key.as_constant()), [TupleVariable(items)], {})
             raise Unsupported(f"{fn.__name__}() with a key function on traced values")
+        def size(v):
+            return isinstance(v, SymNumberVariable) and v.symbolic
+
+        if any(size(i) for i in items) and all(
+                size(i) or (type(i) is ConstantVariable and type(i.as_constant()) is int) for i in items):
+            # sizes: the winner is chosen by comparisons the ShapeEnv keeps as guards (a
+            # relation, not the value), as Python's max/min would (the first of equals)
+            def value(v):
+                return v.example if isinstance(v, SymNumberVariable) else v.as_constant()
+
+            best = items[0]
+            for item in items[1:]:
+                if bool(value(item) > value(best)) if fn is max else bool(value(item) < value(best)):
+                    best = item
+            return best
         if all(i.is_constant() for i in items):
             return _fold(lambda *a: fn(a), items, {})
         if any(isinstance(i, TensorVariable) for i in items):

@@ -388,7 +388,7 @@ def _getitem(tx, args, kwargs):
     obj, key = args
     if isinstance(obj, TensorVariable):
         return tx.output.call_function(operator.getitem, [obj, key], {})
-    if obj.is_constant() and key.is_constant():
+    if obj.is_constant() and key.is_constant() and not _holds_symbolic(obj):
         return _fold(operator.getitem, args, kwargs)
     return obj.call_method(tx, "__getitem__", [key], {})
 
