@@ -76,3 +76,33 @@ def test_architecture_is_one_graph_equal_to_eager(name):
     # BLOOM's GELU is a custom torch.autograd.Function: the graph calls its ``apply`` (its
     # backward stays the author's), whose Python ``forward`` runs as it is, inside the graph
     assert len(backend.graphs) == 1
+
+
+def _resized(inputs, batch, length):
+    """The inputs of one architecture at another batch size and sequence length."""
+    g = torch.Generator().manual_seed(batch * 100 + length)
+    out = {}
+    for key, value in inputs.items():
+        if key == "input_ids":
+            out[key] = torch.randint(4, 256, (batch, length), generator=g)
+        elif key == "labels":
+            out[key] = torch.randint(4, 256, (batch, max(length // 2, 2)), generator=g)
+        else:  # pixels and audio features keep their own sizes: only the batch changes
+            out[key] = torch.randn(batch, *value.shape[1:], generator=g)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_architecture_with_dynamic_shapes_is_one_graph_over_batches_and_lengths(name):
+    build, inputs = ZOO[name]
+    torch.manual_seed(0)
+    model = build().eval()
+    backend = CountingBackend()
+    compiled = kiln.compile(model, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for batch, length in ((2, 16), (3, 11), (4, 20)):
+            args = _resized(inputs, batch, length)
+            expected, actual = model(**args), compiled(**args)
+            key = "loss" if "loss" in expected else "last_hidden_state"
+            torch.testing.assert_close(actual[key], expected[key])
+    assert len(backend.graphs) == 1

@@ -62,6 +62,20 @@ def test_bound_values_must_be_ints():
         assert evaluate(guard, {"a": bad}) is not None
 
 
+def test_negative_integer_exponents_are_exact():
+    # 1/((s0/4 + ...)//4) appears in Swin's window guards; a zero base fails the guard
+    frames = [{"a": a, "b": b} for a in range(-4, 9) for b in range(-2, 5)]
+    for expr in (sympy.Eq(8 / s0, s1), sympy.Gt(s1 * s0**-2, sympy.Rational(1, 3)), sympy.Le(1 / (s0 + s1), 1)):
+        guard = ShapeRelation(expr, {s0: A, s1: B})
+        check = GuardSet([guard]).compile()
+        for frame in frames:
+            try:
+                expected = expr.xreplace({s0: frame["a"], s1: frame["b"]}) is sympy.true
+            except TypeError:  # a zero divisor: sympy cannot compare its zoo
+                expected = False
+            assert check(frame) is expected, (expr, frame)
+
+
 def test_unsupported_expressions_are_rejected_when_built():
     with pytest.raises(TypeError):
         ShapeRelation(sympy.Eq(sympy.sin(s0), 0), {s0: A})

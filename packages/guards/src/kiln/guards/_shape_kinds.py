@@ -7,8 +7,8 @@ arithmetic (integers stay integers, rationals become ``fractions.Fraction`` cons
 ``floor``/``ceiling`` become ``math.floor``/``math.ceil``), so it is exact. The explanation
 evaluates the same expression with sympy, an independent path that tests compare against.
 
-Supported nodes: integers, rationals, symbols, ``+``, ``*``, ``**`` with a non-negative
-integer exponent, ``Mod``, ``floor``, ``ceiling``, ``Min``, ``Max``, ``Abs``, and the
+Supported nodes: integers, rationals, symbols, ``+``, ``*``, ``**`` with an integer exponent
+(a negative one as an exact Fraction), ``Mod``, ``floor``, ``ceiling``, ``Min``, ``Max``, ``Abs``, and the
 functions kiln.symshapes defines, matched by name: ``FloorDiv`` (``a // b``) and
 ``TruncToInt`` (``math.trunc``); the six relations, ``And``, ``Or``, ``Not``, ``true`` and
 ``false``. Anything else is rejected when the guard is built. sympy is imported lazily.
@@ -57,8 +57,11 @@ def to_python(expr: Any, names: Mapping[Any, str], const: Callable[[Any, str], s
             return "(" + " * ".join(args) + ")"
         if isinstance(e, sympy.Pow):
             exp = e.args[1]
-            if not (isinstance(exp, sympy.Integer) and exp >= 0):
+            if not isinstance(exp, sympy.Integer):
                 raise TypeError(f"unsupported exponent in shape relation: {e}")
+            if exp < 0:  # exact: a Fraction (a zero base raises, and the guard fails)
+                one = const(Fraction(1), "q")
+                return f"({one} / ({args[0]} ** {-int(exp)}))"
             return f"({args[0]} ** {args[1]})"
         simple = {"And": " and ", "Or": " or "}
         if kind in simple:

@@ -357,7 +357,11 @@ class OutputGraph:
         produced = env.produce_guards()
         for expr in produced.guards:
             if any(env.is_dynamic(sym) for sym in expr.free_symbols):
-                self.guards.add(ShapeRelation(expr, {sym: produced.sources[sym] for sym in expr.free_symbols}))
+                try:
+                    guard = ShapeRelation(expr, {sym: produced.sources[sym] for sym in expr.free_symbols})
+                except (TypeError, ValueError) as e:  # a relation the checker cannot compute
+                    raise Unsupported(f"a shape guard kiln cannot check yet: {expr} ({e})") from None
+                self.guards.add(guard)
         for source, fake in self.dynamic_inputs:
             for d, stride in enumerate(fake.stride()):
                 if type(stride) is int:
