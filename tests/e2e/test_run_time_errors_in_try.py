@@ -113,6 +113,12 @@ def may_fail_without_try(x, idx, lst):
     return [t.index_select(0, idx * 0).sin() for t in (y, x)]
 
 
+def may_fail_in_a_generator(x, idx, lst):
+    # 3.12+ covers a generator body with a handler turning StopIteration into RuntimeError:
+    # it re-raises everything else, so no break
+    return tuple(t.index_select(0, idx).sin() for t in (x, x * 2))
+
+
 # case -> graphs of the first call (index in range)
 CASES = {
     try_around_method_call: 2,  # x * 2, a break at the call inside the try; the resumed + 1
@@ -126,6 +132,7 @@ CASES = {
     nested_try_in_inlined_function: 1,  # a frame with a cell runs eagerly; _helper compiled
     safe_ops_in_try: 1,  # float pointwise ops and a sum cannot fail: no break
     may_fail_without_try: 1,  # no handler catches (the comprehension's cleanup re-raises)
+    may_fail_in_a_generator: 1,
 }
 
 

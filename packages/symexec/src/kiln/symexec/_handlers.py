@@ -16,8 +16,9 @@ every frame that inlined it, outwards. A handler catches when it can swallow the
   something true (``contextlib.suppress``).
 
 Every other handler passes the exception on, and the walk goes to the handler covering it:
-a ``finally`` body (it ends in ``RERAISE``), the cleanup of an ``except`` body or of a 3.12
-inlined comprehension (stack shuffles, ``POP_EXCEPT``, stores, ``RERAISE``), the cleanup of a
+a ``finally`` body (it ends in ``RERAISE``), the cleanup of an ``except`` body, of a 3.12
+inlined comprehension (stack shuffles, ``POP_EXCEPT``, stores, ``RERAISE``) or of a 3.12
+generator body (``CALL_INTRINSIC_1`` turning StopIteration into RuntimeError, ``RERAISE``), the cleanup of a
 ``with`` block over a context manager kiln models (grad mode, autocast: an ``ExitVariable``)
 or over a Python one whose ``__exit__`` returns only None or False. A ``finally`` body is not
 run when the graph raises: its effects are replayed after the graph like the rest of the
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
 __all__ = ["errors_caught"]
 
 # Instructions a pass-through handler may run before its RERAISE.
-_PASS_THROUGH = frozenset(("COPY", "SWAP", "POP_TOP", "POP_EXCEPT", "STORE_FAST", "NOP"))
+# CALL_INTRINSIC_1: 3.12+ generator bodies are covered by a handler turning a StopIteration
+# into a RuntimeError (INTRINSIC_STOPITERATION_ERROR) and re-raising: any other error passes.
+_PASS_THROUGH = frozenset(("COPY", "SWAP", "POP_TOP", "POP_EXCEPT", "STORE_FAST", "NOP", "CALL_INTRINSIC_1"))
 # Instructions that end a straight-line run of code.
 _ENDS_RUN = frozenset(("RERAISE", "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "JUMP_FORWARD",
                        "JUMP_BACKWARD", "JUMP", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE",
