@@ -172,9 +172,13 @@ def main() -> None:
     parser.add_argument("--report", type=Path, help="write the summary as JSON to this file")
     parser.add_argument("--minimise-each", type=int, default=1,
                         help="minimise the first N failing programs of each signature (triage)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="compile with dynamic=True (every tensor dimension a symbol)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=10**9, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.dynamic:
+        os.environ["KILN_FUZZ_DYNAMIC"] = "1"  # read by fuzz_programs, in the workers too
     if args.worker:
         worker(args.seed, args.count, args.minimise_each)
         return

@@ -26,6 +26,7 @@ import dataclasses
 import linecache
 import logging
 import math
+import os
 import random
 import re
 import traceback
@@ -95,6 +96,9 @@ class Mod(nn.Module):
 
 VARIANTS = ("plain", "y_is_x", "lst_holds_x", "obj_t_is_y", "y_view_of_x", "d_holds_lst")
 CALLS = ((0, 3), (1, 3), (2, -2))  # (value seed, n) per call: the second hits the cache
+# kiln.compile's ``dynamic`` for the compiled runs (scripts/fuzz.py --dynamic sets it to True:
+# every tensor dimension a symbol, a differential test of the symbolic-shape path)
+DYNAMIC = True if os.environ.get("KILN_FUZZ_DYNAMIC") == "1" else None
 
 
 def make_inputs(seed: int, n: int, variant: str) -> tuple:
@@ -679,7 +683,7 @@ def _check(source: str, filename: str, backends: Sequence[tuple[str, Any]], grap
         kiln.reset()
         fn, ns = build(source, filename)
         try:
-            compiled = kiln.compile(fn, backend=backend)
+            compiled = kiln.compile(fn, backend=backend, dynamic=DYNAMIC)
         except Exception as e:
             return [Failure("crash", f"kiln.compile raised {e!r}")]
         for i, ((seed, n), want) in enumerate(zip(CALLS, expected, strict=True)):
