@@ -360,3 +360,30 @@ def test_max_min_and_tuple_indexing_of_sizes_are_guards_not_values():
         torch.testing.assert_close(got[0], expected[0])
         assert got[1] == expected[1]
         assert counting.graphs == graphs, shape
+
+
+@torch.jit.script
+def _scripted_scale(x: torch.Tensor, factor: int):
+    return torch.sqrt(torch.tensor(x.size(-1), dtype=torch.float) * factor)
+
+
+def _uses_script(x):
+    return x / _scripted_scale(x, 2)
+
+
+def test_a_torch_jit_script_function_is_traced_from_its_python_source():
+    # transformers 5.17's DeBERTa-v2 calls scripted helpers: called as TorchScript on fake
+    # tensors they read every size as an int (all specialized); their Python is traced instead
+    counting = _Counting()
+    compiled = kiln.compile(_uses_script, backend=counting, dynamic=True)
+    for shape in ((2, 8, 4), (3, 5, 4), (4, 9, 4)):  # torch.tensor(size) of the last dim specializes it
+        x = torch.randn(shape)
+        torch.testing.assert_close(compiled(x), _uses_script(x))
+    assert counting.graphs == 1
+    kiln.reset()
+    counting = _Counting()
+    compiled = kiln.compile(_uses_script, backend=counting, dynamic=False)
+    for shape in ((2, 8, 4), (2, 8, 4), (3, 5, 6)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(compiled(x), _uses_script(x))
+    assert counting.graphs == 2

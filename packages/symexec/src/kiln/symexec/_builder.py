@@ -190,6 +190,12 @@ class VariableBuilder:
             if g:
                 self._guard(IdMatch(source, value))
             return BuiltinVariable(value, source)
+        inline = getattr(value, "_torchdynamo_inline", None) if isinstance(value, torch.jit.ScriptFunction) else None
+        if isinstance(inline, types.FunctionType) and g:
+            # a torch.jit.script function: its Python original is traced (as torch.compile
+            # does), so symbolic sizes flow through it (TorchScript would read them as ints)
+            self._guard(IdMatch(source, value))
+            return self.wrap(inline, AttrSource(source, "_torchdynamo_inline"))
         if is_torch_function(value) or is_context_manager_class(value):
             if g and isinstance(value, types.MethodType):
                 # ``Fn.apply`` of an autograd.Function: a new bound method at every read, so
