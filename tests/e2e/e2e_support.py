@@ -6,6 +6,14 @@ import types
 import torch
 
 
+def outcome(fn, *args):
+    """``(result, None)``, or ``(None, the exception's type)`` when ``fn(*args)`` raises."""
+    try:
+        return fn(*args), None
+    except Exception as e:  # the user's exception, compared by type
+        return None, type(e)
+
+
 class CountingBackend:
     """An eager backend that records every graph it is given."""
 

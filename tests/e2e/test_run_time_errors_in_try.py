@@ -11,6 +11,7 @@ import contextlib
 
 import pytest
 import torch
+from e2e_support import CountingBackend, outcome
 
 import kiln
 
@@ -136,35 +137,20 @@ CASES = {
 }
 
 
-class _Counting:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
-
-
-def _run(fn, *args):
-    try:
-        return fn(*args), None
-    except Exception as e:  # the user's exception, compared by type
-        return None, type(e)
-
 
 @pytest.mark.parametrize("fn", list(CASES), ids=lambda f: f.__name__)
 def test_run_time_errors_reach_the_users_handlers(fn):
     x = torch.randn(4)
-    counting = _Counting()
+    counting = CountingBackend()
     compiled = kiln.compile(fn, backend=counting)
     for index in (1, 9):
         idx = torch.tensor([index])
         lst_eager, lst_kiln = [], []
-        expected, expected_error = _run(fn, x, idx, lst_eager)
-        got, error = _run(compiled, x, idx, lst_kiln)
+        expected, expected_error = outcome(fn, x, idx, lst_eager)
+        got, error = outcome(compiled, x, idx, lst_kiln)
         assert error is expected_error, (index, error, expected_error)
         if expected_error is None:
             torch.testing.assert_close(got, expected)
         assert lst_kiln == lst_eager
         if index == 1:
-            assert counting.graphs == CASES[fn]
+            assert len(counting.graphs) == CASES[fn]

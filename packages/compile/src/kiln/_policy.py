@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
-from kiln.guards import AttrSource, EqualsMatch, TensorMatch
+from kiln.guards import EqualsMatch, TensorMatch, is_module_tensor
 from kiln.symexec import ConstraintViolation, Unsupported, capture
 
 from ._backends import BackendCompilerFailed, compile_graph
@@ -220,7 +220,7 @@ class FrameCompiler:
             return known
         changed = set(known)
         for guards in stats.code_guards.get(code, ()):
-            for guard in guards.ordered():
+            for guard in guards:  # insertion order; ordered() would sort for nothing
                 if (type(guard) is not EqualsMatch or type(guard.value) not in (int, float)
                         or guard.source in changed):
                     continue
@@ -246,8 +246,8 @@ class FrameCompiler:
             return known
         dims = {source: set(d) for source, d in known.items()}
         for guards in stats.code_guards.get(code, ()):
-            for guard in guards.ordered():
-                if type(guard) is not TensorMatch or _owned_by_module(guard.source):
+            for guard in guards:  # insertion order; ordered() would sort for nothing
+                if type(guard) is not TensorMatch or is_module_tensor(guard.source):
                     continue
                 try:
                     now = guard.source.fetch(L, func.__globals__)
@@ -277,11 +277,6 @@ class FrameCompiler:
             return None
         stats.eager_codes[code] = reason
         return fe.SKIP
-
-
-def _owned_by_module(source: Any) -> bool:
-    base = getattr(source, "base", None)
-    return isinstance(base, AttrSource) and base.attr in ("_parameters", "_buffers")
 
 
 def _log_capture(code: types.CodeType, cap: Any, replacement: types.CodeType) -> None:

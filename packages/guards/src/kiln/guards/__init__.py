@@ -49,6 +49,7 @@ from kiln.guards._sources import (
     TypeSource,
     importable_path,
     is_item_key,
+    is_module_tensor,
 )
 from kiln.guards._storage_kinds import NoStorageSharing
 from kiln.guards._tensor_kinds import TensorMatch
@@ -98,5 +99,6 @@ __all__ = [
     "explain_failure",
     "importable_path",
     "is_item_key",
+    "is_module_tensor",
     "order_guards",
 ]

@@ -42,6 +42,7 @@ __all__ = [
     "TypeSource",
     "importable_path",
     "is_item_key",
+    "is_module_tensor",
 ]
 
 
@@ -111,6 +112,12 @@ def _is_literal(key: object) -> bool:
     if key is None or type(key) in (bool, int, str, bytes):
         return True
     return type(key) is tuple and all(_is_literal(k) for k in key)
+
+
+def is_module_tensor(source: Source) -> bool:
+    """Whether ``source`` reads a module's parameter or buffer (``m._parameters['w']``)."""
+    base = getattr(source, "base", None)
+    return isinstance(base, AttrSource) and base.attr in ("_parameters", "_buffers")
 
 
 def is_item_key(key: object) -> bool:

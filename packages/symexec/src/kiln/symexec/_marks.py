@@ -8,13 +8,13 @@ value, compiling fails with
 ``maybe_mark_dynamic(t, dim)``: the same without the error (the code may specialize it).
 ``mark_static(t, dim)``: never a symbol, even under ``dynamic=True``.
 
-Marks are kept beside the tensor (keyed by identity, dropped with it), not in its
-``__dict__``, so marking a tensor changes nothing the guards or the traced code see.
+Marks live on the tensor (``t._kiln_dim_marks``, as torch keeps its own in
+``t._dynamo_dynamic_indices``): they go with it, copies included, and die with it. Only
+the compile policy reads them, from the real tensor; the traced code never does.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +30,6 @@ class DimMark:
     kind: str  # "dynamic", "maybe" or "static"
     min: int | None = None
     max: int | None = None
-
-
-_marks: dict[int, tuple[Any, dict[int, DimMark]]] = {}
 
 
 def _dims(t: Any, dim: Any, what: str) -> list[int]:
@@ -51,14 +48,13 @@ def _dims(t: Any, dim: Any, what: str) -> list[int]:
     return out
 
 
+_ATTR = "_kiln_dim_marks"
+
+
 def _mark(t: Any, dims: list[int], mark: DimMark) -> None:
-    key = id(t)
-    entry = _marks.get(key)
-    if entry is None or entry[0]() is not t:
-        ref = weakref.ref(t, lambda _, key=key: _marks.pop(key, None))
-        entry = _marks[key] = (ref, {})
+    marks = t.__dict__.setdefault(_ATTR, {})
     for d in dims:
-        entry[1][d] = mark
+        marks[d] = mark
 
 
 def mark_dynamic(t: Any, dim: int | list[int], *, min: int | None = None, max: int | None = None) -> None:
@@ -88,7 +84,4 @@ def mark_static(t: Any, dim: int | list[int]) -> None:
 
 def marks_of(t: Any) -> dict[int, DimMark]:
     """The marks on ``t``'s dimensions (empty when none)."""
-    entry = _marks.get(id(t))
-    if entry is None or entry[0]() is not t:
-        return {}
-    return entry[1]
+    return getattr(t, "__dict__", {}).get(_ATTR, {})

@@ -35,6 +35,7 @@ from kiln.guards import (
     TensorMatch,
     TensorSizeSource,
     TorchGlobalState,
+    is_module_tensor,
 )
 from kiln.symshapes import ShapeEnv, ShapeEnvConfig
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
@@ -64,7 +65,6 @@ def _changes_arguments(node: Node) -> bool:
 _ROOT = re.compile(r"^([LG])\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 
-_AUTOCAST_DEVICES = AUTOCAST_DEVICES
 _dynamic_log = logging.getLogger("kiln.dynamic")  # KILN_LOGS=dynamic (kiln._logs)
 _MODULE_SLOT = re.compile(r"\._(?:modules|parameters|buffers)\[")
 
@@ -78,13 +78,6 @@ def _input_name(source: Source) -> str:
         text = prefix + m.group(2) + text[m.end():]
     name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "input"
     return "_" + name if name[0].isdigit() else name
-
-
-def _owned_by_module(source: Source) -> bool:
-    from kiln.guards import AttrSource
-
-    base = getattr(source, "base", None)
-    return isinstance(base, AttrSource) and base.attr in ("_parameters", "_buffers")
 
 
 _DISPATCH_CACHE_LIMIT = 100_000
@@ -173,7 +166,7 @@ class OutputGraph:
 
         # Autocast adds thread-local dispatch keys that tensor guards would record; guards
         # are taken as at entry even when a tensor is first read inside an autocast region.
-        self._entry_autocast = {d: torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES}
+        self._entry_autocast = {d: torch.is_autocast_enabled(d) for d in AUTOCAST_DEVICES}
 
     def close_contexts(self) -> None:
         """Exit the real context managers a trace that stopped early left open."""
@@ -199,7 +192,7 @@ class OutputGraph:
         if marks:  # the user's marks win over the compile's setting
             dims |= {d for d, m in marks.items() if m.kind != "static"}
             dims -= {d for d, m in marks.items() if m.kind == "static"}
-        if dims and real.dim() and type(real) is torch.Tensor and not _owned_by_module(source):
+        if dims and real.dim() and type(real) is torch.Tensor and not is_module_tensor(source):
             ranges = {d: (m.min, m.max) for d, m in marks.items()
                       if m.kind == "dynamic" and (m.min is not None or m.max is not None)}
             fake = self.fake_mode.from_real(real, name=node.name, dynamic_dims=sorted(dims),
@@ -329,7 +322,7 @@ class OutputGraph:
         """Torch's autocast switches as they were when tracing began, for the duration."""
         import torch
 
-        now = {d: torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES}
+        now = {d: torch.is_autocast_enabled(d) for d in AUTOCAST_DEVICES}
         changed = {d: v for d, v in self._entry_autocast.items() if now[d] != v}
         for d, v in changed.items():
             torch.set_autocast_enabled(d, v)
@@ -415,8 +408,8 @@ class OutputGraph:
         may be views of one memory (``NoStorageSharing``).
         """
         inputs = [t for t in self.tensor_inputs.values() if t.source is not None]
-        free = [t.source for t in inputs if not _owned_by_module(t.source)]
-        owned = [t.source for t in inputs if _owned_by_module(t.source)]
+        free = [t.source for t in inputs if not is_module_tensor(t.source)]
+        owned = [t.source for t in inputs if is_module_tensor(t.source)]
         matches = {g.source: g for g in self.guards if isinstance(g, TensorMatch)}
 
         def may_alias(a: Source, b: Source) -> bool:

@@ -6,7 +6,7 @@ it parts of ``torch._inductor``: about 1 s, most of a fresh process's first comp
 to build ``torch._dynamo.disable(fn)``, a twin of ``fn`` that turns torch.compile's frame
 callback off while ``fn`` runs, and caches it on ``fn``. Inside ``no_frontend_import()``
 each wrapped function that has no twin yet gets itself as its twin, so the wrapper calls
-it directly, and the attribute is removed again when the outermost scope closes.
+it directly, and the scope that set the attribute removes it when it closes.
 
 Why that is the same behaviour: while ``torch._dynamo`` has never been imported, torch's
 frame callback cannot be set (only that package sets it), so the twin would have nothing
@@ -17,11 +17,12 @@ may then trace into one of its own references instead of skipping it, a slower c
 never a different result.
 
 Invariants:
-- On close, no wrapped function keeps an attribute this module set; an attribute torch set
-  in the meantime (a real twin) is left alone.
-- Scopes nest and may be open in several threads; the attributes are set when the first
-  opens and removed when the last closes.
-- Wrapped functions are found once (``dynamo_disable_wrappers``, ~10 ms); ones torch
+- On close, no wrapped function keeps an attribute this scope set; an attribute set before
+  (by an enclosing scope, or a real twin torch built) is left alone.
+- No state outside the scope: a nested scope finds the attributes set and sets nothing. A
+  scope closing in one thread while another thread's trace runs only costs that trace the
+  import (the attributes are gone), never a different result.
+- Wrapped functions are found once (``dynamo_disable_wrappers``, cached, ~10 ms); ones torch
   creates later (custom ops registered afterwards) are not covered and import
   ``torch._dynamo`` on their first call, as without this module.
 """
@@ -29,8 +30,8 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
-import threading
 from collections.abc import Iterator
 
 from kiln.symshapes.bridge._torch_internals import DYNAMO_DISABLE_ATTR, dynamo_disable_wrappers
@@ -38,32 +39,21 @@ from kiln.symshapes.bridge._torch_internals import DYNAMO_DISABLE_ATTR, dynamo_d
 __all__ = ["no_frontend_import"]
 
 _FRONTEND = "torch._dynamo"
-_lock = threading.Lock()
-_wrapped: list | None = None
-_open = 0
-_set: list = []
+_wrappers = functools.cache(dynamo_disable_wrappers)  # torch's functions: fixed once imported
 
 
 @contextlib.contextmanager
 def no_frontend_import() -> Iterator[None]:
     """While open, torch's ``_disable_dynamo`` wrappers do not import ``torch._dynamo``."""
-    global _open, _wrapped
-    with _lock:
-        if _open == 0 and _FRONTEND not in sys.modules:
-            if _wrapped is None:
-                _wrapped = dynamo_disable_wrappers()
-            for fn in _wrapped:
-                if DYNAMO_DISABLE_ATTR not in fn.__dict__:
-                    fn.__dict__[DYNAMO_DISABLE_ATTR] = fn
-                    _set.append(fn)
-        _open += 1
+    mine = []
+    if _FRONTEND not in sys.modules:
+        for fn in _wrappers():
+            if DYNAMO_DISABLE_ATTR not in fn.__dict__:
+                fn.__dict__[DYNAMO_DISABLE_ATTR] = fn
+                mine.append(fn)
     try:
         yield
     finally:
-        with _lock:
-            _open -= 1
-            if _open == 0:
-                for fn in _set:
-                    if fn.__dict__.get(DYNAMO_DISABLE_ATTR) is fn:
-                        del fn.__dict__[DYNAMO_DISABLE_ATTR]
-                _set.clear()
+        for fn in mine:
+            if fn.__dict__.get(DYNAMO_DISABLE_ATTR) is fn:
+                del fn.__dict__[DYNAMO_DISABLE_ATTR]
