@@ -58,9 +58,14 @@ def clamp_within(x, s):
     return x.clamp(min=-s, max=s)  # stays an input here: -s is computed by the graph
 
 
+@kiln.disable
+def _eager_item(t):
+    return t.item()  # a Python number from a call kiln does not trace (a graph break)
+
+
 def test_item_results_passed_to_a_resume_function_become_inputs():
     def fn(x):
-        n = x.sum().item()
+        n = _eager_item(x.sum())
         return x * n
 
     backend = CountingBackend()
@@ -70,6 +75,19 @@ def test_item_results_passed_to_a_resume_function_become_inputs():
         torch.testing.assert_close(compiled(x), fn(x))
     # the graph before the break; the resume for the first value; the resume with n an input
     assert len(backend.graphs) == 3
+
+
+def test_an_item_result_stays_in_the_graph_for_every_value():
+    def fn(x):
+        n = x.sum().item()  # a data-dependent number the graph computes
+        return x * n
+
+    backend = CountingBackend()
+    compiled = kiln.compile(fn, backend=backend)
+    for _ in range(4):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert len(backend.graphs) == 1
 
 
 def test_a_module_attribute_that_changes_becomes_an_input():
@@ -152,7 +170,7 @@ def test_an_int_used_as_a_size_or_index_is_specialized(use):
 
 def test_an_integer_item_becomes_an_input_of_the_resume_function():
     def fn(x, counts):
-        k = counts.sum().item()  # an int
+        k = _eager_item(counts.sum())  # an int
         return x * k
 
     backend = CountingBackend()

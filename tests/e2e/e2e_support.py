@@ -5,6 +5,15 @@ import types
 
 import torch
 
+import kiln
+
+
+@kiln.disable
+def eager_item(t):
+    """``t.item()`` in a call kiln does not trace: a graph break at the call that gives a
+    Python number (``.item()`` itself stays in the graph as a data-dependent number)."""
+    return t.item()
+
 
 def outcome(fn, *args):
     """``(result, None)``, or ``(None, the exception's type)`` when ``fn(*args)`` raises."""

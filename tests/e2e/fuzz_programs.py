@@ -149,9 +149,15 @@ def _opaque(t: torch.Tensor) -> torch.Tensor:
     return t * 2
 
 
+@kiln.disable
+def _eager_item(t: torch.Tensor) -> float:
+    """``t.item()`` in a call kiln must not trace (a graph break giving a Python number)."""
+    return t.item()
+
+
 def program_globals() -> dict[str, Any]:
     """A fresh namespace for one ``exec`` of a program (globals are mutated by programs)."""
-    return {"torch": torch, "F": F, "_opaque": _opaque, "Obj": Obj, "G": 0, "GL": [],
+    return {"torch": torch, "F": F, "_opaque": _opaque, "_eager_item": _eager_item, "Obj": Obj, "G": 0, "GL": [],
             "CFG": types.MappingProxyType({"s": 2.0, "b": 1}), "UM": UserMapping(),
             "__name__": "fuzz_program"}
 
@@ -457,14 +463,16 @@ class Generator:
     def s_data_dependent(self, depth: int) -> list[str]:
         t = self.t()
         choice = self.draw.integer(0, 5)
+        # .item(), .tolist() and int(t) stay in the graph (data-dependent numbers) until a
+        # use needs their value
         if choice == 0:
-            return [f"{self.bind('float')} = {t}.sum().item()" + BREAK]
+            return [f"{self.bind('float')} = {t}.sum().item()" + MAY_BREAK]
         if choice == 1:
-            return [f"{self.bind('other')} = {t}.tolist()" + BREAK]
+            return [f"{self.bind('other')} = {t}.tolist()" + MAY_BREAK]
         if choice == 2:
             return [f"{self.bind('T')} = _opaque({t})" + BREAK]
         if choice == 3:
-            return [f"{self.bind('int')} = int({t}.argmax())" + BREAK]
+            return [f"{self.bind('int')} = int({t}.argmax())" + MAY_BREAK]
         if choice == 4:
             return [f"{self.bind('other')} = {t}.nonzero()" + MAY_BREAK]
         return [f"{self.bind('int')} = 1 if {t}.sum() > 0 else 0" + BREAK]

@@ -119,7 +119,7 @@ def f(x, y, k, n, lst, d, obj, m):
 _add("vars-after-break", """\
 # inputs: plain
 def f(x, y, k, n, lst, d, obj, m):
-    v2 = d['a'].sum().item()  # break
+    v2 = _eager_item(d['a'].sum())  # break
     v3 = vars()['y']
     return (v2, v3,)
 """)
@@ -215,7 +215,7 @@ def f(x, y, k, n, lst, d, obj, m):
         nonlocal v3
         return a * v2
     v3 = (lambda b: g2(b) * 2)(lst[0])
-    v4 = obj.t.tolist()  # break
+    v4 = _opaque(obj.t)  # break
     return (obj,)
 """)
 
@@ -310,7 +310,7 @@ def f(x, y, k, n, lst, d, obj, m):
 _add("locals-len-after-break", """\
 # inputs: plain
 def f(x, y, k, n, lst, d, obj, m):
-    v4 = d['a'].sum().item()  # break
+    v4 = _eager_item(d['a'].sum())  # break
     v5 = len(locals())
     return (v5,)
 """)
@@ -319,7 +319,7 @@ def f(x, y, k, n, lst, d, obj, m):
 _add("locals-getitem-after-break", """\
 # inputs: plain
 def f(x, y, k, n, lst, d, obj, m):
-    v1 = lst[0].sum().item()  # break
+    v1 = _eager_item(lst[0].sum())  # break
     v2 = locals()['x']
     return (v2,)
 """)

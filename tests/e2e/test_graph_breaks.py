@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 import torch
-from e2e_support import assert_same
+from e2e_support import assert_same, eager_item
 from torch import nn
 
 import kiln
@@ -29,7 +29,7 @@ def resume_codes():
 def test_item_in_the_middle(counting):
     def fn(x, y):
         a = x.sin() + y
-        n = a.sum().item()  # break: the graph before, the call, the resume after
+        n = eager_item(a.sum())  # break: the graph before, the call, the resume after
         b = a * 2
         return b.cos(), n
 
@@ -43,7 +43,7 @@ def test_item_in_the_middle(counting):
     x2 = torch.randn(4)
     assert_same(compiled(x2, y), fn(x2, y))
     assert len(counting.graphs) == 3
-    assert breaks()[0].location.text == "n = a.sum().item()  # break: the graph before, the call, the resume after"
+    assert breaks()[0].location.text == "n = eager_item(a.sum())  # break: the graph before, the call, the resume after"
     assert len(breaks()) == 1
 
 
@@ -68,7 +68,7 @@ def test_data_dependent_branch_resumes_in_either_branch(counting):
 
 def test_a_callee_that_breaks_breaks_its_caller_at_the_call(counting):
     def helper(x):
-        return x * x.sum().item()
+        return x * eager_item(x.sum())
 
     def fn(x):
         y = x + 1
@@ -79,7 +79,7 @@ def test_a_callee_that_breaks_breaks_its_caller_at_the_call(counting):
     for _ in range(2):
         x = torch.ones(3)
         assert_same(compiled(x), fn(x))
-    # fn before the call; helper as its own frame (before and after its .item()); fn's resume
+    # fn before the call; helper as its own frame (before and after its eager_item); fn's resume
     assert len(counting.graphs) == 4
     assert [b.location.function for b in breaks()] == ["test_a_callee_that_breaks_breaks_its_caller_at_the_call.<locals>.helper"] * 2
     assert breaks()[0].stack[0].function.endswith("fn")  # the inlined caller is named
@@ -87,7 +87,7 @@ def test_a_callee_that_breaks_breaks_its_caller_at_the_call(counting):
 
 def test_values_below_the_call_on_the_stack_survive_the_break(counting):
     def helper(x):
-        return x.sum().item()
+        return eager_item(x.sum())
 
     def fn(x, scale):
         # when helper runs, the stack holds torch.add's NULL/callable, x, and scale * x
@@ -96,7 +96,7 @@ def test_values_below_the_call_on_the_stack_survive_the_break(counting):
     compiled = kiln.compile(fn, backend=counting)
     x = torch.arange(3.0)
     assert_same(compiled(x, 2.0), fn(x, 2.0))
-    # fn before the call (scale * x); helper's own frame (x.sum(), then .item() breaks it);
+    # fn before the call (scale * x); helper's own frame (x.sum(), then eager_item breaks it);
     # fn's resume (the add)
     assert len(counting.graphs) == 3
 
@@ -148,7 +148,7 @@ def test_locals_keep_their_identity_across_the_break(counting):
         a = []
         b = a
         a.append(x * 2)
-        k = x.sum().item()
+        k = eager_item(x.sum())
         a.append(k)
         return a is b, len(b), a[0] + k
 
@@ -161,12 +161,12 @@ def test_locals_keep_their_identity_across_the_break(counting):
 def test_no_break_inside_autocast_or_a_loop_the_frame_runs_eagerly(counting, caplog):
     def in_with(x):
         with torch.autocast("cpu", enabled=False):
-            n = x.sum().item()
+            n = eager_item(x.sum())
         return x * n
 
     def in_loop(x):
         for _ in range(2):
-            x = x * x.sum().item()
+            x = x * eager_item(x.sum())
         return x
 
     with caplog.at_level(logging.INFO, logger="kiln.graph_breaks"):
@@ -180,9 +180,9 @@ def test_no_break_inside_autocast_or_a_loop_the_frame_runs_eagerly(counting, cap
 
 def test_fullgraph_is_still_an_error():
     def fn(x):
-        return x * x.sum().item()
+        return x * eager_item(x.sum())
 
-    with pytest.raises(kiln.Unsupported, match=r"item\(\)"):
+    with pytest.raises(kiln.Unsupported, match=r"eager_item"):
         kiln.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
 
 
@@ -213,7 +213,7 @@ def test_module_with_a_break_in_forward(counting):
 
 def test_recompiling_the_frame_reuses_its_resume_function(counting):
     def fn(x):
-        n = x.sum().item()
+        n = eager_item(x.sum())
         return x * 2, n
 
     compiled = kiln.compile(fn, backend=counting)
@@ -228,7 +228,7 @@ def test_recompiling_the_frame_reuses_its_resume_function(counting):
 def test_explain_counts_graphs_and_breaks_over_resume_functions():
     def fn(x):
         y = x * 2
-        n = y.sum().item()
+        n = eager_item(y.sum())
         if n > 0:
             y = y + n
         z = y.relu()
@@ -245,7 +245,7 @@ def test_explain_counts_graphs_and_breaks_over_resume_functions():
 
 def test_a_warning_in_a_resumed_frame_points_at_the_users_line():
     def fn(x):
-        n = x.sum().item()
+        n = eager_item(x.sum())
         warnings.warn("careful", stacklevel=1)
         return x * n
 
@@ -336,7 +336,7 @@ def test_a_break_inside_grad_mode_blocks_resumes_inside_them(counting):
         with torch.no_grad():
             z = y + 1
             with torch.enable_grad():
-                n = z.sum().item()  # break inside both blocks
+                n = eager_item(z.sum())  # break inside both blocks
                 w = y * n
             v = z * n
         return w, v, y * 3
@@ -374,7 +374,7 @@ def test_a_trace_stopped_inside_an_autocast_block_leaves_autocast_as_it_was():
     # block (no break possible there: the frame runs eagerly) must leave it as it found it
     def fn(x):
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            n = x.sum().item()
+            n = eager_item(x.sum())
         return x * n
 
     state = (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))

@@ -37,11 +37,16 @@ def test_capture_workloads_with_graph_breaks_break_no_more_than_torch_compile():
     breaking = [w for w in SUITES["capture"] if w.name in
                 ("item() mid-forward", "data-dependent branch", "grouped matmul (tolist)")]
     assert len(breaking) == 3
+    # (breaks, graphs): .item() stays in the graph (torch.compile breaks there); tolist()
+    # values used as slice bounds need a decision the meta kernel cannot settle on
+    # data-dependent bounds, at a subscript where no break is possible: the frame is traced
+    # again with .tolist() breaking the graph (as before .item() stayed in the graph)
+    expected = {"item() mid-forward": (0, 1), "data-dependent branch": (1, 2), "grouped matmul (tolist)": (2, 4)}
     for w in breaking:
         row = run_workload(w, "cpu", rounds=1)
         assert row["matches_eager"], w.name
-        assert 1 <= row["kiln_breaks"] <= row["torch_breaks"], (w.name, row)
-        assert row["kiln_graphs"] == row["kiln_breaks"] + (2 if "grouped" in w.name else 1)
+        assert row["kiln_breaks"] <= row["torch_breaks"], (w.name, row)
+        assert (row["kiln_breaks"], row["kiln_graphs"]) == expected[w.name], (w.name, row)
         assert len(row["break_reasons"]) == row["kiln_breaks"]
 
 
@@ -53,7 +58,7 @@ def test_recompile_sequences_make_no_more_graphs_than_torch_compile_except_for_s
         assert row["matches_eager"], name
         assert row["calls"] == 6 and row["kiln_total_s"] > 0 and row["torch_total_s"] > 0
     assert rows["float argument (6 values)"]["kiln_graphs"] == rows["float argument (6 values)"]["torch_graphs"] == 2
-    assert rows[".item() value (6 inputs)"]["kiln_graphs"] == 3  # before the break; resume; resume with n an input
+    assert rows[".item() value (6 inputs)"]["kiln_graphs"] == 1  # .item() stays in the graph
     assert rows["module attribute (6 values)"]["kiln_graphs"] == 2
     # automatic dynamic shapes: the second length recompiles with it a symbol (as torch.compile)
     assert rows["sequence length (6 lengths)"]["kiln_graphs"] == 2

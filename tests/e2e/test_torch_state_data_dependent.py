@@ -127,7 +127,12 @@ def test_data_dependent_sizes_match_eager(fn):
             torch.testing.assert_close(got, expected)
 
 
-def test_data_dependent_size_read_breaks_the_graph():
+def test_a_data_dependent_size_read_stays_in_the_graph():
     explained = kiln.explain(arange_expand_other)(torch.randn(4), torch.arange(4, dtype=torch.float32))
-    assert explained.graph_break_count >= 1
-    assert any("depends on tensor data" in str(r.reason) for r in explained.break_reasons)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+def test_a_decision_on_a_data_dependent_size_breaks_the_graph():
+    explained = kiln.explain(data_dependent_branch_on_size)(torch.randn(4), torch.arange(4, dtype=torch.float32))
+    assert explained.graph_break_count == 1
+    assert "known only when the graph runs" in explained.break_reasons[0].reason

@@ -21,7 +21,9 @@ torch.compile, unless ``config.suppress_errors`` asks for eager with a warning. 
 kiln's own while capturing a frame is a limit of kiln, not the user's: the frame runs eagerly
 with a warning carrying the traceback (never a broken program), unless ``fullgraph`` or
 ``config.raise_internal_errors`` (what kiln's tests set). Recompiles are logged
-(``KILN_LOGS=recompiles``) with the guard that failed for each existing entry.
+(``KILN_LOGS=recompiles``) with the guard that failed for each existing entry. Which numbers
+and tensor dimensions each capture makes dynamic is ``_automatic_dynamic``'s memory (learned
+from failed guards, inherited by resume functions and by frames a compiled code calls).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import sysconfig
 import types
 import warnings
@@ -38,9 +41,14 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
-from kiln.guards import EqualsMatch, TensorMatch, is_module_tensor
 from kiln.symexec import ConstraintViolation, Unsupported, capture
 
+from ._automatic_dynamic import (
+    dynamic_dims,
+    dynamic_numbers,
+    inherit_from_caller,
+    inherit_resume_inputs,
+)
 from ._backends import BackendCompilerFailed, compile_graph
 from ._config import config
 from ._logs import artifact_logger
@@ -84,8 +92,13 @@ class Stats:
     # per code: the guards of its captures, and the sources whose numbers are graph inputs now
     code_guards: dict[types.CodeType, list[Any]] = field(default_factory=dict)
     dynamic_numbers: dict[types.CodeType, frozenset[Any]] = field(default_factory=dict)
-    # per code: the tensor dimensions that are symbols now (source -> dims)
+    # per code: the tensor dimensions that are symbols now (source -> dims); see _automatic_dynamic
     dynamic_dims: dict[types.CodeType, dict[Any, frozenset[int]]] = field(default_factory=dict)
+    # per resume function: its arguments whose values only exist at run time (_breaks.ResumeInputs)
+    resume_runtime: dict[types.CodeType, frozenset[str]] = field(default_factory=dict)
+    # id of each replacement code kiln made -> (that code, the code it replaces), by identity
+    # (a replacement's constants may be unhashable); finds the compiled callers of a frame
+    originals: dict[int, tuple[types.CodeType, types.CodeType]] = field(default_factory=dict)
     breaks: list[Unsupported | str] = field(default_factory=list)
 
 
@@ -134,7 +147,8 @@ class FrameCompiler:
             return None
         strict = self.fullgraph and code is self.entry
         try:
-            return self._compile(code, L, func, entries, graph_breaks=not strict)
+            # the frame that calls ``code`` (the new frame is not linked in yet)
+            return self._compile(code, L, func, entries, graph_breaks=not strict, caller=sys._getframe(1))
         except ConstraintViolation:
             raise  # the user's mark_dynamic contradicts the code: theirs to know
         except Unsupported as e:
@@ -186,13 +200,18 @@ class FrameCompiler:
         return True
 
     def _compile(self, code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any], *,
-                 graph_breaks: bool) -> Any:
+                 graph_breaks: bool, caller: types.FrameType | None) -> Any:
         stats.captures += 1
-        dynamic = self._dynamic_numbers(code, L, func) if entries else frozenset()
-        dims = self._dynamic_dims(code, L, func) if entries else {}
-        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=dynamic,
+        automatic = self.dynamic is None
+        if automatic:
+            inherit_from_caller(stats, code, L, caller)
+        numbers = dynamic_numbers(stats, code, L, func.__globals__, learn=self.dynamic is not False)
+        dims = dynamic_dims(stats, code, L, func.__globals__, learn=automatic)
+        cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=numbers,
                       dynamic_shapes=self.dynamic is True, dynamic_dims=dims)
         stats.code_guards.setdefault(code, []).append(cap.guards)
+        if self.dynamic is not False:
+            inherit_resume_inputs(stats, cap, dims=automatic)
         if self.observer is not None:
             self.observer(cap)
         if cap.graph_break is not None:
@@ -203,68 +222,13 @@ class FrameCompiler:
         fe.mark_skip(gm.forward.__code__)  # the graph's generated code is never a root
         compiled = compile_graph(self.backend, gm, list(cap.example_inputs)) if cap.op_count else None
         replacement = cap.replacement(compiled)
+        stats.originals[id(replacement)] = (replacement, code)
         check = cap.guards.compile(func.__globals__)
         fe.add_cache_entry(code, check, replacement)
         stats.entries += 1
         stats.unique_graphs += bool(cap.op_count)
         _log_capture(code, cap, replacement)
         return replacement
-
-    def _dynamic_numbers(self, code: types.CodeType, L: dict[str, Any], func: Any) -> frozenset[Any]:
-        """Sources whose numbers the next capture of ``code`` takes as graph inputs: those
-        named before, and each int or float an earlier capture guarded by value that holds
-        another value of the same type now (torch.compile's automatic dynamic, for Python
-        numbers; bools stay constants)."""
-        known = stats.dynamic_numbers.get(code, frozenset())
-        if self.dynamic is False:
-            return known
-        changed = set(known)
-        for guards in stats.code_guards.get(code, ()):
-            for guard in guards:  # insertion order; ordered() would sort for nothing
-                if (type(guard) is not EqualsMatch or type(guard.value) not in (int, float)
-                        or guard.source in changed):
-                    continue
-                try:
-                    now = guard.source.fetch(L, func.__globals__)
-                except Exception:
-                    continue
-                if type(now) is type(guard.value) and now != guard.value:
-                    changed.add(guard.source)
-                    artifact_logger("recompiles").info(
-                        "%s: %s is a graph input from now on (was %r, now %r)",
-                        code.co_qualname, guard.source, guard.value, now)
-        stats.dynamic_numbers[code] = result = frozenset(changed)
-        return result
-
-    def _dynamic_dims(self, code: types.CodeType, L: dict[str, Any], func: Any) -> dict[Any, frozenset[int]]:
-        """Tensor dimensions the next capture of ``code`` makes symbols (``dynamic=None``):
-        those named before, and each dimension an earlier capture fixed (its tensor guard)
-        whose size differs now, for tensors that are not a module's parameters or buffers
-        (torch.compile's automatic dynamic shapes). One recompile per dimension."""
-        known = stats.dynamic_dims.get(code, {})
-        if self.dynamic is not None:
-            return known
-        dims = {source: set(d) for source, d in known.items()}
-        for guards in stats.code_guards.get(code, ()):
-            for guard in guards:  # insertion order; ordered() would sort for nothing
-                if type(guard) is not TensorMatch or is_module_tensor(guard.source):
-                    continue
-                try:
-                    now = guard.source.fetch(L, func.__globals__)
-                except Exception:
-                    continue
-                if not isinstance(now, torch.Tensor) or isinstance(now, torch.nn.Parameter) \
-                        or now.dim() != len(guard.sizes):
-                    continue
-                changed = {d for d, size in enumerate(guard.sizes) if size is not None and now.shape[d] != size}
-                new = changed - dims.get(guard.source, set())
-                if new:
-                    dims.setdefault(guard.source, set()).update(new)
-                    artifact_logger("recompiles").info(
-                        "%s: dims %s of %s are symbols from now on (sizes %s, now %s)", code.co_qualname,
-                        sorted(new), guard.source, guard.sizes, tuple(now.shape))
-        stats.dynamic_dims[code] = result = {source: frozenset(d) for source, d in dims.items()}
-        return result
 
     def _give_up(self, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
         stats.failures += 1

@@ -30,18 +30,29 @@ Anything else still falls back to eager for the frame.
 
 Resume functions are cached by (code, instruction, stack layout, locals passed), so that
 recompiling a frame reuses them and their cache entries.
+
+Each call of a resume function the replacement makes is described by a ``ResumeInputs``
+(``Capture.resumes``): which of its arguments hold tensors with dimensions that are symbols
+in this capture, which hold graph-input numbers, and which hold values known only at run
+time (the instruction's result, the exception). The compile policy's automatic-dynamic memory
+of the resume function inherits the first two, so it compiles dynamic from its first compile
+after its parent learned a dimension or a number is dynamic.
 """
 
 from __future__ import annotations
 
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from kiln.guards import ItemSource, LocalSource, Source
 
 from ._translator import NULL, Translator
 from ._unsupported import TracedException, Unsupported
 from .bytecode import (
+    STACK_PREFIX,
     Bytecode,
     ExceptHandler,
     Instr,
@@ -52,12 +63,16 @@ from .bytecode import (
     resumable,
 )
 from .variables._base import VariableTracker
+from .variables._containers import ListVariable, TupleVariable
+from .variables._symnumber import SymNumberVariable
+from .variables._tensor import TensorVariable
 from .variables._torch import ExitVariable
 
 if TYPE_CHECKING:
     from ._capture import _Writer
+    from ._output_graph import OutputGraph
 
-__all__ = ["break_point", "break_tail", "clear_resume_functions"]
+__all__ = ["ResumeInputs", "break_point", "break_tail", "clear_resume_functions"]
 
 _CALLS = frozenset(("CALL", "CALL_FUNCTION_EX"))
 _JUMPS = frozenset(("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"))
@@ -77,6 +92,22 @@ def _analysis(code: types.CodeType) -> tuple[Bytecode, list[frozenset[str]]]:
         bc = decode(code)
         found = _analyses[code] = (bc, live_locals(bc))
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeInputs:
+    """The arguments one capture passes to a resume function it calls, by the source that
+    reads them in the resume function's frame (``L['x']``, ``L['___stack0'][1]``).
+
+    ``dims``: tensors and the dimensions of each that are (unspecialized) symbols in the
+    capture; ``numbers``: graph-input numbers (unspecialized); ``runtime``: the names of
+    arguments whose values exist only at run time (the result of the instruction run for
+    real, the exception a handler receives), of which the capture knows nothing."""
+
+    code: types.CodeType
+    dims: Mapping[Source, frozenset[int]]
+    numbers: frozenset[Source]
+    runtime: frozenset[str]
 
 
 def clear_resume_functions() -> None:
@@ -106,9 +137,11 @@ def break_point(code: types.CodeType, error: Unsupported) -> tuple[int, int] | N
     return error.root_position
 
 
-def break_tail(tx: Translator, f_globals: dict[str, Any]) -> Callable[[_Writer], list[str]]:
+def break_tail(tx: Translator, f_globals: dict[str, Any],
+               resumes: list[ResumeInputs]) -> Callable[[_Writer], list[str]]:
     """The replacement's last lines at ``tx``'s stop: the instruction run for real, then
-    the resume function's result returned. Rendered by the capture's writer.
+    the resume function's result returned. Rendered by the capture's writer, which appends
+    a ``ResumeInputs`` to ``resumes`` for each resume function call it renders.
 
     Inside blocks, what the instruction raises takes the path it would have taken: the
     grad-mode with blocks around it exit (innermost first), then either the exception goes on
@@ -117,7 +150,7 @@ def break_tail(tx: Translator, f_globals: dict[str, Any]) -> Callable[[_Writer],
     index = tx.ip
     instr = tx.instructions[index]
     exits, catch = _enclosing_blocks(tx, instr)
-    resume = _Resumer(tx, f_globals)
+    resume = _Resumer(tx, f_globals, resumes)
     tail = _call_tail if instr.name in _CALLS else _jump_tail
 
     def render(writer: _Writer) -> list[str]:
@@ -204,26 +237,34 @@ def _jump_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,
 class _Resumer:
     """Calls of resume functions of one frame, rendered with the capture's writer."""
 
-    def __init__(self, tx: Translator, f_globals: dict[str, Any]) -> None:
+    def __init__(self, tx: Translator, f_globals: dict[str, Any], resumes: list[ResumeInputs]) -> None:
         self.tx = tx
         self.code = tx.code
         self.f_globals = f_globals
         self.live = _analysis(tx.code)[1]
         self.break_line = tx.instructions[tx.ip].lineno
+        self.resumes = resumes
 
     def call(self, writer: _Writer, target: int, stack: list[VariableTracker], extra: list[str] | None = None) -> str:
         """``resume(<stack values>, <extra>, <live locals>)`` continuing at ``target``."""
         extra = extra or []
         layout = tuple([v is NULL for v in stack] + [False] * len(extra))
-        values = [writer.expr(v) for v in stack if v is not NULL] + extra
+        # the resume function's arguments (bytecode.make_resume): the stack values and the
+        # extras as ___stack<i>, then the live locals and the free variables by name
+        on_stack = [v for v in stack if v is not NULL]
+        stack_names = [f"{STACK_PREFIX}{i}" for i in range(len(on_stack) + len(extra))]
         names = tuple(sorted(n for n in self.live[target] if n in self.tx.locals))
-        values += [writer.expr(self.tx.locals[n]) for n in names]
+        passed = list(zip(stack_names, on_stack, strict=False))
+        passed += [(n, self.tx.locals[n]) for n in names]
         for n in self.code.co_freevars:
             contents = self.tx.cells[n].contents
             if contents is None:
                 raise Unsupported(f"the free variable {n!r} is empty")
-            values.append(writer.expr(contents))
+            passed.append((n, contents))
+        values = [writer.expr(v) for v in on_stack] + extra + [writer.expr(v) for _, v in passed[len(on_stack):]]
         fn = self._function(target, layout, names)
+        self.resumes.append(_resume_inputs(self.tx.output, fn.__code__, passed,
+                                           frozenset(stack_names[len(on_stack):])))
         return f"{writer.body.ref(fn, 'resume')}({', '.join(values)})"
 
     def _function(self, target: int, layout: tuple[bool, ...], names: tuple[str, ...]) -> types.FunctionType:
@@ -236,3 +277,45 @@ class _Resumer:
             fn = types.FunctionType(code, self.f_globals, name)
             _resume_functions[key] = fn
         return fn
+
+
+def _resume_inputs(output: OutputGraph, code: types.CodeType, passed: list[tuple[str, VariableTracker]],
+                   runtime: frozenset[str]) -> ResumeInputs:
+    """What the trackers ``passed`` (argument name, tracker) say about a resume function's
+    arguments: see ``ResumeInputs``. Items of tuples and lists are described too."""
+    dims: dict[Source, frozenset[int]] = {}
+    numbers: set[Source] = set()
+    todo: list[tuple[Source, VariableTracker]] = [(LocalSource(name), v) for name, v in passed]
+    while todo:
+        source, v = todo.pop()
+        if isinstance(v, TensorVariable):
+            symbolic = _symbolic_dims(output, v.fake)
+            if symbolic:
+                dims[source] = symbolic
+        elif isinstance(v, SymNumberVariable):
+            specialized = any(leaf.specialized for leaf in v.inputs) or \
+                (v.symbolic and _is_constant(output, v.example))
+            if not specialized:
+                numbers.add(source)
+        elif isinstance(v, (TupleVariable, ListVariable)):
+            todo += [(ItemSource(source, i), item) for i, item in enumerate(v.items)]
+    return ResumeInputs(code, dims, frozenset(numbers), runtime)
+
+
+def _symbolic_dims(output: OutputGraph, fake: Any) -> frozenset[int]:
+    """The dimensions of ``fake`` whose sizes are symbols the capture did not specialize."""
+    return frozenset(d for d, size in enumerate(fake.shape) if not _is_constant(output, size))
+
+
+def _is_constant(output: OutputGraph, value: Any) -> bool:
+    """Whether ``value`` (a number, or a torch.SymInt/SymFloat of the capture's ShapeEnv) is
+    one value: a plain number, or a symbol the capture specialized."""
+    if type(value) in (int, float, bool):
+        return True
+    from kiln.symshapes.bridge import from_torch
+
+    try:
+        expr = from_torch(value).expr
+    except TypeError:  # not kiln-backed: nothing known about it
+        return True
+    return bool(output.shape_env.simplify(expr).is_Number)

@@ -37,7 +37,7 @@ from kiln.symshapes.bridge import hide_user_state, no_frontend_import
 
 from . import _opcodes  # noqa: F401  (registers the opcode rules)
 from ._autocast_state import autocast_state, restore_autocast
-from ._breaks import break_point, break_tail
+from ._breaks import ResumeInputs, break_point, break_tail
 from ._codegen import ReplacementSource, build_replacement, render_source
 from ._opcodes import MethodOf
 from ._output_graph import MUTATES, OutputGraph
@@ -79,6 +79,8 @@ class Capture:
     body: ReplacementSource
     graph_name: str
     graph_break: Unsupported | None = None  # set when the capture ends at a graph break
+    # each call of a resume function the replacement makes: what its arguments are (_breaks)
+    resumes: tuple[ResumeInputs, ...] = ()
 
     def replacement(self, compiled: Any) -> types.CodeType:
         """The replacement code object calling ``compiled`` for the graph."""
@@ -104,26 +106,44 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], 
     ``dynamic_shapes`` every dimension of a tensor argument is a symbol, and with
     ``dynamic_dims`` the dimensions listed per source (``OutputGraph``).
     """
+    options = (dynamic_numbers, dynamic_shapes, dynamic_dims)
     try:
-        return _trace(code, L, f_globals, None, None, dynamic_numbers, dynamic_shapes, dynamic_dims)
+        return _capture(code, L, f_globals, graph_breaks, options, scalar_outputs=True)
+    except Unsupported as e:
+        if not e.data_dependent:
+            raise
+        # A value of ``.item()``/``.tolist()`` went where the code needs it as a number at
+        # trace time and no graph break is possible there (a slice bound in a loop): trace
+        # again with those calls breaking the graph instead, as torch.compile does by default.
+        try:
+            return _capture(code, L, f_globals, graph_breaks, options, scalar_outputs=False)
+        except Unsupported:
+            raise e from None
+
+
+def _capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], graph_breaks: bool,
+             options: tuple, *, scalar_outputs: bool) -> Capture:
+    try:
+        return _trace(code, L, f_globals, None, None, *options, scalar_outputs=scalar_outputs)
     except Unsupported as e:
         point = break_point(code, e) if graph_breaks else None
         if point is None:
             raise
         try:
-            return _trace(code, L, f_globals, point, e.detached(), dynamic_numbers, dynamic_shapes,
-                          dynamic_dims)
+            return _trace(code, L, f_globals, point, e.detached(), *options, scalar_outputs=scalar_outputs)
         except Unsupported as why:
             e.reason = f"{e.reason} (no graph break possible there: {why.reason})"
             e.args = (e.reason,)
+            e.data_dependent = e.data_dependent or why.data_dependent
             raise e from None
 
 
 def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
            stop_at: tuple[int, int] | None, graph_break: Unsupported | None,
            dynamic_numbers: frozenset[Source] = frozenset(), dynamic_shapes: bool = False,
-           dynamic_dims: Mapping[Source, frozenset[int]] | None = None) -> Capture:
-    output = OutputGraph(f_globals, dynamic_numbers, dynamic_shapes, dynamic_dims)
+           dynamic_dims: Mapping[Source, frozenset[int]] | None = None, *,
+           scalar_outputs: bool = True) -> Capture:
+    output = OutputGraph(f_globals, dynamic_numbers, dynamic_shapes, dynamic_dims, scalar_outputs)
     saved_grad = torch.is_grad_enabled()
     # After OutputGraph took the global-state guard: the user's function modes and
     # saved-tensors hooks see what the compiled code runs, never the trace.
@@ -142,10 +162,18 @@ def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
         tx.stop_at = stop_at
         try:
             result = tx.run()
+        except Unsupported as e:
+            e.data_dependent = e.data_dependent or output.made_scalar_outputs
+            raise
         except StopTracing:
+            output.check_assumptions()
             output.finish_inputs()
             output.shape_guards()
-            return _finish(code, output, break_tail(tx, f_globals), graph_break)
+            resumes: list[ResumeInputs] = []
+            cap = _finish(code, output, break_tail(tx, f_globals, resumes), graph_break)
+            cap.resumes = tuple(resumes)  # filled while _finish rendered the tail
+            return cap
+        output.check_assumptions()
         output.finish_inputs()
         output.shape_guards()
         return _finish(code, output, lambda writer: [f"return {writer.expr(result)}"], None)

@@ -40,6 +40,7 @@ from kiln.guards import (
 from kiln.symshapes import ShapeEnv, ShapeEnvConfig
 from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
 
+from ._assumptions import Assumptions
 from ._autocast_state import AUTOCAST_DEVICES
 from ._handlers import errors_caught
 from ._marks import ConstraintViolation, marks_of
@@ -99,8 +100,12 @@ class OutputGraph:
     """The graph under construction; see the module docstring."""
 
     def __init__(self, f_globals: dict[str, Any], dynamic_numbers: frozenset[Source] = frozenset(),
-                 dynamic_shapes: bool = False, dynamic_dims: Any = None) -> None:
+                 dynamic_shapes: bool = False, dynamic_dims: Any = None, scalar_outputs: bool = True) -> None:
         self.graph = Graph()
+        # ``.item()``/``.tolist()`` give numbers the graph computes (unbacked symbols); when
+        # False they need the tensor's data (a graph break there), see ``capture``
+        self.scalar_outputs = scalar_outputs
+        self.made_scalar_outputs = False  # some ``.item()`` became a graph op
         # ints and floats read from these sources are graph inputs, not constants
         # (SymNumberVariable)
         self.dynamic_numbers = dynamic_numbers
@@ -116,8 +121,10 @@ class OutputGraph:
         self.specializations: list[tuple[frozenset, Any]] = []
         # No duck sizing: two dimensions that happen to be equal in the traced call (a batch
         # of 5 tokens x 5) are not one symbol; an equality the code relies on is a guard.
-        self.shape_env = ShapeEnv(ShapeEnvConfig(duck_shape=False))
+        self.shape_env = ShapeEnv(ShapeEnvConfig(duck_shape=False, oblivious_one=True))
         self.fake_mode = FakeTensorMode(self.shape_env, cache=_shared_dispatch_cache())
+        # the symbols graph nodes compute, for run-time checks of data-dependent assumptions
+        self.assumptions = Assumptions()
         self.guards = GuardSet([TorchGlobalState.capture()])
         self.f_globals = f_globals
         self._examples: dict[Source, Any] = {}  # input source -> its example value
@@ -206,6 +213,7 @@ class OutputGraph:
         else:
             fake = self.fake_mode.from_real(real, name=node.name)
         node.meta["val"] = fake
+        self.assumptions.note(node, fake)
         tracker = TensorVariable(node, fake, source, type(real))
         self.tensor_inputs[id(real)] = tracker
         self.tensors[id(fake)] = tracker
@@ -246,11 +254,25 @@ class OutputGraph:
         return self._examples[source]
 
     def metadata_number(self, tensor: TensorVariable, method: str, args: tuple, value: Any) -> SymNumberVariable:
-        """A symbolic size, stride or numel of a dynamic tensor (``value``, a torch.SymInt):
-        the graph computes it at run time with ``tensor.method(*args)``."""
+        """A symbolic size, stride or numel of a dynamic tensor or of one whose size depends
+        on data (``value``, a torch.SymInt): the graph computes it with ``tensor.method(*args)``."""
         node = self._new_node("call_method", method, (tensor.node, *args))
         node.meta["val"] = value
+        self.assumptions.note(node, value)
         return SymNumberVariable(node, value, self, inputs=())
+
+    def compute(self, target: Any, args: tuple) -> Node:
+        """A node computing ``target(*args)`` (a method name: ``args[0].target(*args[1:])``)
+        from values of other nodes when the graph runs; not run on fakes."""
+        return self._new_node("call_method" if isinstance(target, str) else "call_function", target, tuple(args))
+
+    def check_assumptions(self) -> list[Node]:
+        """Check nodes for the data-dependent assumptions made since the last call
+        (``_assumptions``); they may raise when the graph runs."""
+        checks = self.assumptions.check_new(self)
+        if checks:
+            self._note_may_raise("a run-time check of a data-dependent value")
+        return checks
 
     def number_op(self, fn: Any, args: list[VariableTracker]) -> SymNumberVariable:
         """``fn(*args)`` on numbers, computed by the graph (an argument is a SymNumberVariable,
@@ -393,7 +415,7 @@ class OutputGraph:
             symbol = next((s for s in env.symbols if env.source_of(s) == TensorSizeSource(source, d)), None)
             lines = [str(where) for syms, where in self.specializations if symbol in syms and where is not None]
             at = f"; the code needs its value at {lines[0]}" if lines else \
-                " (sizes 0 and 1 are specialized, as under torch.compile)" if value in (0, 1) and expr is None else ""
+                " (a size of 0 is specialized: empty tensors take other paths)" if value == 0 and expr is None else ""
             raise ConstraintViolation(f"{TensorSizeSource(source, d)} was marked dynamic (kiln.mark_dynamic) "
                                       f"but the compiled code specializes it to {value}{at}")
 
@@ -528,13 +550,18 @@ class OutputGraph:
         if changed:
             node.meta[MUTATES] = True  # kept by dead-code elimination, whatever its name
         result = self._wrap_result(node, out, what)
-        if (_holds_fake(out) or is_impure(node)) and may_raise(node, MUTATES):
-            if self.active is not None and errors_caught(self.active):
-                # the graph would raise outside the user's try: the op must run inside it
-                raise Unsupported(f"{what} may fail on run-time values inside a try block (or a with "
-                                  "block that may suppress errors); it runs outside the graph")
-            self._note_error_grad_mode(what)
+        if (_holds_fake(out) or _is_number(out) or is_impure(node)) and may_raise(node, MUTATES):
+            self._note_may_raise(what)
+        self.check_assumptions()
         return result
+
+    def _note_may_raise(self, what: str) -> None:
+        """An op just recorded may raise when the graph runs."""
+        if self.active is not None and errors_caught(self.active):
+            # the graph would raise outside the user's try: the op must run inside it
+            raise Unsupported(f"{what} may fail on run-time values inside a try block (or a with "
+                              "block that may suppress errors); it runs outside the graph")
+        self._note_error_grad_mode(what)
 
     def _check_mutation(self, changed: list[FakeTensor], what: str) -> None:
         """Note the graph inputs an in-place op changed (through views too: a view shares its
@@ -555,6 +582,7 @@ class OutputGraph:
 
         if isinstance(out, FakeTensor):
             node.meta["val"] = out
+            self.assumptions.note(node, out)
             known = self.tensors.get(id(out))
             if known is not None:
                 return known  # the op gave back one of its arguments (in place, out=)
@@ -569,6 +597,11 @@ class OutputGraph:
             if isinstance(out, list):
                 return ListVariable(items)
             return TupleVariable(items, tuple_type=type(out))
+        if _is_number(out):
+            # a number the graph computes (``t.item()``: a data-dependent symbol)
+            node.meta["val"] = out
+            self.assumptions.note(node, out)
+            return SymNumberVariable(node, out, self, inputs=())
         if not _holds_fake(out):
             # no tensor in the result (a size, a flag, a tuple of ints from a torch helper):
             # a trace-time constant, and the node computing it is not needed
@@ -594,6 +627,13 @@ def _storage_bytes(real: Any) -> int:
         return real.untyped_storage().nbytes()
     except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested: no plain storage
         return 0
+
+
+def _is_number(value: Any) -> bool:
+    """A symbolic number (torch.SymInt/SymFloat/SymBool) an op gave."""
+    import torch
+
+    return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
 def _holds_fake(value: Any) -> bool:

@@ -47,6 +47,8 @@ class Unsupported(Exception):
         self.stack: list[SourceLocation] = []  # inlined callers, innermost last
         # (instruction index, times reached) of the root frame when this was raised.
         self.root_position: tuple[int, int] | None = None
+        # the failed trace had taken ``.item()``/``.tolist()`` values into the graph
+        self.data_dependent = False
 
     def locate(self, instruction: Any, location: SourceLocation) -> Unsupported:
         """Record where the error happened unless a deeper frame already did."""

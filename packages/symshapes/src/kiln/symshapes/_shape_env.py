@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -47,6 +48,7 @@ __all__ = ["ShapeEnv"]
 _MISSING = object()
 _SIZE_RANGE = ValueRange(0, math.inf)
 _DYNAMIC_SIZE_RANGE = ValueRange(2, math.inf)
+_OBLIVIOUS_SIZE_RANGE = ValueRange(1, math.inf)  # config.oblivious_one: only 0 specialized
 
 
 def _py_value(expr: sympy.Basic) -> int | float | bool:
@@ -93,6 +95,11 @@ class ShapeEnv:
         self._hint_cache: dict[sympy.Basic, int | float | bool] = {}
         self._facts: dict[sympy.Basic, bool] = {}
         self._dynamic: set[sympy.Symbol] = set()
+        # backed dynamic sizes that may be 1 (config.oblivious_one): size-oblivious decisions
+        # count them as >= 2, and guard_or answers its default on them without a guard
+        self._oblivious: set[sympy.Symbol] = set()
+        self._against_hint = 0  # guard_or answers that contradicted the example values
+        self._hint_decisions = 0  # > 0: guard_or decides by the example values (a retry)
         self._version = 0
 
     # ----------------------------------------------------------------- symbols
@@ -134,7 +141,8 @@ class ShapeEnv:
             value_range = value_range.intersect(ValueRange(-math.inf if min is None else min, math.inf if max is None else max))
             if not value_range.contains(hint):
                 raise ValueError(f"hint {hint} is outside the range {value_range}")
-        specialize = not dynamic or (self.config.specialize_zero_one and hint in (0, 1) and not explicit)
+        small = (0,) if self.config.oblivious_one else (0, 1)
+        specialize = not dynamic or (self.config.specialize_zero_one and hint in small and not explicit)
         if specialize:
             self._ranges[sym] = ValueRange.point(hint)
             self._add_replacement(sym, sympy.Integer(hint))
@@ -143,7 +151,10 @@ class ShapeEnv:
         if size_like:
             self._size_like.add(sym)
             if self.config.specialize_zero_one and not explicit:
-                value_range = _DYNAMIC_SIZE_RANGE
+                value_range = _OBLIVIOUS_SIZE_RANGE if self.config.oblivious_one else _DYNAMIC_SIZE_RANGE
+            if self.config.oblivious_one and value_range.lower < 2 <= value_range.upper:
+                self._oblivious.add(sym)
+                self._oblivious_ranges = None
         self._ranges[sym] = value_range
         if size_like and self.config.duck_shape and not explicit:
             shared = self._duck.get(hint)
@@ -273,7 +284,7 @@ class ShapeEnv:
     def _size_oblivious_ranges(self) -> dict[sympy.Symbol, ValueRange]:
         if self._oblivious_ranges is None:
             ranges = dict(self._ranges)
-            for sym in self._unbacked & self._size_like:
+            for sym in (self._unbacked & self._size_like) | self._oblivious:
                 r = ranges[sym]
                 ranges[sym] = ValueRange(max(r.lower, 2), max(r.upper, 2))
             self._oblivious_ranges = ranges
@@ -374,15 +385,48 @@ class ShapeEnv:
             raise ValueError(f"expect_true({simplified}) is false on the example values")
         return True
 
-    def guard_or(self, expr: sympy.Basic, default: bool, *, origin: str = "") -> bool:
+    def guard_or(self, expr: sympy.Basic, default: bool, *, origin: str = "", oblivious: bool = False) -> bool:
         """Like ``evaluate`` but returns ``default`` (no guard, no error) when only an
-        unbacked value could decide."""
+        unbacked value could decide, or, with ``oblivious``, when ``expr`` mentions a size
+        that may be 1 (``config.oblivious_one``) and the ranges do not decide it.
+
+        ``oblivious`` is the caller's promise that the default's path is valid for every
+        value (checking with ``expect_true`` what that path relies on), as torch's kernels
+        promise for data-dependent sizes at most of their ``guard_or_false`` calls. When the
+        default contradicts the example values, ``contradicted`` moves on: if the op then
+        fails (a check on the example values), ``by_hints`` lets it be run again deciding
+        on them (see ``FakeTensorMode.run_meta``)."""
         static = self.statically_known(expr, size_oblivious=False)
         if static is not None:
             return static
-        if self.size_hint(self.simplify(expr)) is None:
+        simplified = self.simplify(expr)
+        hint = self.size_hint(simplified)
+        if hint is None:
             return default
-        return bool(self.evaluate(expr, origin=origin))
+        if oblivious and not self._hint_decisions and self.may_be_one(simplified):
+            if bool(hint) != default:
+                self._against_hint += 1
+            return default
+        return bool(self.evaluate(simplified, hint, origin=origin))
+
+    def may_be_one(self, expr: sympy.Basic) -> bool:
+        """Whether ``expr`` mentions a dynamic size that may be 1 (``config.oblivious_one``)."""
+        return bool(self._oblivious) and not expr.free_symbols.isdisjoint(self._oblivious)
+
+    @property
+    def contradicted(self) -> int:
+        """How many ``guard_or`` answers so far contradicted the example values."""
+        return self._against_hint
+
+    @contextlib.contextmanager
+    def by_hints(self):
+        """Inside, ``guard_or`` decides sizes that may be 1 by their example values (with a
+        guard), as for every other size."""
+        self._hint_decisions += 1
+        try:
+            yield
+        finally:
+            self._hint_decisions -= 1
 
     # ----------------------------------------------------------------- learning
     def _record(self, guard: sympy.Basic, origin: str) -> None:
@@ -465,24 +509,29 @@ class ShapeEnv:
         """
         out: list[sympy.Basic] = []
         bound_syms = [s for s in self._order if s in self._sources]
+        # Relations are built unevaluated: sympy would try to decide each through its
+        # assumption system, which costs more than the rest of a symbolic capture.
         for sym in bound_syms:
             if sym in self._replacements:
-                out.append(sympy.Eq(sym, self._replacements[sym]))
+                out.append(sympy.Eq(sym, self._replacements[sym], evaluate=False))
         # Only symbol ranges: they are emitted below, while ranges of compound terms were
         # learned from guards that must themselves stay in the output.
         range_only = {s: r for s, r in self._ranges.items() if isinstance(s, sympy.Symbol)}
         for sym in bound_syms:
             r = self._ranges[sym]
             floor_default = 0 if sym in self._size_like else -math.inf
-            candidates = [sympy.Ge(sym, r.lower)] if r.lower > floor_default else []
-            candidates += [sympy.Le(sym, r.upper)] if r.upper < math.inf else []
+            candidates = [sympy.Ge(sym, r.lower, evaluate=False)] if r.lower > floor_default else []
+            candidates += [sympy.Le(sym, r.upper, evaluate=False)] if r.upper < math.inf else []
             for candidate in candidates:
                 implied = sym in self._replacements and decide(candidate.xreplace(self._replacements), range_only)
                 if not implied:
                     out.append(candidate)
         runtime: list[sympy.Basic] = []
+        replaced = self._replacements.keys()
         for guard in self._guards:
-            expr = guard.expr.xreplace(self._replacements) if self._replacements else guard.expr
+            expr = guard.expr
+            if not replaced.isdisjoint(expr.free_symbols):
+                expr = expr.xreplace(self._replacements)
             if expr is sympy.true or decide(expr, range_only) is True:
                 continue
             if expr.free_symbols & self._unbacked:

@@ -124,6 +124,20 @@ def _sym_float(a):
     return a
 
 
+def _relation(cls):
+    """``cls(a, b)`` without sympy's evaluation, except where the answer is plain: two numbers,
+    or one expression on both sides. sympy would try to decide every other
+    relation through its assumption system (signs of differences, derivatives), the
+    dominant cost of a symbolic capture; kiln decides them with value ranges instead
+    (``ShapeEnv.statically_known``), when a decision is asked for."""
+    def build(a, b):
+        if (a.is_Number and b.is_Number) or a == b:
+            return cls(a, b)
+        return cls(a, b, evaluate=False)
+
+    return build
+
+
 _RULES = {
     "add": (operator.add, operator.add, "same"),
     "sub": (operator.sub, operator.sub, "same"),
@@ -137,12 +151,12 @@ _RULES = {
     "float_pow": (sympy.Pow, operator.pow, "float"),
     "sym_min": (sympy.Min, builtins.min, "same"),
     "sym_max": (sympy.Max, builtins.max, "same"),
-    "eq": (sympy.Eq, operator.eq, "bool"),
-    "ne": (sympy.Ne, operator.ne, "bool"),
-    "lt": (sympy.Lt, operator.lt, "bool"),
-    "le": (sympy.Le, operator.le, "bool"),
-    "gt": (sympy.Gt, operator.gt, "bool"),
-    "ge": (sympy.Ge, operator.ge, "bool"),
+    "eq": (_relation(sympy.Eq), operator.eq, "bool"),
+    "ne": (_relation(sympy.Ne), operator.ne, "bool"),
+    "lt": (_relation(sympy.Lt), operator.lt, "bool"),
+    "le": (_relation(sympy.Le), operator.le, "bool"),
+    "gt": (_relation(sympy.Gt), operator.gt, "bool"),
+    "ge": (_relation(sympy.Ge), operator.ge, "bool"),
     "and_": (sympy.And, _py_and, "bool"),
     "or_": (sympy.Or, _py_or, "bool"),
     "sym_not": (sympy.Not, operator.not_, "bool"),

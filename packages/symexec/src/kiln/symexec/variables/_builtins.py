@@ -40,7 +40,7 @@ from ._containers import (
 )
 from ._errors import INF, raised_error, traced_error
 from ._objects import UserDefinedObjectVariable, call_special_method
-from ._symnumber import SymNumberVariable
+from ._symnumber import SymNumberVariable, convert
 from ._tensor import TensorVariable
 from ._wrap import wrap_trace_value
 
@@ -190,7 +190,7 @@ def _len(tx, args, kwargs):
     if isinstance(obj, TensorVariable):
         if not obj.fake.dim():
             raise traced_error(TypeError("len() of a 0-d tensor"))
-        return ConstantVariable(obj.fake.shape[0])
+        return obj.call_method(tx, "size", [ConstantVariable(0)], {})
     if isinstance(obj, (DictVariable, SetVariable, DictViewVariable, TupleVariable, ListVariable)):
         return obj.call_method(tx, "__len__", [], {})
     if obj.is_constant():
@@ -581,12 +581,23 @@ def _hasattr(tx, args, kwargs):
 
 def _converter(fn: type) -> Rule:
     def apply(tx, args, kwargs):
+        if fn in (int, float) and len(args) == 1 and not kwargs:
+            value = args[0]
+            if isinstance(value, TensorVariable) and _static_numel(value) == 1:  # ``int(t)``: ``t.item()``
+                value = value.call_method(tx, "item", [], {})
+            if isinstance(value, SymNumberVariable) and value.unbacked:
+                return convert(tx.output, fn, value)  # a data-dependent number stays in the graph
         if _all_constant(args, kwargs):
             return _fold(fn, args, kwargs)
         what = args[0].describe() if args else "nothing"
         raise Unsupported(f"{fn.__name__}() of {what} needs its value at trace time")
 
     return apply
+
+
+def _static_numel(t: TensorVariable) -> int | None:
+    n = t.fake.numel()
+    return n if type(n) is int else None
 
 
 for _fn in (int, float, str, complex):

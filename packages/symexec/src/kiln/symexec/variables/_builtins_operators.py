@@ -31,7 +31,7 @@ from ._containers import (
 )
 from ._errors import raised_error, traced_error
 from ._objects import UserDefinedObjectVariable, call_special_method
-from ._symnumber import NUMBER_OPS, SIZE_OPS, SymNumberVariable
+from ._symnumber import NUMBER_OPS, SIZE_OPS, SymNumberVariable, compare
 from ._tensor import TensorVariable
 from ._wrap import wrap_trace_value
 
@@ -119,6 +119,8 @@ def _binary(fn: Any) -> Rule:
             if fn in SIZE_OPS and _number_arithmetic(a, b):
                 return tx.output.number_op(fn, [a, b])
             if fn in _ORDER and _number_arithmetic(a, b):
+                if _unbacked(a) or _unbacked(b):  # data-dependent: a bool the graph computes
+                    return compare(tx.output, fn, a, b)
                 # a size relation: decided on the symbols, the ShapeEnv keeps it as a guard
                 return ConstantVariable(bool(fn(_symbolic_value(a), _symbolic_value(b))))
         if a.is_constant() and b.is_constant():
@@ -130,6 +132,10 @@ def _binary(fn: Any) -> Rule:
 
 def _symbolic(v: VariableTracker) -> bool:
     return isinstance(v, SymNumberVariable) and v.symbolic
+
+
+def _unbacked(v: VariableTracker) -> bool:
+    return isinstance(v, SymNumberVariable) and v.unbacked
 
 
 def _holds_symbolic(v: VariableTracker) -> bool:

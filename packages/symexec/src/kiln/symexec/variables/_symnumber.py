@@ -12,8 +12,14 @@ such numbers and constants, which the graph computes at run time
 (``1.0 / (1 + abs(scale))``). Any other use needs the value at trace time (``if n > 1``,
 ``range(n)``, a size or an index, a non-arithmetic torch argument): ``as_constant()`` then
 *specializes* it, guarding each input it derives from by value, so the answer is right for
-this value and a new value recompiles, as before. Sizes therefore stay static: symbolic
-shapes are kiln.symshapes' and not used by symexec yet.
+this value and a new value recompiles, as before.
+
+A number computed from tensor data (``t.item()``, a size of a ``nonzero`` result) has an
+unbacked ShapeEnv symbol as its example (``unbacked``): it has no value at trace time, so it
+is never specialized. Arithmetic, ``int()``/``float()`` and comparisons stay in the graph (a
+comparison the value ranges settle is a constant); ``torch._check``/``_check_is_size`` on it
+are assumptions the graph checks at run time (``assume``); anything that needs its value
+(``as_constant``: a branch, ``range(n)``, a dict key) is Unsupported there: a graph break.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import functools
 import operator
 from typing import TYPE_CHECKING, Any
 
+from .._unsupported import Unsupported
 from ._base import VariableTracker
 
 if TYPE_CHECKING:
@@ -31,7 +38,7 @@ if TYPE_CHECKING:
     from .._output_graph import OutputGraph
 
 __all__ = ["NUMBER_OPS", "SCALAR_SAFE_METHODS", "SIZE_OPS", "SymNumberVariable", "SymSliceVariable",
-           "keeps_numbers_symbolic"]
+           "assume", "compare", "convert", "is_unbacked", "keeps_numbers_symbolic"]
 
 # Arithmetic kept in the graph (the rest folds at trace time, specializing). Not ``**``: a
 # negative base with a fractional exponent gives a complex, a type the trace would not have
@@ -93,6 +100,11 @@ class SymNumberVariable(VariableTracker):
         on one): deciding anything about it records a shape guard, not a value guard."""
         return _is_sym(self.example)
 
+    @property
+    def unbacked(self) -> bool:
+        """Whether it depends on tensor data (an unbacked symbol): no value at trace time."""
+        return is_unbacked(self.example)
+
     def python_type(self) -> type:
         return _concrete_type(self.example)
 
@@ -102,6 +114,10 @@ class SymNumberVariable(VariableTracker):
     def as_constant(self) -> int | float:
         """The value, after guarding every input this number derives from by value."""
         from kiln.guards import EqualsMatch
+
+        if self.unbacked:
+            raise Unsupported(f"the Python code needs the value of {self.describe()}; it is known only "
+                              "when the graph runs (a data-dependent value)")
 
         for leaf in self.inputs:
             if not leaf.specialized and leaf.source is not None:
@@ -115,6 +131,8 @@ class SymNumberVariable(VariableTracker):
 
     def describe(self) -> str:
         kind = _concrete_type(self.example).__name__
+        if self.unbacked:
+            return f"{kind} {self.example!r} (computed by the graph from tensor data)"
         return f"{kind} {self.example!r} (a graph input{f' {self.source}' if self.source else ''})"
 
 
@@ -139,6 +157,81 @@ class SymSliceVariable(VariableTracker):
 
     def describe(self) -> str:
         return "a slice with symbolic bounds"
+
+
+def is_unbacked(value: Any) -> bool:
+    """Whether ``value`` is a torch.SymInt/SymFloat/SymBool over a data-dependent symbol."""
+    if not _is_sym(value):
+        return False
+    from kiln.symshapes.bridge import from_torch
+
+    sym = from_torch(value)
+    return sym.env.size_hint(sym.expr) is None
+
+
+def compare(output: OutputGraph, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+    """``a < b`` (any relation) with a data-dependent number among them: a constant where the
+    value ranges settle it, else a bool the graph computes (deciding on it breaks there)."""
+    from kiln.symshapes.bridge import from_torch
+
+    from ._constant import ConstantVariable
+
+    def value(v: VariableTracker) -> Any:
+        return v.example if isinstance(v, SymNumberVariable) else v.as_constant()
+
+    result = fn(value(a), value(b))
+    if _is_sym(result):
+        sym = from_torch(result)
+        known = sym.env.statically_known(sym.expr)
+        if known is None:
+            return output.number_op(fn, [a, b])
+        result = known
+    return ConstantVariable(bool(result))
+
+
+def convert(output: OutputGraph, fn: type, v: SymNumberVariable) -> VariableTracker:
+    """``int(v)``/``float(v)`` of a data-dependent number: computed by the graph."""
+    import torch
+
+    kind = v.python_type()
+    if fn is kind:
+        return v
+    if fn is int and kind is float:
+        return output.number_op(torch.sym_int, [v])
+    if fn is float and kind is int:
+        return output.number_op(torch.sym_float, [v])
+    raise Unsupported(f"{fn.__name__}() of {v.describe()}")
+
+
+def assume(output: OutputGraph, fn: Any, args: list[VariableTracker]) -> None:
+    """``torch._check(cond)`` / ``torch._check_is_size(n)``: on a data-dependent value, an
+    assumption the ShapeEnv relies on from now on and the graph checks when it runs; on a
+    size of a dynamic tensor, a shape guard; on a constant, checked now."""
+    import torch
+
+    from kiln.symshapes.bridge import from_torch
+
+    value = args[0]
+    if not isinstance(value, SymNumberVariable) or not value.symbolic:
+        cond = value.as_constant()
+        holds = cond >= 0 if fn is torch._check_is_size else cond
+        if type(holds) is not bool or not holds:
+            raise Unsupported(f"{fn.__name__}() fails or is not a bool check here: eager raises")
+        return
+    number = from_torch(value.example).expr
+    env = output.shape_env
+    expr = number >= 0 if fn is torch._check_is_size else number
+    if not value.unbacked:
+        if not env.evaluate(expr):
+            raise Unsupported(f"{fn.__name__}() fails on the traced sizes: eager raises")
+        return
+    # the check first (a run-time assertion), then what it teaches (a size: >= 2 where torch
+    # decides size-obliviously)
+    if not env.expect_true(expr):
+        raise Unsupported(f"{fn.__name__}() always fails here: eager raises")
+    output.check_assumptions()
+    if fn is torch._check_is_size and env.is_unbacked(number):
+        env.mark_size_like(number)
 
 
 def _is_sym(value: Any) -> bool:

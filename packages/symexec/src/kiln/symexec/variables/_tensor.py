@@ -36,8 +36,11 @@ _METADATA_METHODS = frozenset({
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
     "is_floating_point", "is_complex", "element_size", "get_device", "storage_offset",
 })
+# Metadata whose symbolic answer stays a number the graph computes, even when it depends on
+# data (the others, ``is_contiguous()`` of a tensor of data-dependent size, break)
+_NUMBER_METADATA = frozenset({"size", "stride", "numel", "nelement", "storage_offset"})
 # Methods that would need the tensor's data at trace time.
-_DATA_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"})
+_DATA_METHODS = frozenset({"numpy", "__bool__", "__int__", "__float__", "__index__"})
 
 
 class TensorVariable(VariableTracker):
@@ -112,7 +115,13 @@ class TensorVariable(VariableTracker):
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        if name in _DATA_METHODS:
+        if name in ("item", "tolist") and not args and not kwargs and tx.output.scalar_outputs:
+            if name == "tolist":
+                return self._tolist(tx)
+            # a number the graph computes (an unbacked symbol: no value at trace time)
+            tx.output.made_scalar_outputs = True
+            return tx.output.call_method("item", [self], {})
+        if name in _DATA_METHODS or name in ("item", "tolist"):
             raise Unsupported(
                 f"{self.describe()}.{name}() needs the tensor's data at trace time "
                 "(a data-dependent operation)"
@@ -125,13 +134,29 @@ class TensorVariable(VariableTracker):
             return self._metadata(tx, name, tuple(consts), value)
         return tx.output.call_method(name, [self, *args], kwargs)
 
+    def _tolist(self, tx: Translator) -> VariableTracker:
+        """``t.tolist()`` of a tensor of static shape: nested lists of ``.item()`` numbers."""
+        import operator
+
+        from ._containers import ListVariable
+
+        if self.fake.dim() == 0:
+            return self.call_method(tx, "item", [], {})
+        n = self.fake.shape[0]
+        if type(n) is not int:
+            raise Unsupported(f"{self.describe()}.tolist() of a tensor of symbolic length")
+        rows = [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {}) for i in range(n)]
+        return ListVariable([row._tolist(tx) for row in rows])
+
     def _metadata(self, tx: Translator, method: str, args: tuple, value: Any) -> VariableTracker:
         """A metadata answer: constants where the fake's are ints; a symbolic size, stride or
-        numel of a dynamic tensor becomes a number the graph computes
-        (``x.size(0)``), one per dimension for a whole ``size()``/``stride()``."""
+        numel of a dynamic tensor, or one that depends on data (a ``nonzero`` result's),
+        becomes a number the graph computes (``x.size(0)``), one per dimension for a whole
+        ``size()``/``stride()``."""
         if _is_concrete(value):
             return _size_variable(value) if isinstance(value, tuple) else ConstantVariable(value)
-        _require_backed(value, f"{self.describe()}.{method}()")
+        if method not in _NUMBER_METADATA:
+            _require_backed(value, f"{self.describe()}.{method}()")
         if isinstance(value, tuple):
             import torch
 

@@ -146,6 +146,11 @@ class TorchFunctionVariable(VariableTracker):
             return GradModeVariable(bool(mode.as_constant()), immediate=True, tx=tx)
         if fn in _trace_time_functions():
             return self._at_trace_time(tx, args, kwargs)
+        if fn in (torch._check, torch._check_is_size) and args:
+            from ._symnumber import assume
+
+            assume(tx.output, fn, args)  # an assumption the graph checks when it runs
+            return ConstantVariable(None)
         answer = _compiling_answers().get(fn)
         if answer is not None and not args and not kwargs:
             return ConstantVariable(answer)

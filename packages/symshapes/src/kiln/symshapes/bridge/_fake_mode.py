@@ -263,8 +263,7 @@ class FakeTensorMode(TorchDispatchMode):
             device = _common_device(inputs) if inputs else torch.device(torch.get_default_device())
         try:
             if self.shape_env is not None:
-                with python_dispatcher():
-                    out = func(*meta_args, **meta_kwargs)
+                out = self._run_symbolic(func, meta_args, meta_kwargs)
             else:
                 out = func(*meta_args, **meta_kwargs)
         except NotImplementedError as err:
@@ -275,6 +274,22 @@ class FakeTensorMode(TorchDispatchMode):
                 why = "its meta kernel refused: " + message.strip().splitlines()[0]
             raise UnsupportedOpError(func, why) from err
         return self._wrap_outputs(func, info, out, args, kwargs, inputs, device)
+
+    def _run_symbolic(self, func, meta_args, meta_kwargs):
+        """``func`` on meta tensors with symbolic sizes. A size that may be 1 is decided
+        size-obliviously where torch allows it (``ShapeEnv.guard_or``); when such an answer
+        contradicted the example values and the kernel then failed (a ``torch._check`` on
+        them), the kernel runs again deciding every size by its example value."""
+        env = self.shape_env
+        before = env.contradicted
+        with python_dispatcher():
+            try:
+                return func(*meta_args, **meta_kwargs)
+            except Exception:
+                if env.contradicted == before:
+                    raise
+            with env.by_hints():
+                return func(*meta_args, **meta_kwargs)
 
     def _unwrap(self, value, inputs: list[FakeTensor]):
         if isinstance(value, FakeTensor):

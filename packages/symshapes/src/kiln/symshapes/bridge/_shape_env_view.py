@@ -16,6 +16,7 @@ Invariant: the view holds no state of its own; every answer comes from ``env``.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import sympy
@@ -24,6 +25,7 @@ from kiln.symshapes._errors import GuardOnDataDependentError
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes._sym_ops import is_boolean_expr
 from kiln.symshapes._value_ranges import ValueRange
+from kiln.symshapes.bridge._torch_internals import oblivious_site
 
 __all__ = ["ShapeEnvView"]
 
@@ -55,7 +57,10 @@ class ShapeEnvView:
             static = self.env.statically_known(node.expr, size_oblivious=size_oblivious)
             if static is not None:
                 return static
-            return self.env.guard_or(node.expr, fallback_value)
+            # torch's guard_or_false/guard_or_true: a size that may be 1 gets the default
+            # only where the caller is listed as valid for that (oblivious_site)
+            oblivious = self.env.may_be_one(node.expr) and oblivious_site(sys._getframe(1))
+            return self.env.guard_or(node.expr, fallback_value, oblivious=oblivious)
         return self.env.evaluate(node.expr, node.hint, size_oblivious=size_oblivious)
 
     def evaluate_expr(self, expr, hint=None, fx_node=None, size_oblivious: bool = False, **_: object):

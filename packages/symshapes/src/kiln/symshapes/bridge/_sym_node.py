@@ -18,12 +18,15 @@ Invariants:
 
 from __future__ import annotations
 
+import sys
+
 import sympy
 import torch
 
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes._sym_ops import sym_op_rules, to_sympy
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
+from kiln.symshapes.bridge._torch_internals import oblivious_site, stride_only_callers
 
 __all__ = ["KilnSymNode", "from_torch", "to_torch", "wrap_expr"]
 
@@ -128,10 +131,16 @@ class KilnSymNode:
         return bool(self.env.evaluate(self.expr, self.hint, size_oblivious=True, origin=_origin(file, line)))
 
     def guard_or_false(self, file: str = "", line: int = 0) -> bool:
-        return self.env.guard_or(self.expr, False, origin=_origin(file, line))
+        return self._guard_or(False, file, line)
 
     def guard_or_true(self, file: str = "", line: int = 0) -> bool:
-        return self.env.guard_or(self.expr, True, origin=_origin(file, line))
+        return self._guard_or(True, file, line)
+
+    def _guard_or(self, default: bool, file: str, line: int) -> bool:
+        # torch's C++ TORCH_GUARD_OR_FALSE/TRUE: the default for a size that may be 1 only
+        # where the C++ file (and the Python code that called into it) is listed
+        oblivious = self.env.may_be_one(self.expr) and oblivious_site(sys._getframe(2), file=file)
+        return self.env.guard_or(self.expr, default, origin=_origin(file, line), oblivious=oblivious)
 
     def statically_known_true(self, file: str = "", line: int = 0) -> bool:
         return self.env.statically_known(self.expr) is True
@@ -148,6 +157,10 @@ class KilnSymNode:
         return self.guard_int()
 
     def bool_(self) -> bool:
+        # A size that may be 1 (ShapeEnvConfig.oblivious_one) asked about by one of torch's
+        # stride-only decisions is decided as for a size >= 2 (see stride_only_callers).
+        if self.env.may_be_one(self.expr) and sys._getframe(2).f_code in stride_only_callers():
+            return self.guard_size_oblivious()
         return self.guard_bool()
 
     def evaluate(self, size_oblivious: bool = False) -> object:

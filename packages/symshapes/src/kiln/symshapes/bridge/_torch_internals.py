@@ -37,6 +37,31 @@
   (``torch.utils._mode_utils.no_dispatch``, ``torch._C._set_meta_in_tls_dispatch_include``).
   A wrapper subclass's metadata lives in its TensorImpl, and this is the only way to change
   it; torch's ``return_and_correct_aliasing`` does the same for its own wrapper subclasses.
+- ``stride_only_callers``: torch's Python functions whose plain ``if`` on a symbolic size
+  only chooses a stride. ``torch._prims._collapse_view_helper`` (every ``view``/``reshape``
+  that merges dims) asks ``shape[idx] != 1`` to leave a size-1 dim's stride out of the merged
+  stride; its other decisions use ``guard_or_false``/``torch._check``. A stride of a dim of
+  size 1 addresses nothing, so the answer for "not 1" is valid for 1 (torch 2.11-2.13).
+- ``oblivious_site``: the callers of torch's ``guard_or_false``/``guard_or_true`` whose
+  default answer is valid for a size of 1 (see ``ShapeEnv.guard_or``). Not every caller's
+  is: ``torch._refs.squeeze`` keeps a dim it cannot prove is 1, which is wrong for a 1 at
+  run time (torch accepts that for data-dependent sizes only). Listed, with why:
+  ``torch._refs._broadcast_shapes`` and C++ ``ExpandUtils.cpp`` (``infer_size``): "not 1"
+  takes the non-broadcasting path and ``torch._check``s that the sizes are equal;
+  ``torch._prims._broadcast_in_dim_meta`` and ``should_expand`` in ``torch._refs``'
+  ``_maybe_broadcast``: the same check, else a stride or a no-op expand;
+  ``should_fold`` in ``torch._decomp.decompositions.matmul``: folding the batch into one
+  ``mm`` or not gives equal values in a new tensor either way; the ``false_if_dde`` forms of
+  ``torch._prims_common.is_contiguous``/``check_contiguous_sizes_strides`` and
+  ``_is_non_overlapping_and_dense_or_false``: "not contiguous/dense" only chooses an
+  output's strides (elementwise ops, clone) or skips reshape's contiguous shortcut, whose
+  general path decides exactly; ``is_channels_last_contiguous_2d/3d``: a memory format
+  suggestion (strides); C++ ``Contiguity.h``: the "certainly contiguous" shortcut of a
+  symbolic tensor's layout flags, which otherwise asks the exact expression
+  (``KilnSymNode.is_contiguous``); C++ ``TensorUtils.cpp`` (``computeStride``: whether a
+  reshape can be a view) only when called from ``torch._decomp.decompositions.matmul``, whose
+  output is a new tensor whatever its reshapes were. A user's own ``reshape`` is not listed:
+  a view for a real 1 where kiln assumed a copy would hide an aliasing.
 - ``TorchDispatchMode``: from ``torch.utils._python_dispatch``, documented under
   "Extending PyTorch" as the base class of dispatch modes.
 - ``set_aside_user_state``/``restore_user_state``: the user's torch-function modes, the
@@ -63,6 +88,8 @@ Invariant: no other kiln.symshapes module touches an underscore-prefixed torch n
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 from torch._dispatch.python import enable_python_dispatcher
@@ -268,3 +295,64 @@ def dynamo_disable_wrappers() -> list:
             if isinstance(fn, types.FunctionType):
                 wrapped.append(fn)
     return wrapped
+
+
+@functools.cache
+def stride_only_callers() -> frozenset:
+    """Code objects of torch functions whose plain ``bool`` of a SymBool only picks a stride."""
+    import torch._prims
+
+    helper = getattr(torch._prims, "_collapse_view_helper", None)
+    return frozenset([helper.__code__]) if helper is not None else frozenset()
+
+
+# (module, function) of each Python caller listed under ``oblivious_site``; C++ callers by file
+_OBLIVIOUS_PY = (("torch._refs", "_broadcast_shapes"), ("torch._refs", "should_expand"),
+                 ("torch._prims", "_broadcast_in_dim_meta"), ("torch._decomp.decompositions", "should_fold"),
+                 ("torch._prims_common", "is_contiguous"),
+                 ("torch._prims_common", "check_contiguous_sizes_strides"),
+                 ("torch._prims_common", "_is_non_overlapping_and_dense_or_false"),
+                 ("torch._prims_common", "is_channels_last_contiguous_2d"),
+                 ("torch._prims_common", "is_channels_last_contiguous_3d"))
+_OBLIVIOUS_CPP = ("ExpandUtils.cpp", "Contiguity.h")
+# C++ files listed only when the Python code that called into C++ is one of these
+_OBLIVIOUS_CPP_WITHIN = {"TensorUtils.cpp": (("torch._decomp.decompositions", "matmul"),)}
+
+
+@functools.cache
+def _py_sites(pairs: tuple) -> frozenset:
+    import importlib
+
+    sites = set()
+    for module, name in pairs:
+        try:
+            sites.add((importlib.import_module(module).__file__, name))
+        except ImportError:
+            continue
+    return frozenset(sites)
+
+
+def _oblivious_py_sites() -> frozenset:
+    return _py_sites(_OBLIVIOUS_PY)
+
+
+def oblivious_site(frame=None, file: str = "") -> bool:
+    """Whether the caller of torch's ``guard_or_false``/``guard_or_true`` is listed: a C++
+    caller by its ``file`` (and, for some files, the Python ``frame`` that called into C++),
+    a Python one by the first ``frame`` outside torch's ``symbolic_shapes`` module."""
+    if file:
+        if file.endswith(_OBLIVIOUS_CPP):
+            return True
+        within = next((w for name, w in _OBLIVIOUS_CPP_WITHIN.items() if file.endswith(name)), None)
+        if within is None or frame is None:
+            return False
+        return (frame.f_code.co_filename, frame.f_code.co_name) in _py_sites(within)
+    for _ in range(8):
+        if frame is None:
+            return False
+        code = frame.f_code
+        # torch's own helpers, and comprehensions (their function is the frame above)
+        if not code.co_filename.endswith("symbolic_shapes.py") and not code.co_name.startswith("<"):
+            return (code.co_filename, code.co_name) in _oblivious_py_sites()
+        frame = frame.f_back
+    return False
