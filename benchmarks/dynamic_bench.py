@@ -29,6 +29,8 @@ from torch import nn
 
 import kiln
 
+LAYERS = 2  # transformers models' depth (--layers)
+
 
 class TinyGPT(nn.Module):
     def __init__(self, vocab=50, d=32, heads=4):
@@ -64,11 +66,11 @@ def _transformers(name):
     import transformers
 
     torch.manual_seed(0)
-    small = dict(vocab_size=128, num_hidden_layers=2, num_attention_heads=4, hidden_size=32,
+    small = dict(vocab_size=128, num_hidden_layers=LAYERS, num_attention_heads=4, hidden_size=32,
                  intermediate_size=64, max_position_embeddings=64)
     model = {
         "GPT2Model": lambda: transformers.GPT2Model(transformers.GPT2Config(
-            vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_positions=64)),
+            vocab_size=128, n_embd=32, n_layer=LAYERS, n_head=4, n_positions=64)),
         "LlamaModel": lambda: transformers.LlamaModel(transformers.LlamaConfig(num_key_value_heads=2, **small)),
         "BertModel": lambda: transformers.BertModel(transformers.BertConfig(**small)),
     }[name]().eval()
@@ -144,7 +146,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--layers", type=int, default=2, help="depth of the transformers models")
     args = parser.parse_args()
+    global LAYERS
+    LAYERS = args.layers
     repeat = 1 if args.quick else args.repeat
     models = [("TinyGPT", _tiny)]
     if not args.quick:

@@ -303,7 +303,8 @@ class ShapeEnv:
         if known is not _MISSING and (known is not None or self._undecided_at.get(key) == self._version):
             return known
         ranges = self._size_oblivious_ranges() if size_oblivious else self._ranges
-        refined = simplify_with_ranges(expr, ranges)
+        # simplify() already applied the ranges; the size-oblivious ones can drop more
+        refined = simplify_with_ranges(expr, ranges) if size_oblivious else expr
         if refined is sympy.true or refined is sympy.false:
             result = refined is sympy.true
         else:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
-from kiln.symshapes.bridge._fake_tensor import FakeTensor, empty_meta
+from kiln.symshapes.bridge._fake_tensor import FakeTensor
 from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
 
 __all__ = ["DispatchCache", "OutputSpec"]
@@ -50,6 +50,9 @@ class OutputSpec:
     device: torch.device
     relation: str  # "fresh", "view" (shares input ``index``'s storage) or "same" (is that input)
     index: int = -1
+    # the first output's own sizes, strides and offset (torch SymInts of this entry's
+    # ShapeEnv) when some are symbolic: a replay reuses them instead of making new ones
+    symbolic: tuple | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -163,7 +166,10 @@ def _spec(out, inputs: list[FakeTensor]):
             offset = _static(out.storage_offset())
         except _Uncacheable:
             return _UNCACHEABLE
-        return OutputSpec(size, stride, offset, out.dtype, out.device, relation, index)
+        symbolic = None
+        if not all(type(v) is int for v in (*size, *stride, offset)):
+            symbolic = (tuple(out.shape), out.stride(), out.storage_offset())
+        return OutputSpec(size, stride, offset, out.dtype, out.device, relation, index, symbolic)
     if isinstance(out, (list, tuple)):
         items = [_spec(o, inputs) for o in out]
         if any(i is _UNCACHEABLE for i in items):
@@ -178,16 +184,18 @@ def _build(spec, inputs: list[FakeTensor], mode):
     if isinstance(spec, OutputSpec):
         if spec.relation == "same":
             return inputs[spec.index]
-        meta = _meta_tensor(spec, mode)
         storage = inputs[spec.index].fake_storage if spec.relation == "view" else None
-        return FakeTensor(mode, meta, spec.device, storage)
+        size, stride, offset = _torch_metadata(spec, mode)
+        return FakeTensor.of_metadata(mode, size, stride, offset, spec.dtype, spec.device, storage)
     if isinstance(spec, tuple) and len(spec) == 2 and spec[0] == "value":
         return spec[1]
     return type(spec)(_build(s, inputs, mode) for s in spec)
 
 
-def _meta_tensor(spec: OutputSpec, mode) -> torch.Tensor:
+def _torch_metadata(spec: OutputSpec, mode) -> tuple:
+    if spec.symbolic is not None:
+        return spec.symbolic
     size = [v if type(v) is int else to_torch(v, mode.env_view) for v in spec.size]
     stride = [v if type(v) is int else to_torch(v, mode.env_view) for v in spec.stride]
     offset = spec.offset if type(spec.offset) is int else to_torch(spec.offset, mode.env_view)
-    return empty_meta(size, stride, offset, spec.dtype)
+    return size, stride, offset

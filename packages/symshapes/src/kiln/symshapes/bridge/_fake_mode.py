@@ -233,7 +233,7 @@ class FakeTensorMode(TorchDispatchMode):
         if key is None:
             return self.run_meta(func, args, kwargs, info)
         inputs: list[FakeTensor] = []
-        self._unwrap((args, tuple(kwargs.values())), inputs)
+        self._collect((args, tuple(kwargs.values())), inputs)
         spec = self.cache.entries.get(key)
         if spec is not None:
             self.cache.hits += 1
@@ -290,6 +290,19 @@ class FakeTensorMode(TorchDispatchMode):
                     raise
             with env.by_hints():
                 return func(*meta_args, **meta_kwargs)
+
+    def _collect(self, value, inputs: list[FakeTensor]) -> None:
+        """The fake tensors among ``value`` (real ones converted) into ``inputs``, in
+        ``_unwrap``'s order, without making their meta tensors (a cache hit needs none)."""
+        if isinstance(value, FakeTensor):
+            if value.fake_mode is not self:
+                raise ValueError("a FakeTensor from another FakeTensorMode was passed to this one")
+            inputs.append(value)
+        elif isinstance(value, torch.Tensor):
+            inputs.append(self.from_real(value))
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                self._collect(v, inputs)
 
     def _unwrap(self, value, inputs: list[FakeTensor]):
         if isinstance(value, FakeTensor):

@@ -7,7 +7,9 @@ ATen op on it goes to its ``FakeTensorMode`` (``fake_mode``), which runs the op 
 tensors and wraps the results.
 
 Invariants:
-- ``fake.meta`` has exactly ``fake``'s sizes, strides, storage offset and dtype.
+- ``fake.meta`` has exactly ``fake``'s sizes, strides, storage offset and dtype. It is made
+  when first asked for (``FakeTensor.of_metadata``): an op answered from the dispatch cache
+  never needs it, and a tensor with symbolic sizes costs torch a symbolic TensorImpl each.
 - Views of one base share one ``FakeStorage`` object (``fake.fake_storage``): aliasing is
   storage identity, as for real tensors.
 """
@@ -42,7 +44,7 @@ class FakeStorage:
 class FakeTensor(torch.Tensor):
     """Metadata-only tensor; see the module docstring."""
 
-    meta: torch.Tensor
+    _meta: torch.Tensor | None
     fake_mode: FakeTensorMode
     fake_storage: FakeStorage
     real_ref: weakref.ref | None
@@ -54,11 +56,35 @@ class FakeTensor(torch.Tensor):
         self = make_wrapper_subclass(
             cls, meta.size(), meta.stride(), meta.storage_offset(), meta.dtype, device, requires_grad, meta.layout
         )
-        self.meta = meta
+        self._meta = meta
         self.fake_mode = mode
         self.fake_storage = storage if storage is not None else FakeStorage(device)
         self.real_ref = None
         return self
+
+    @classmethod
+    def of_metadata(cls, mode: FakeTensorMode, size, stride, offset, dtype: torch.dtype, device: torch.device,
+                    storage: FakeStorage | None = None) -> FakeTensor:
+        """A strided fake with these sizes, strides and storage offset (ints or SymInts);
+        its meta tensor is made when first needed."""
+        self = make_wrapper_subclass(cls, size, stride, offset, dtype, device, False)
+        self._meta = None
+        self.fake_mode = mode
+        self.fake_storage = storage if storage is not None else FakeStorage(device)
+        self.real_ref = None
+        return self
+
+    @property
+    def meta(self) -> torch.Tensor:
+        """The meta tensor torch's meta kernels run on (see the module docstring)."""
+        meta = self._meta
+        if meta is None:
+            meta = self._meta = empty_meta(self.size(), self.stride(), self.storage_offset(), self.dtype)
+        return meta
+
+    @meta.setter
+    def meta(self, meta: torch.Tensor) -> None:
+        self._meta = meta
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__()

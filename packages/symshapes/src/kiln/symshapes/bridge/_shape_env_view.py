@@ -11,7 +11,9 @@ decision on a data-dependent size into an error. This view answers those calls f
 ``ShapeEnv``. The method names are torch's calling convention (probed on torch 2.11-2.13),
 not a documented API; this module is the only place that depends on them.
 
-Invariant: the view holds no state of its own; every answer comes from ``env``.
+Invariant: the view holds no state of its own; every answer comes from ``env``. ``ops``
+is a cache: the node each symbolic operation made, by operation and operands (see
+``KilnSymNode._apply``).
 """
 
 from __future__ import annotations
@@ -47,10 +49,11 @@ class _TorchRange:
 class ShapeEnvView:
     """Adapter from torch's ``node.shape_env`` calls onto a kiln ``ShapeEnv``."""
 
-    __slots__ = ("__weakref__", "env")
+    __slots__ = ("__weakref__", "env", "ops")
 
     def __init__(self, env: ShapeEnv) -> None:
         self.env = env
+        self.ops: dict[tuple, object] = {}
 
     def evaluate_sym_node(self, node, size_oblivious: bool = False, fallback_value: bool | None = None):
         if fallback_value is not None:

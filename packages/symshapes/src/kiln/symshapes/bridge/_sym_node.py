@@ -168,6 +168,18 @@ class KilnSymNode:
 
     # ------------------------------------------------------------ operations
     def _apply(self, name: str, *others: KilnSymNode) -> KilnSymNode:
+        # A node is a value (its hint follows from its expression), so the same operation on
+        # the same operands gives the node made before: every tensor torch creates with
+        # symbolic sizes recomputes its numel and contiguity from them (half of a
+        # symbolic capture's operations on a transformer).
+        key = (name, self.expr, self.pytype, *[x for o in others for x in (o.expr, o.pytype)])
+        ops = self.shape_env.ops
+        made = ops.get(key)
+        if made is None:
+            made = ops[key] = self._compute(name, others)
+        return made
+
+    def _compute(self, name: str, others: tuple[KilnSymNode, ...]) -> KilnSymNode:
         rule = sym_op_rules[name]
         operands = (self, *others)
         expr = rule.sympy_fn(*(o.expr for o in operands))
