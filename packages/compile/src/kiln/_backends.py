@@ -30,6 +30,8 @@ import torch
 import kiln.frameeval as fe
 from kiln.fxgraph import Node, map_aggregate
 
+from ._context import CompileContext, active
+
 __all__ = ["BackendCompilerFailed", "BackendUnavailable", "backend_rules", "compile_graph",
            "resolve_backend"]
 
@@ -86,13 +88,15 @@ def backend_name(backend: Any) -> str:
         or type(backend).__qualname__
 
 
-def compile_graph(backend: Backend, gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
-    """Call ``backend(gm, example_inputs)`` with capture off and return the callable the
-    replacement code should run (see the module docstring). Raises ``BackendCompilerFailed``
-    when the backend raises."""
+def compile_graph(backend: Backend, gm: Any, example_inputs: list[Any],
+                  context: CompileContext | None = None) -> Callable[..., Any]:
+    """Call ``backend(gm, example_inputs)`` with capture off, ``context`` as
+    ``kiln.compile_context()``, and return the callable the replacement code should run (see
+    the module docstring). Raises ``BackendCompilerFailed`` when the backend raises."""
     previous = fe.set_callback(None)
     try:
-        compiled = backend(gm, example_inputs)
+        with active(context):
+            compiled = backend(gm, example_inputs)
     except Exception as e:
         raise BackendCompilerFailed(backend, e) from e
     finally:

@@ -51,6 +51,7 @@ from ._automatic_dynamic import (
 )
 from ._backends import BackendCompilerFailed, compile_graph
 from ._config import config
+from ._context import context_of
 from ._logs import artifact_logger
 
 __all__ = ["FrameCompiler", "Stats", "reset_policy", "stats"]
@@ -220,7 +221,7 @@ class FrameCompiler:
             artifact_logger("graph_breaks").info("graph break in %s: %s", code.co_qualname, cap.graph_break)
         gm = cap.graph_module
         fe.mark_skip(gm.forward.__code__)  # the graph's generated code is never a root
-        compiled = compile_graph(self.backend, gm, list(cap.example_inputs)) if cap.op_count else None
+        compiled = compile_graph(self.backend, gm, list(cap.example_inputs), context_of(cap)) if cap.op_count else None
         replacement = cap.replacement(compiled)
         stats.originals[id(replacement)] = (replacement, code)
         check = cap.guards.compile(func.__globals__)

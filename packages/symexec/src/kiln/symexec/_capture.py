@@ -81,6 +81,7 @@ class Capture:
     graph_break: Unsupported | None = None  # set when the capture ends at a graph break
     # each call of a resume function the replacement makes: what its arguments are (_breaks)
     resumes: tuple[ResumeInputs, ...] = ()
+    shape_env: Any = None  # the ShapeEnv of the graph's symbolic sizes (kiln.symshapes)
 
     def replacement(self, compiled: Any) -> types.CodeType:
         """The replacement code object calling ``compiled`` for the graph."""
@@ -256,7 +257,7 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     body.lines += tail_lines
     gm = GraphModule({}, graph, class_name="GraphModule")
     return Capture(code, gm, keep_examples, keep_sources, output.guards, op_count, body, graph_name,
-                   graph_break)
+                   graph_break, shape_env=output.shape_env)
 
 
 @dataclass(slots=True)
