@@ -186,3 +186,24 @@ def test_layer_norm_attention_block_with_batch_1(dynamic):
     calls = [(torch.randn(b, t, 16),) for b, t in ((2, 5), (3, 6), (1, 6), (1, 9), (4, 2))]
     with torch.no_grad():
         assert _run(block, calls, dynamic=dynamic) == (1 if dynamic else 2)
+
+
+def _contiguous_paths(x):
+    y = x.contiguous()  # x itself when x is contiguous
+    y.add_(1)  # so this changes x exactly then
+    return x.is_contiguous(), y is x, x.sum()
+
+
+def test_contiguity_of_a_size_1_dimension_with_any_stride_is_eagers():
+    """(4, n).t() has strides (1, 1) for n == 1: contiguous (a size-1 dim's stride does not
+    count), so contiguous() returns it and the in-place add changes it; for n == 3 a copy."""
+    for n in (1, 3, 1):
+        kiln.reset()
+        counting = CountingBackend()
+        compiled = kiln.compile(_contiguous_paths, backend=counting, dynamic=True)
+        base = torch.randn(4, n)
+        x, x_eager = base.clone().t(), base.clone().t()
+        got, expected = compiled(x), _contiguous_paths(x_eager)
+        assert got[:2] == expected[:2], n
+        torch.testing.assert_close(got[2], expected[2])
+        torch.testing.assert_close(x, x_eager)
