@@ -399,3 +399,38 @@ def test_print_of_a_tensor_changed_later(counting, capsys):
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(got_x, want_x)
     assert len(counting.graphs) == 1
+
+
+GL = []
+
+
+def _extend_then_overlapping_copy(y, obj, lst):
+    v1 = obj.t[:]  # a slice of a symbolic-size tensor: cannot raise (its shape is guarded)
+    GL.extend(lst)  # so this is made before the graph runs
+    y[0:2].copy_(v1[1:3])  # overlapping memory when obj.t is y: raises at run time
+    return y.sum()
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_an_effect_before_a_raising_copy_is_kept_with_symbolic_sizes(dynamic):
+    """Under dynamic=True the slice before the effect was judged "may raise" (its sizes are
+    symbols), so the effect was replayed after the graph and lost when copy_ raised (fuzz
+    seed 950106)."""
+    compiled = kiln.compile(_extend_then_overlapping_copy, backend="eager", dynamic=dynamic)
+    for shared in (True, False, True):
+        results = []
+        for fn in (_extend_then_overlapping_copy, compiled):
+            GL.clear()
+            y = torch.arange(12.0).view(4, 3)
+            obj = Obj()
+            obj.t = y if shared else y.clone()
+            try:
+                out, error = fn(y, obj, [1, 2]), None
+            except RuntimeError as e:
+                out, error = None, type(e)
+            results.append((out, error, list(GL), y.clone()))
+        (e_out, e_err, e_gl, e_y), (k_out, k_err, k_gl, k_y) = results
+        assert (k_err, k_gl) == (e_err, e_gl), (dynamic, shared)
+        torch.testing.assert_close(k_y, e_y)
+        if e_out is not None:
+            torch.testing.assert_close(k_out, e_out)

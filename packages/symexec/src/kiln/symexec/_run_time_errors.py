@@ -5,7 +5,7 @@ device, shape, strides, no aliasing between inputs). What is left are errors onl
 values show: an index out of range through a tensor index, overlapping memory in
 ``index_add_``/``copy_``, a failed ``torch._assert``, an integer division by zero, and any op
 kiln knows nothing about. ``may_raise(node)`` answers True for all of those: only the ops of
-``_SAFE_FUNCTIONS`` / ``_SAFE_METHODS`` on floating-point tensors of static shapes, changing
+``_SAFE_FUNCTIONS`` / ``_SAFE_METHODS`` on floating-point tensors of guarded shapes, changing
 no argument (or, in place, only the one tensor they read: ``x.relu_()``, ``x *= 0.5``), and
 the factories of ``_FACTORIES`` reading no graph value, are known never to raise (the answer is conservative: a wrong True costs an
 effect replayed after the graph, a wrong False a side effect eager would not have made).
@@ -98,10 +98,20 @@ def _values(node: Node) -> list[Any]:
 
 
 def _static_float(value: Any) -> bool:
-    """A floating-point tensor of a static shape (sizes are plain ints). A number computed
-    by the graph (a dynamic float) is not: what it does as a size or a dim is not judged."""
+    """A floating-point tensor whose shape the guards fix: sizes are plain ints, or symbols
+    with an example value (``dynamic=True``: every relation the trace relied on between them,
+    a matmul's inner sizes or a broadcast, is a shape guard, so the real sizes satisfy it).
+    A data-dependent size is not: what the trace assumed of it is checked when the graph
+    runs. A number computed by the graph (a dynamic float) is not judged either: what it
+    does as a size or a dim is unknown."""
     if isinstance(value, (tuple, list)):
         return all(_static_float(v) for v in value)
     if isinstance(value, torch.Tensor):
-        return value.dtype.is_floating_point and all(type(s) is int for s in value.shape)
+        return value.dtype.is_floating_point and all(_guarded_size(s) for s in value.shape)
     return False
+
+
+def _guarded_size(size: Any) -> bool:
+    if type(size) is int:
+        return True
+    return isinstance(size, torch.SymInt) and getattr(size.node, "hint", None) is not None
