@@ -318,3 +318,70 @@ def test_what_the_compiled_callable_raises_at_run_time_passes_unchanged():
     with pytest.raises(_UserError) as info:
         compiled(torch.randn(2))
     assert info.value is error
+
+
+class _CountingAotEager:
+    """torch's aot_eager behind to_torch_fx (it compiles for the example inputs' sizes and
+    numbers), counting its calls."""
+
+    def __init__(self, handles_dynamic_inputs=None):
+        self.calls = []
+        if handles_dynamic_inputs is not None:
+            self.handles_dynamic_inputs = handles_dynamic_inputs
+
+    def __call__(self, gm, example_inputs):
+        self.calls.append([tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in example_inputs])
+        return _aot_eager(gm, example_inputs)
+
+
+def _scaled(x, s):
+    return x * s
+
+
+def test_a_number_input_is_not_baked_into_a_torch_backends_code():
+    """The float becomes a graph input after it changed (automatic dynamic); aot_eager
+    compiled the graph with the example 2.5 as a constant, and kiln ran that code for 3.5
+    (it returned x * 2.5: a wrong answer). Now the backend is called again for each value."""
+    backend = _CountingAotEager()
+    compiled = kiln.compile(_scaled, backend=backend)
+    x = torch.ones(2)
+    for s in (1.5, 2.5, 3.5, 2.5, 4.5):
+        torch.testing.assert_close(compiled(x, s), _scaled(x, s))
+    assert backend.calls == [[(2,)], [(2,), 2.5], [(2,), 3.5], [(2,), 4.5]]
+
+
+def _rows(x):
+    return x.reshape(x.shape[0] * 2, -1).sum(0) + torch.ones(x.shape[0]).sum()
+
+
+def test_a_symbolic_graph_given_to_a_torch_backend_is_compiled_per_size():
+    backend = _CountingAotEager()
+    compiled = kiln.compile(_rows, backend=backend, dynamic=True)
+    for n in (2, 4, 3, 4):
+        x = torch.randn(n, 6)
+        torch.testing.assert_close(compiled(x), _rows(x))  # errors for 4 and 3 before
+    assert backend.calls == [[(2, 6)], [(4, 6)], [(3, 6)]]
+
+
+def test_past_the_recompile_limit_the_graphs_own_code_runs(monkeypatch):
+    monkeypatch.setattr(kiln.config, "recompile_limit", 2)
+    backend = _CountingAotEager()
+    compiled = kiln.compile(_rows, backend=backend, dynamic=True)
+    for n in (2, 4, 3, 5, 3):
+        x = torch.randn(n, 6)
+        torch.testing.assert_close(compiled(x), _rows(x))
+    assert backend.calls == [[(2, 6)], [(4, 6)]]
+
+
+def test_a_backend_that_handles_dynamic_inputs_is_called_once():
+    def backend(gm, example_inputs):
+        backend.calls += 1
+        return lambda *args: gm.forward(*args)  # serves every size, and says so
+
+    backend.calls = 0
+    backend.handles_dynamic_inputs = True
+    compiled = kiln.compile(_rows, backend=backend, dynamic=True)
+    for n in (2, 4, 3):
+        x = torch.randn(n, 6)
+        torch.testing.assert_close(compiled(x), _rows(x))
+    assert backend.calls == 1

@@ -17,6 +17,14 @@ returning a callable. ``"eager"`` runs the graph's generated Python (``gm.forwar
   graph provably starts no frame of user code: that one is called directly, saving a wrapper
   frame on every cache hit.
 - Exceptions the compiled callable raises while it runs pass through unchanged.
+- A graph with inputs that vary between the calls its guards admit (a size that is a
+  symbol, a number taken as an input: ``kiln.compile_context()``) is only given as is to
+  code known to serve every such input: the graph's own code, or a backend that says so
+  (``backend.handles_dynamic_inputs = True``). Anything else a backend returns (torch's
+  ``aot_eager`` or ``compile_fx`` behind ``to_torch_fx``, which compile for the example
+  inputs' sizes and numbers) runs only on inputs like its examples; for others the backend
+  is called again with them (``config.recompile_limit`` times at most per graph), and past
+  that the graph's own code runs them (``specialized``).
 """
 
 from __future__ import annotations
@@ -104,9 +112,71 @@ def compile_graph(backend: Backend, gm: Any, example_inputs: list[Any],
     if not callable(compiled):
         raise BackendCompilerFailed(
             backend, TypeError(f"a backend must return a callable, got {type(compiled).__name__}"))
-    if _is_graph_code(compiled, gm) and not _may_start_user_frames(gm):
-        return compiled
+    if _is_graph_code(compiled, gm):
+        return compiled if not _may_start_user_frames(gm) else _capture_off(compiled)
+    varying = _varying_inputs(context)
+    if varying and not getattr(backend, "handles_dynamic_inputs", False):
+        compiled = specialized(backend, gm, example_inputs, context, compiled, varying)
     return _capture_off(compiled)
+
+
+def _varying_inputs(context: CompileContext | None) -> tuple[int, ...]:
+    """Positions of the graph inputs whose value or size may differ between the calls the
+    guards admit: tensors with a symbolic size or stride, and numbers (kiln makes a number a
+    graph input only when it varies)."""
+    if context is None:
+        return ()
+    varying = []
+    for i, fake in enumerate(context.fake_inputs):
+        if isinstance(fake, torch.Tensor):
+            if any(isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride(), fake.storage_offset())):
+                varying.append(i)
+        elif fake is not None:
+            varying.append(i)
+    return tuple(varying)
+
+
+def _input_key(args: tuple, varying: tuple[int, ...]) -> tuple:
+    key = []
+    for i in varying:
+        a = args[i]
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), a.stride(), a.storage_offset()))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
+
+
+def specialized(backend: Backend, gm: Any, example_inputs: list[Any], context: CompileContext | None,
+                compiled: Callable[..., Any], varying: tuple[int, ...]) -> Callable[..., Any]:
+    """``compiled`` for inputs like ``example_inputs`` (equal sizes, strides and numbers at
+    the ``varying`` positions); the backend called again for others, up to
+    ``config.recompile_limit`` versions, then the graph's own code (see the module
+    docstring)."""
+    from ._config import config
+
+    versions = {_input_key(tuple(example_inputs), varying): compiled}
+    fallback = gm.forward
+
+    def run_graph(*args: Any) -> Any:
+        key = _input_key(args, varying)
+        fn = versions.get(key)
+        if fn is None:
+            if len(versions) >= config.recompile_limit:
+                return fallback(*args)
+            previous = fe.set_callback(None)
+            try:
+                with active(context):
+                    fn = backend(gm, list(args))
+            except Exception as e:
+                raise BackendCompilerFailed(backend, e) from e
+            finally:
+                fe.set_callback(previous)
+            versions[key] = fn
+        return fn(*args)
+
+    run_graph.versions = versions
+    return run_graph
 
 
 def _is_graph_code(compiled: Any, gm: Any) -> bool:
