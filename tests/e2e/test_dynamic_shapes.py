@@ -14,31 +14,7 @@ from e2e_support import CountingBackend
 from torch import nn
 
 import kiln
-
-
-class TinyGPT(nn.Module):
-    def __init__(self, vocab=50, d=32, heads=4):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, d)
-        self.pos = nn.Embedding(128, d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.heads = heads
-
-    def forward(self, idx):
-        b, t = idx.shape
-        x = self.emb(idx) + self.pos(torch.arange(t, device=idx.device))
-        q, k, v = self.qkv(self.ln1(x)).split(x.size(-1), dim=-1)
-        hd = x.size(-1) // self.heads
-        q, k, v = (z.view(b, t, self.heads, hd).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / hd ** 0.5
-        mask = torch.ones(t, t, device=idx.device).tril()
-        att = att.masked_fill(mask == 0, float("-inf")).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, -1)
-        x = x + self.proj(y)
-        return x + self.mlp(self.ln2(x))
+from benchmarks.dynamic_bench import TinyGPT
 
 
 def _gpt_sweep(dynamic):
@@ -308,26 +284,24 @@ def test_a_marked_dimension_the_code_specializes_is_an_error_naming_the_line():
     assert "test_dynamic_shapes.py" in message and "_unrolled" in message
     # maybe_mark_dynamic allows it: the size is specialized, the answer right
     kiln.reset()
-    counting = CountingBackend()
-    compiled = kiln.compile(_unrolled, backend=counting)
-    for n in (3, 4):
-        x = torch.randn(n, 4)
-        kiln.maybe_mark_dynamic(x, 0)
-        torch.testing.assert_close(compiled(x), _unrolled(x))
-    assert len(counting.graphs) == 2
+    assert _marked_graphs(_unrolled, kiln.maybe_mark_dynamic, (3, 4)) == 2
     x = torch.randn(0, 4)
     kiln.mark_dynamic(x, 0)
     with pytest.raises(kiln.ConstraintViolation, match="a size of 0 is specialized"):
         kiln.compile(_rows, backend="eager")(x)
-    x = torch.randn(1, 4)  # a size of 1 is a symbol: no error, and the same graph serves 5
-    kiln.mark_dynamic(x, 0)
+    # a size of 1 is a symbol: no error, and the same graph serves 5
+    assert _marked_graphs(_rows, kiln.mark_dynamic, (1, 5)) == 1
+
+
+def _marked_graphs(fn, mark, sizes):
+    """Graphs for calls of ``fn`` on (n, 4) tensors with dim 0 marked by ``mark``."""
     counting = CountingBackend()
-    compiled = kiln.compile(_rows, backend=counting)
-    for n in (1, 5):
+    compiled = kiln.compile(fn, backend=counting)
+    for n in sizes:
         x = torch.randn(n, 4)
-        kiln.mark_dynamic(x, 0)
-        torch.testing.assert_close(compiled(x), _rows(x))
-    assert len(counting.graphs) == 1
+        mark(x, 0)
+        torch.testing.assert_close(compiled(x), fn(x))
+    return len(counting.graphs)
 
 
 def test_mark_arguments_are_checked():

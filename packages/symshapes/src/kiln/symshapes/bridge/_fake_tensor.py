@@ -56,19 +56,18 @@ class FakeTensor(torch.Tensor):
         self = make_wrapper_subclass(
             cls, meta.size(), meta.stride(), meta.storage_offset(), meta.dtype, device, requires_grad, meta.layout
         )
-        self._meta = meta
-        self.fake_mode = mode
-        self.fake_storage = storage if storage is not None else FakeStorage(device)
-        self.real_ref = None
-        return self
+        return self._own(meta, mode, device, storage)
 
     @classmethod
     def of_metadata(cls, mode: FakeTensorMode, size, stride, offset, dtype: torch.dtype, device: torch.device,
                     storage: FakeStorage | None = None) -> FakeTensor:
         """A strided fake with these sizes, strides and storage offset (ints or SymInts);
         its meta tensor is made when first needed."""
-        self = make_wrapper_subclass(cls, size, stride, offset, dtype, device, False)
-        self._meta = None
+        return make_wrapper_subclass(cls, size, stride, offset, dtype, device, False)._own(None, mode, device, storage)
+
+    def _own(self, meta: torch.Tensor | None, mode: FakeTensorMode, device: torch.device,
+             storage: FakeStorage | None) -> FakeTensor:
+        self._meta = meta
         self.fake_mode = mode
         self.fake_storage = storage if storage is not None else FakeStorage(device)
         self.real_ref = None
