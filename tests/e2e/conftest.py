@@ -6,6 +6,9 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # cases.py and e2e_support.py
+# the repository root: the ``benchmarks`` package (workloads the tests share with the benchmarks;
+# ``hatch test`` runs pytest without the working directory on sys.path)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from e2e_support import CountingBackend
 

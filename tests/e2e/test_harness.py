@@ -1,10 +1,5 @@
 """The benchmark harness: every suite's workloads run for the three variants and compare."""
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the benchmarks package
-
 from benchmarks.harness import SUITES, compare, run_suites
 from benchmarks.harness.run import format_table
 
