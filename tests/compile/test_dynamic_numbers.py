@@ -63,18 +63,22 @@ def _eager_item(t):
     return t.item()  # a Python number from a call kiln does not trace (a graph break)
 
 
-def test_item_results_passed_to_a_resume_function_become_inputs():
-    def fn(x):
-        n = _eager_item(x.sum())
-        return x * n
-
+def _graphs_over_four_inputs(fn):
     backend = CountingBackend()
     compiled = kiln.compile(fn, backend=backend)
     for _ in range(4):
         x = torch.randn(3)
         torch.testing.assert_close(compiled(x), fn(x))
+    return len(backend.graphs)
+
+
+def test_item_results_passed_to_a_resume_function_become_inputs():
+    def fn(x):
+        n = _eager_item(x.sum())
+        return x * n
+
     # the graph before the break; the resume for the first value; the resume with n an input
-    assert len(backend.graphs) == 3
+    assert _graphs_over_four_inputs(fn) == 3
 
 
 def test_an_item_result_stays_in_the_graph_for_every_value():
@@ -82,12 +86,7 @@ def test_an_item_result_stays_in_the_graph_for_every_value():
         n = x.sum().item()  # a data-dependent number the graph computes
         return x * n
 
-    backend = CountingBackend()
-    compiled = kiln.compile(fn, backend=backend)
-    for _ in range(4):
-        x = torch.randn(3)
-        torch.testing.assert_close(compiled(x), fn(x))
-    assert len(backend.graphs) == 1
+    assert _graphs_over_four_inputs(fn) == 1
 
 
 def test_a_module_attribute_that_changes_becomes_an_input():

@@ -101,39 +101,29 @@ def compile_graph(backend: Backend, gm: Any, example_inputs: list[Any],
     """Call ``backend(gm, example_inputs)`` with capture off, ``context`` as
     ``kiln.compile_context()``, and return the callable the replacement code should run (see
     the module docstring). Raises ``BackendCompilerFailed`` when the backend raises."""
-    previous = fe.set_callback(None)
-    try:
-        with active(context):
-            compiled = backend(gm, example_inputs)
-    except Exception as e:
-        raise BackendCompilerFailed(backend, e) from e
-    finally:
-        fe.set_callback(previous)
+    compiled = _call_backend(backend, gm, example_inputs, context)
     if not callable(compiled):
         raise BackendCompilerFailed(
             backend, TypeError(f"a backend must return a callable, got {type(compiled).__name__}"))
     if _is_graph_code(compiled, gm):
         return compiled if not _may_start_user_frames(gm) else _capture_off(compiled)
-    varying = _varying_inputs(context)
+    varying = context.varying_inputs() if context is not None else ()
     if varying and not getattr(backend, "handles_dynamic_inputs", False):
         compiled = specialized(backend, gm, example_inputs, context, compiled, varying)
     return _capture_off(compiled)
 
 
-def _varying_inputs(context: CompileContext | None) -> tuple[int, ...]:
-    """Positions of the graph inputs whose value or size may differ between the calls the
-    guards admit: tensors with a symbolic size or stride, and numbers (kiln makes a number a
-    graph input only when it varies)."""
-    if context is None:
-        return ()
-    varying = []
-    for i, fake in enumerate(context.fake_inputs):
-        if isinstance(fake, torch.Tensor):
-            if any(isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride(), fake.storage_offset())):
-                varying.append(i)
-        elif fake is not None:
-            varying.append(i)
-    return tuple(varying)
+def _call_backend(backend: Backend, gm: Any, example_inputs: list[Any], context: CompileContext | None) -> Any:
+    """``backend(gm, example_inputs)`` with the frame callback off and ``context`` active; its
+    exception as ``BackendCompilerFailed``."""
+    previous = fe.set_callback(None)
+    try:
+        with active(context):
+            return backend(gm, example_inputs)
+    except Exception as e:
+        raise BackendCompilerFailed(backend, e) from e
+    finally:
+        fe.set_callback(previous)
 
 
 def _input_key(args: tuple, varying: tuple[int, ...]) -> tuple:
@@ -164,18 +154,9 @@ def specialized(backend: Backend, gm: Any, example_inputs: list[Any], context: C
         if fn is None:
             if len(versions) >= config.recompile_limit:
                 return fallback(*args)
-            previous = fe.set_callback(None)
-            try:
-                with active(context):
-                    fn = backend(gm, list(args))
-            except Exception as e:
-                raise BackendCompilerFailed(backend, e) from e
-            finally:
-                fe.set_callback(previous)
-            versions[key] = fn
+            fn = versions[key] = _call_backend(backend, gm, list(args), context)
         return fn(*args)
 
-    run_graph.versions = versions
     return run_graph
 
 

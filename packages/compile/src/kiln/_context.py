@@ -41,13 +41,24 @@ class CompileContext:
     @property
     def symbolic(self) -> bool:
         """Whether some input size or stride is a symbol (the graph serves many sizes)."""
-        return any(isinstance(v, torch.SymInt) for fake in self.fake_inputs if isinstance(fake, torch.Tensor)
-                   for v in (*fake.shape, *fake.stride()))
+        return any(_symbolic_tensor(fake) for fake in self.fake_inputs)
+
+    def varying_inputs(self) -> tuple[int, ...]:
+        """Positions of the inputs whose value or size may differ between the calls the
+        guards admit: tensors with a symbolic size, stride or offset, and numbers (kiln makes
+        a number a graph input only when it varies)."""
+        return tuple(i for i, fake in enumerate(self.fake_inputs)
+                     if _symbolic_tensor(fake) or not (fake is None or isinstance(fake, torch.Tensor)))
 
     def symbolic_dims(self) -> list[tuple[int, ...]]:
         """Per input, the dimensions whose size is a symbol (empty for non-tensors)."""
         return [tuple(d for d, size in enumerate(fake.shape) if isinstance(size, torch.SymInt))
                 if isinstance(fake, torch.Tensor) else () for fake in self.fake_inputs]
+
+
+def _symbolic_tensor(fake: Any) -> bool:
+    return isinstance(fake, torch.Tensor) and any(
+        isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride(), fake.storage_offset()))
 
 
 _current: contextvars.ContextVar[CompileContext | None] = contextvars.ContextVar("kiln_compile_context", default=None)

@@ -294,29 +294,29 @@ class FakeTensorMode(TorchDispatchMode):
     def _collect(self, value, inputs: list[FakeTensor]) -> None:
         """The fake tensors among ``value`` (real ones converted) into ``inputs``, in
         ``_unwrap``'s order, without making their meta tensors (a cache hit needs none)."""
-        if isinstance(value, FakeTensor):
-            if value.fake_mode is not self:
-                raise ValueError("a FakeTensor from another FakeTensorMode was passed to this one")
-            inputs.append(value)
-        elif isinstance(value, torch.Tensor):
-            inputs.append(self.from_real(value))
+        if isinstance(value, torch.Tensor):
+            inputs.append(self._fake_input(value))
         elif isinstance(value, (list, tuple)):
             for v in value:
                 self._collect(v, inputs)
 
     def _unwrap(self, value, inputs: list[FakeTensor]):
-        if isinstance(value, FakeTensor):
-            if value.fake_mode is not self:
-                raise ValueError("a FakeTensor from another FakeTensorMode was passed to this one")
-            inputs.append(value)
-            return value.meta
+        """``value`` with each tensor replaced by its fake's meta tensor; the fakes into
+        ``inputs``."""
         if isinstance(value, torch.Tensor):
-            fake = self.from_real(value)
+            fake = self._fake_input(value)
             inputs.append(fake)
             return fake.meta
         if isinstance(value, (list, tuple)):
             return type(value)(self._unwrap(v, inputs) for v in value) if value else value
         return value
+
+    def _fake_input(self, value: torch.Tensor) -> FakeTensor:
+        if isinstance(value, FakeTensor):
+            if value.fake_mode is not self:
+                raise ValueError("a FakeTensor from another FakeTensorMode was passed to this one")
+            return value
+        return self.from_real(value)
 
     def _wrap_outputs(self, func, info: _OpInfo, out, args, kwargs, inputs, device):
         def wrap(meta, index):

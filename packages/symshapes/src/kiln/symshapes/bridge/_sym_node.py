@@ -26,7 +26,7 @@ import torch
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes._sym_ops import sym_op_rules, to_sympy
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
-from kiln.symshapes.bridge._torch_internals import oblivious_site, stride_only_callers
+from kiln.symshapes.bridge._torch_internals import oblivious_site, stride_only_caller
 
 __all__ = ["KilnSymNode", "from_torch", "to_torch", "wrap_expr"]
 
@@ -158,8 +158,8 @@ class KilnSymNode:
 
     def bool_(self) -> bool:
         # A size that may be 1 (ShapeEnvConfig.oblivious_one) asked about by one of torch's
-        # stride-only decisions is decided as for a size >= 2 (see stride_only_callers).
-        if self.env.may_be_one(self.expr) and sys._getframe(2).f_code in stride_only_callers():
+        # stride-only decisions is decided as for a size >= 2 (see stride_only_caller).
+        if self.env.may_be_one(self.expr) and stride_only_caller(sys._getframe(2)):
             return self.guard_size_oblivious()
         return self.guard_bool()
 

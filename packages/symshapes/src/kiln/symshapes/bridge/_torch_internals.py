@@ -37,7 +37,7 @@
   (``torch.utils._mode_utils.no_dispatch``, ``torch._C._set_meta_in_tls_dispatch_include``).
   A wrapper subclass's metadata lives in its TensorImpl, and this is the only way to change
   it; torch's ``return_and_correct_aliasing`` does the same for its own wrapper subclasses.
-- ``stride_only_callers``: torch's Python functions whose plain ``if`` on a symbolic size
+- ``stride_only_caller``: torch's Python functions whose plain ``if`` on a symbolic size
   only chooses a stride. ``torch._prims._collapse_view_helper`` (every ``view``/``reshape``
   that merges dims) asks ``shape[idx] != 1`` to leave a size-1 dim's stride out of the merged
   stride; its other decisions use ``guard_or_false``/``torch._check``. A stride of a dim of
@@ -297,15 +297,8 @@ def dynamo_disable_wrappers() -> list:
     return wrapped
 
 
-@functools.cache
-def stride_only_callers() -> frozenset:
-    """Code objects of torch functions whose plain ``bool`` of a SymBool only picks a stride."""
-    import torch._prims
-
-    helper = getattr(torch._prims, "_collapse_view_helper", None)
-    return frozenset([helper.__code__]) if helper is not None else frozenset()
-
-
+# (module, function) of the torch functions listed under ``stride_only_caller``
+_STRIDE_ONLY_PY = (("torch._prims", "_collapse_view_helper"),)
 # (module, function) of each Python caller listed under ``oblivious_site``; C++ callers by file
 _OBLIVIOUS_PY = (("torch._refs", "_broadcast_shapes"), ("torch._refs", "should_expand"),
                  ("torch._prims", "_broadcast_in_dim_meta"), ("torch._decomp.decompositions", "should_fold"),
@@ -321,6 +314,8 @@ _OBLIVIOUS_CPP_WITHIN = {"TensorUtils.cpp": (("torch._decomp.decompositions", "m
 
 @functools.cache
 def _py_sites(pairs: tuple) -> frozenset:
+    """``(file, function name)`` of each listed ``(module, function)``: how a frame's code is
+    matched (a function's nested helpers and comprehensions have code objects of their own)."""
     import importlib
 
     sites = set()
@@ -332,8 +327,14 @@ def _py_sites(pairs: tuple) -> frozenset:
     return frozenset(sites)
 
 
-def _oblivious_py_sites() -> frozenset:
-    return _py_sites(_OBLIVIOUS_PY)
+def _is_site(code, pairs: tuple) -> bool:
+    return (code.co_filename, code.co_name) in _py_sites(pairs)
+
+
+def stride_only_caller(frame) -> bool:
+    """Whether ``frame`` runs a torch function whose plain ``bool`` of a SymBool only picks a
+    stride (see the module docstring)."""
+    return _is_site(frame.f_code, _STRIDE_ONLY_PY)
 
 
 def oblivious_site(frame=None, file: str = "") -> bool:
@@ -346,13 +347,13 @@ def oblivious_site(frame=None, file: str = "") -> bool:
         within = next((w for name, w in _OBLIVIOUS_CPP_WITHIN.items() if file.endswith(name)), None)
         if within is None or frame is None:
             return False
-        return (frame.f_code.co_filename, frame.f_code.co_name) in _py_sites(within)
+        return _is_site(frame.f_code, within)
     for _ in range(8):
         if frame is None:
             return False
         code = frame.f_code
         # torch's own helpers, and comprehensions (their function is the frame above)
         if not code.co_filename.endswith("symbolic_shapes.py") and not code.co_name.startswith("<"):
-            return (code.co_filename, code.co_name) in _oblivious_py_sites()
+            return _is_site(code, _OBLIVIOUS_PY)
         frame = frame.f_back
     return False
