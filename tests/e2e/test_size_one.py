@@ -65,10 +65,11 @@ def test_matmul_and_views_over_a_batch_of_1():
     w = torch.randn(8, 5)
     calls = [(torch.randn(b, t, 8), w) for b, t in ((1, 3), (4, 3), (2, 7), (1, 9), (5, 2))]
     assert _run(_linear_stack, calls, dynamic=True) == 1
-    # a length of 1 too: flattening (b, 1, 8) is decided by the example values (guards on
-    # b * t against b), so those calls get graphs of their own
+    # a length of 1 too: flattening a contiguous (b, t, 5) is a view for every b and t,
+    # decided without a guard (kiln.symshapes.bridge._fast_meta; torch's reshape kernel
+    # asks about b * t against b, which gave t == 1 graphs of its own)
     calls += [(torch.randn(b, 1, 8), w) for b in (1, 5, 3)]
-    assert _run(_linear_stack, calls, dynamic=True) == 3
+    assert _run(_linear_stack, calls, dynamic=True) == 1
 
 
 def _add(x, y):

@@ -32,6 +32,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes.bridge._dispatch_cache import DispatchCache
+from kiln.symshapes.bridge._fast_meta import fast_rule
 from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._torch_internals import (
@@ -98,6 +100,8 @@ class _OpInfo:
     name: str  # the overload packet's name (``nonzero`` for ``aten.nonzero.default``)
     mutates_metadata: bool  # in-place change of an input's sizes/strides (t_, resize_, ...)
     inplace_view: bool  # tagged inplace_view: only sizes/strides change (t_, squeeze_, ...)
+    pointwise: bool  # tagged pointwise
+    fast: Callable | None = None  # its rule in ``_fast_meta`` (symbolic sizes), if any
 
 
 def _op_info(func) -> _OpInfo:
@@ -121,7 +125,9 @@ def _op_info(func) -> _OpInfo:
     name = func.overloadpacket.__name__
     inplace_view = torch.Tag.inplace_view in func.tags
     mutates = inplace_view or name in _METADATA_MUTATIONS
-    return _OpInfo(tuple(aliases), tuple(writes), names, device_index, name, mutates, inplace_view)
+    info = _OpInfo(tuple(aliases), tuple(writes), names, device_index, name, mutates, inplace_view,
+                   torch.Tag.pointwise in func.tags)
+    return dataclasses.replace(info, fast=fast_rule(info))
 
 
 def _retarget_device(index: int, args: tuple, kwargs: dict, has_inputs: bool):
@@ -156,6 +162,9 @@ class FakeTensorMode(TorchDispatchMode):
         self._storages: dict[tuple, tuple[FakeStorage, StorageWeakRef]] = {}
         self._exits: list[contextlib.ExitStack | None] = []
         self._materializing = 0
+        # dtype of each pointwise call shape probed by ``_fast_meta`` (key: op, argument kinds)
+        self.fast_probes: dict[tuple, torch.dtype | None] = {}
+        self.fast_hits = 0  # calls answered by a ``_fast_meta`` rule
 
     # ------------------------------------------------------------ context
     def __enter__(self):
@@ -253,6 +262,11 @@ class FakeTensorMode(TorchDispatchMode):
         """Run ``func`` through its meta kernel (no data-dependent rule) and wrap the results."""
         if info is None:
             info = self._infos.get(func) or self._infos.setdefault(func, _op_info(func))
+        if info.fast is not None and self.shape_env is not None:
+            out = info.fast(self, func, info, args, kwargs)
+            if out is not None:
+                self.fast_hits += 1
+                return out
         inputs: list[FakeTensor] = []
         meta_args = self._unwrap(args, inputs)
         meta_kwargs = {k: self._unwrap(v, inputs) for k, v in kwargs.items()} if kwargs else {}

@@ -5,6 +5,8 @@
   non-symbolic ``sizes()`` and fail on symbolic sizes; the Python dispatcher routes those
   ops to torch's Python decompositions, which handle SymInts. torch offers no public switch
   for this (torch.compile enables the same thing internally while tracing).
+  ``no_python_dispatcher()`` (``torch._dispatch.python.no_python_dispatcher``) turns it off
+  inside, for a call on concrete meta tensors that must take the C++ meta kernel.
 - ``make_wrapper_subclass``: ``torch.Tensor._make_wrapper_subclass``, the constructor that
   the ``__torch_dispatch__`` documentation and tutorials use for tensor subclasses that own
   no storage. It is what lets a fake tensor report any device (``cuda`` without a GPU) and
@@ -92,7 +94,7 @@ from __future__ import annotations
 import functools
 
 import torch
-from torch._dispatch.python import enable_python_dispatcher
+from torch._dispatch.python import enable_python_dispatcher, no_python_dispatcher
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
@@ -105,6 +107,7 @@ __all__ = [
     "dynamo_disable_wrappers",
     "make_wrapper_subclass",
     "mutate_metadata",
+    "no_python_dispatcher",
     "op_schema",
     "python_dispatcher",
     "restore_fake_mode",

@@ -1,0 +1,217 @@
+"""The metadata rules for pointwise ops, _to_copy and view on symbolic sizes
+(``kiln.symshapes.bridge._fast_meta``): every output's sizes, strides, storage offset, dtype
+and aliasing equal eager torch's on the example values, no guard is recorded, and calls the
+rules do not cover still run through torch's meta kernels."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kiln.symshapes import ShapeEnv, ShapeEnvConfig
+from kiln.symshapes.bridge import FakeTensorMode, from_torch
+
+
+def _mode():
+    env = ShapeEnv(ShapeEnvConfig(duck_shape=True, oblivious_one=True))
+    return env, FakeTensorMode(env)
+
+
+def _value(env, v):
+    return v if type(v) is int else env.size_hint(from_torch(v).expr)
+
+
+def _fake(mode, t):
+    """A fake of ``t`` whose dims other than 1s are symbols (one per distinct size, shared
+    between operands; strides follow from the real ones)."""
+    return mode.from_real(t, dynamic_dims=[d for d in range(t.dim()) if t.shape[d] != 1])
+
+
+def _check(env, fake, real, *, trivial_strides=False):
+    assert tuple(_value(env, s) for s in fake.shape) == tuple(real.shape)
+    strides = [_value(env, s) for s in fake.stride()]
+    for d, (a, b) in enumerate(zip(strides, real.stride(), strict=True)):
+        if not (trivial_strides and real.shape[d] == 1):
+            assert a == b, (d, strides, real.stride())
+    assert _value(env, fake.storage_offset()) == real.storage_offset()
+    assert fake.dtype == real.dtype and fake.device == real.device
+
+
+def _transposed(*shape):
+    return torch.randn(*reversed(shape)).permute(*reversed(range(len(shape))))
+
+
+def _rotary_q(p, q):
+    return torch.randn(p, q, 4, 8).transpose(1, 2)  # (b, heads, t, d), heads inner
+
+
+# (name, function, operands of sizes p, q): each is answered by a rule and must match eager
+_POINTWISE = [
+    ("add contiguous", torch.add, lambda p, q: (torch.randn(p, q), torch.randn(p, q))),
+    ("mul broadcast row", torch.mul, lambda p, q: (torch.randn(p, q), torch.randn(q))),
+    ("mul broadcast both", torch.mul, lambda p, q: (torch.randn(p, 1), torch.randn(1, q))),
+    ("le causal mask", torch.le, lambda p, q: (torch.arange(q).view(1, 1, 1, q), torch.arange(q).view(1, 1, q, 1))),
+    ("mul transposed by broadcast", torch.mul, lambda p, q: (_rotary_q(p, q), torch.randn(1, 1, q, 8))),
+    ("mul broadcast by transposed", torch.mul, lambda p, q: (torch.randn(1, 1, q, 8), _rotary_q(p, q))),
+    ("add transposed + contiguous", torch.add, lambda p, q: (_rotary_q(p, q), torch.randn(p, 4, q, 8))),
+    ("add contiguous + transposed", torch.add, lambda p, q: (torch.randn(p, 4, q, 8), _rotary_q(p, q))),
+    ("neg of a slice", torch.neg, lambda p, q: (_rotary_q(p, q)[..., :4],)),
+    ("neg transposed", torch.neg, lambda p, q: (_transposed(p, 4, q),)),
+    ("sub same permuted strides", torch.sub, lambda p, q: (_transposed(p, q), _transposed(p, q))),
+    ("add int and float promotes", torch.add, lambda p, q: (torch.arange(p * q).view(p, q), torch.randn(p, q))),
+    ("mul by a 0-dim tensor", torch.mul, lambda p, q: (torch.randn(p, q), torch.tensor(2.0, dtype=torch.float64))),
+    ("mul by a python float", lambda a: a * 2.5, lambda p, q: (torch.arange(p * q).view(p, q),)),
+    ("bitwise_and bool", torch.bitwise_and, lambda p, q: (torch.rand(1, 1, q, q) > 0.5, torch.rand(p, 1, 1, q) > 0.5)),
+    ("where", torch.where, lambda p, q: (torch.rand(p, q) > 0.5, torch.randn(p, q), torch.randn(q))),
+    ("where transposed", torch.where, lambda p, q: (torch.rand(q, p).t() > 0.5, _transposed(p, q), torch.randn(p, q))),
+    ("pow int scalar", lambda a: torch.pow(a, 2), lambda p, q: (torch.randn(p, q, dtype=torch.float64),)),
+    ("true divide ints", torch.div, lambda p, q: (torch.arange(1, p * q + 1).view(p, q), torch.arange(1, q + 1))),
+    ("floor divide", lambda a, b: torch.div(a, b, rounding_mode="floor"),
+     lambda p, q: (torch.arange(p * q).view(p, q), torch.arange(1, q + 1))),
+    ("silu half", torch.nn.functional.silu, lambda p, q: (torch.randn(p, q, dtype=torch.float16),)),
+    ("clone contiguous format", lambda a: a.clone(memory_format=torch.contiguous_format),
+     lambda p, q: (_transposed(p, q),)),
+    ("clone dense", torch.clone, lambda p, q: (_transposed(p, 4, q),)),
+    ("masked_fill", lambda a, m: a.masked_fill(m, 0.0), lambda p, q: (torch.randn(p, q), torch.rand(q) > 0.5)),
+    ("sigmoid channels last", torch.sigmoid,
+     lambda p, q: (torch.randn(2, p, 4, q).to(memory_format=torch.channels_last),)),
+]
+_IDS = [c[0] for c in _POINTWISE]
+
+
+@pytest.mark.parametrize("name, fn, operands", _POINTWISE, ids=_IDS)
+def test_pointwise_outputs_match_eager_without_guards(name, fn, operands):
+    real = operands(3, 5)
+    env, mode = _mode()
+    fakes = [_fake(mode, t) for t in real]
+    with mode:
+        out = fn(*fakes)
+    _check(env, out, fn(*real))
+    assert mode.fast_hits == 1, name
+    assert env.guards == ()
+
+
+@pytest.mark.parametrize("ones", [(1, 5), (3, 1), (1, 1)])
+@pytest.mark.parametrize("name, fn, operands", _POINTWISE, ids=_IDS)
+def test_pointwise_metadata_holds_where_a_symbol_is_1(name, fn, operands, ones):
+    """A size that may be 1 is a symbol: the output metadata traced at sizes (3, 5) must be
+    eager's at (1, 5), (3, 1) and (1, 1) too, but for the stride of a dim of size 1 (which
+    addresses nothing)."""
+    env, mode = _mode()
+    fakes = [_fake(mode, t) for t in operands(3, 5)]
+    with mode:
+        out = fn(*fakes)
+    at = {sym: dict(zip((3, 5), ones, strict=True)).get(env.size_hint(sym), env.size_hint(sym))
+          for sym in env.symbols}
+
+    def value(v):
+        return v if type(v) is int else int(from_torch(v).expr.xreplace(at))
+
+    expected = fn(*operands(*ones))
+    assert tuple(value(s) for s in out.shape) == tuple(expected.shape)
+    strides = [value(s) for s in out.stride()]
+    for d, (a, b) in enumerate(zip(strides, expected.stride(), strict=True)):
+        assert expected.shape[d] == 1 or a == b, (d, strides, expected.stride())
+
+
+def test_to_copy_keeps_a_contiguous_layout_and_changes_dtype_and_device():
+    real = torch.randn(3, 5)
+    env, mode = _mode()
+    x = _fake(mode, real)
+    with mode:
+        y = x.to(torch.float16)
+        z = x.to("cuda") if False else x.to(dtype=torch.int32, copy=True)
+    _check(env, y, real.to(torch.float16))
+    _check(env, z, real.to(dtype=torch.int32, copy=True))
+    assert y.fake_storage is not x.fake_storage
+    assert mode.fast_hits == 2 and env.guards == ()
+
+
+def test_to_copy_to_another_device_reports_that_device():
+    env, mode = _mode()
+    x = _fake(mode, torch.randn(3, 5))
+    with mode:
+        y = torch.ops.aten._to_copy(x, device=torch.device("cuda"))
+    assert y.device.type == "cuda" and mode.fast_hits == 1
+    assert tuple(from_torch(s).expr for s in y.shape) == tuple(from_torch(s).expr for s in x.shape)
+
+
+@pytest.mark.parametrize("sizes", [(15,), (-1,), (3, -1), (-1, 5, 1), (1, 3, 1, 5)])
+def test_view_of_a_contiguous_tensor_is_contiguous_and_shares_storage(sizes):
+    real = torch.randn(3, 5)
+    env, mode = _mode()
+    x = _fake(mode, real)
+    s0, s1 = x.shape
+    symbolic = [{15: s0 * s1, 3: s0, 5: s1}.get(v, v) for v in sizes]
+    with mode:
+        y = x.view(symbolic)
+    _check(env, y, real.view(sizes))
+    assert y.fake_storage is x.fake_storage
+    assert mode.fast_hits == 1 and env.guards == ()
+
+
+def test_view_with_an_inexact_minus_one_runs_the_meta_kernel():
+    """(s0, s1) viewed as (s0, -1, 5): s1 / 5 is not an exact expression; torch decides it."""
+    real = torch.randn(3, 10)
+    env, mode = _mode()
+    x = _fake(mode, real)
+    with mode:
+        y = x.view(x.shape[0], -1, 5)
+    _check(env, y, real.view(3, -1, 5))
+    assert mode.fast_hits == 0
+
+
+def test_view_of_a_transposed_tensor_is_left_to_the_meta_kernel():
+    real = torch.randn(3, 5).t()
+    env, mode = _mode()
+    x = _fake(mode, real)
+    with mode:
+        y = x.view(x.shape[0], x.shape[1])
+    _check(env, y, real.view(5, 3))
+    assert mode.fast_hits == 0
+
+
+def test_unsafe_view_is_a_new_storage():
+    real = torch.randn(3, 5)
+    env, mode = _mode()
+    x = _fake(mode, real)
+    with mode:
+        y = torch.ops.aten._unsafe_view(x, [x.shape[0] * x.shape[1]])
+    _check(env, y, torch.ops.aten._unsafe_view(real, [15]))
+    assert y.fake_storage is not x.fake_storage and mode.fast_hits == 1
+
+
+def test_broadcasting_two_different_symbols_is_left_to_the_meta_kernel():
+    env = ShapeEnv(ShapeEnvConfig(duck_shape=False, oblivious_one=True))
+    mode = FakeTensorMode(env)
+    x, y = _fake(mode, torch.randn(3, 4)), _fake(mode, torch.randn(3, 4))
+    with mode:
+        z = x + y
+    assert mode.fast_hits == 0
+    assert env.guards  # torch's kernel related the two symbols
+
+
+def test_masked_fill_broadcasts_self_against_a_larger_mask():
+    env, mode = _mode()
+    real, mask = torch.randn(1, 4), torch.rand(3, 4) > 0.5
+    x = mode.from_real(real, dynamic_dims=(0, 1))
+    with mode:
+        y = x.masked_fill(mode.from_real(mask), 0.0)
+    _check(env, y, real.masked_fill(mask, 0.0))
+
+
+def test_static_operands_take_the_meta_kernel():
+    env, mode = _mode()
+    x = mode.from_real(torch.randn(3, 4))
+    with mode:
+        x + x
+    assert mode.fast_hits == 0
+
+
+def test_an_error_of_the_kernel_still_reaches_the_caller():
+    """Integers to a negative integer power: the dtype probe fails, the meta kernel decides."""
+    env, mode = _mode()
+    x = _fake(mode, torch.arange(6).view(2, 3))
+    with mode:
+        out = torch.pow(x, 2)
+    assert out.dtype == torch.int64 and mode.fast_hits == 1
