@@ -41,8 +41,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes.bridge._dispatch_cache import DispatchCache
-from kiln.symshapes.bridge._fast_meta import fast_rule
 from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
+from kiln.symshapes.bridge._fast_meta import fast_rule
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._torch_internals import (
     FAKE_MODE_KEY,

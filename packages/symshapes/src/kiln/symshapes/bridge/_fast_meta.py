@@ -296,7 +296,7 @@ def _probe_dtype(mode, func, args: tuple, kwargs: dict, ndim: int) -> torch.dtyp
             out = func(*probe_args, **probe_kwargs)
         if isinstance(out, torch.Tensor) and out.dim() == ndim:
             dtype = out.dtype
-    except Exception:  # noqa: BLE001 - the meta kernel will raise it properly
+    except Exception:  # the meta kernel will raise it properly
         dtype = None
     probes[key] = dtype
     return dtype
