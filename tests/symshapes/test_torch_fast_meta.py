@@ -209,12 +209,13 @@ def test_static_operands_take_the_meta_kernel():
 
 
 def test_a_call_the_dtype_probe_rejects_runs_the_meta_kernel():
-    """Integers to a negative integer power: torch's C++ kernel refuses it on the probe, so
-    the rule answers nothing and torch's own (Python) kernel decides the call."""
+    """A float alpha for integer tensors: torch's C++ kernel refuses it on the probe, so the
+    rule answers nothing and torch's own kernel raises, as eager does."""
     _, mode = _mode()
     x = _fake(mode, torch.arange(6).view(2, 3))
     with mode:
-        torch.pow(x, 2)
+        torch.add(x, x, alpha=2)
         assert mode.fast_hits == 1
-        y = torch.pow(x, -1)
-    assert mode.fast_hits == 1 and y.dtype == torch.int64
+        with pytest.raises(RuntimeError, match="alpha"):
+            torch.add(x, x, alpha=2.5)
+    assert mode.fast_hits == 1
