@@ -103,25 +103,37 @@ def _contiguous_strides(sizes, mode) -> list:
 
 
 def _probe_value(value):
-    """``value`` for a dtype probe: a tensor becomes a 1-element meta tensor of its dtype and
-    dims, a symbolic number its example value."""
+    """``value`` for a probe: a tensor becomes a 1-element meta tensor of its dtype and dims
+    (empty where it is), a symbolic number its example value, a list of tensors a list of
+    those."""
     if isinstance(value, torch.Tensor):
-        return torch.empty((1,) * value.dim(), dtype=value.dtype, device="meta")
+        return torch.empty(_probe_shape(value), dtype=value.dtype, device="meta")
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         node = value.node
         if not isinstance(node, KilnSymNode) or node.hint is None:
             raise _Bail
         return node.pytype(node.hint)
     if isinstance(value, (list, tuple)):
-        raise _Bail  # tensor lists and size lists: not an elementwise operand
+        if value and all(isinstance(v, torch.Tensor) for v in value):
+            return [_probe_value(v) for v in value]
+        if all(type(v) is int for v in value):
+            return value  # dims
+        raise _Bail  # symbolic size lists: the rule's own business, not the probe's
     return value
+
+
+def _probe_shape(t: torch.Tensor) -> tuple:
+    """1 for each dim, 0 where the size is 0 (torch's cat skips 1-d empty tensors)."""
+    return tuple(0 if type(s) is int and s == 0 else 1 for s in t.shape)
 
 
 def _probe_key(value):
     if isinstance(value, torch.Tensor):
-        return (value.dtype, value.dim() == 0)
+        return (value.dtype, _probe_shape(value))
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return (type(value), value.node.hint)
+    if isinstance(value, (list, tuple)):
+        return tuple(_probe_key(v) for v in value)
     return (type(value), value)
 
 
@@ -280,6 +292,16 @@ def _dense(fake: FakeTensor, env) -> bool:
 
 
 def _probe_dtype(mode, func, args: tuple, kwargs: dict, ndim: int) -> torch.dtype | None:
+    out = _probe(mode, func, args, kwargs)
+    if isinstance(out, torch.Tensor) and out.dim() == ndim:
+        return out.dtype
+    return None
+
+
+def _probe(mode, func, args: tuple, kwargs: dict):
+    """What torch's C++ meta kernel returns for this call on 1-element tensors of the same
+    dtypes and dims (None when it refuses), cached per op and argument kinds: the dtypes
+    of an op's outputs do not depend on sizes."""
     try:
         key = (func, tuple(_probe_key(a) for a in args), tuple((k, _probe_key(v)) for k, v in kwargs.items()))
         hash(key)
@@ -288,18 +310,16 @@ def _probe_dtype(mode, func, args: tuple, kwargs: dict, ndim: int) -> torch.dtyp
     probes = mode.fast_probes
     if key in probes:
         return probes[key]
-    dtype = None
+    out = None
     try:
         probe_args = tuple(_probe_value(a) for a in args)
         probe_kwargs = {k: _probe_value(v) for k, v in kwargs.items()}
         with no_python_dispatcher():
             out = func(*probe_args, **probe_kwargs)
-        if isinstance(out, torch.Tensor) and out.dim() == ndim:
-            dtype = out.dtype
     except Exception:  # the meta kernel will raise it properly
-        dtype = None
-    probes[key] = dtype
-    return dtype
+        out = None
+    probes[key] = out
+    return out
 
 
 def _to_copy(mode, func, info, args: tuple, kwargs: dict):
@@ -323,8 +343,9 @@ def _view(mode, func, info, args: tuple, kwargs: dict):
         return None
     source, sizes = args
     env = mode.shape_env
-    if not _symbolic([source]) or not _strictly_contiguous(source, env):
+    if not _symbolic([source]):
         return None
+    contiguous = _strictly_contiguous(source, env)
     numel = sympy.Mul(*(_expr(s) for s in source.shape))
     known = _ONE
     inferred = None
@@ -347,9 +368,404 @@ def _view(mode, func, info, args: tuple, kwargs: dict):
         sizes[inferred] = int(quotient) if quotient.is_Integer else to_torch(quotient, mode.env_view)
     elif sympy.expand(numel - known) != 0 and env.simplify(numel - known) != 0:
         return None
+    if contiguous:
+        strides = _contiguous_strides(sizes, mode)
+    else:
+        try:
+            strides = _view_strides(source, sizes, env)
+        except _Bail:
+            return None
+        strides = [_sym(mode, e) for e in strides]
     storage = source.fake_storage if info.aliases and info.aliases[0] == 0 else None
-    return FakeTensor.of_metadata(mode, sizes, _contiguous_strides(sizes, mode), source.storage_offset(),
-                                  source.dtype, source.device, storage)
+    return FakeTensor.of_metadata(mode, sizes, strides, source.storage_offset(), source.dtype, source.device, storage)
 
 
-_RULES = {"_to_copy": _to_copy, "view": _view, "_unsafe_view": _view}
+def _view_strides(source: FakeTensor, sizes, env) -> list:
+    """torch's ``computeStride`` (whether ``source`` can be viewed with ``sizes``, and the
+    strides) over expressions: the old dims are cut into chunks that are contiguous among
+    themselves, each chunk must be covered by whole new dims, and a new dim's stride is the
+    product of the later new dims of its chunk times the chunk's innermost stride. Each
+    comparison is decided by the value ranges with sizes that may be 1 taken as >= 2 (where
+    one is 1 at run time the view still exists, and only that size-1 dim's stride may
+    differ); undecided, or no view: ``_Bail``."""
+    def known(relation) -> bool:
+        answer = env.statically_known(relation, size_oblivious=True)
+        if answer is None:
+            raise _Bail
+        return answer
+
+    old_sizes, old_strides = [_expr(v) for v in source.shape], [_expr(v) for v in source.stride()]
+    new_sizes = [_expr(v) for v in sizes]
+    if not old_sizes:
+        return [_ONE] * len(new_sizes)
+    if any(known(sympy.Eq(s, 0)) for s in old_sizes):
+        raise _Bail  # empty tensors: torch's own rule
+    strides = [None] * len(new_sizes)
+    view_d = len(new_sizes) - 1
+    base = old_strides[-1]
+    tensor_numel, view_numel = _ONE, _ONE
+    for tensor_d in range(len(old_sizes) - 1, -1, -1):
+        tensor_numel = tensor_numel * old_sizes[tensor_d]
+        if tensor_d == 0 or (not known(sympy.Eq(old_sizes[tensor_d - 1], 1))
+                             and not known(sympy.Eq(old_strides[tensor_d - 1], tensor_numel * base))):
+            while view_d >= 0 and (known(sympy.Lt(view_numel, tensor_numel)) or known(sympy.Eq(new_sizes[view_d], 1))):
+                strides[view_d] = view_numel * base
+                view_numel = view_numel * new_sizes[view_d]
+                view_d -= 1
+            if not known(sympy.Eq(view_numel, tensor_numel)):
+                raise _Bail
+            if tensor_d > 0:
+                base = old_strides[tensor_d - 1]
+                tensor_numel, view_numel = _ONE, _ONE
+    if view_d != -1:
+        raise _Bail
+    return strides
+
+
+# ------------------------------------------------------------------ views
+def _dim(d: int, ndim: int) -> int:
+    if type(d) is not int or not -max(ndim, 1) <= d < max(ndim, 1):
+        raise _Bail
+    return d + ndim if d < 0 else d
+
+
+def _as_view(mode, source: FakeTensor, sizes, strides, offset, info):
+    storage = source.fake_storage if info.aliases and info.aliases[0] == 0 else None
+    return FakeTensor.of_metadata(mode, list(sizes), list(strides), offset, source.dtype, source.device, storage)
+
+
+def _sym(mode, expr: sympy.Basic):
+    return int(expr) if expr.is_Integer else to_torch(expr, mode.env_view)
+
+
+def _view_rule(fn):
+    """A view op's rule: ``fn(mode, source, *rest)`` returns (sizes, strides, offset)."""
+
+    def rule(mode, func, info, args: tuple, kwargs: dict):
+        if not args or not isinstance(args[0], FakeTensor) or not _symbolic([args[0]]):
+            return None
+        try:
+            sizes, strides, offset = fn(mode, args[0], *args[1:], **kwargs)
+        except (_Bail, TypeError):
+            return None
+        return _as_view(mode, args[0], sizes, strides, offset, info)
+
+    return rule
+
+
+@_view_rule
+def _unsqueeze(mode, x, dim):
+    ndim = x.dim()
+    dim = _dim(dim, ndim + 1)
+    sizes, strides = list(x.shape), list(x.stride())
+    # torch's inferUnsqueezeGeometry: the new dim's stride is size * stride of the dim it
+    # precedes, 1 at the end
+    stride = 1 if dim >= ndim else _sym(mode, _expr(sizes[dim]) * _expr(strides[dim]))
+    sizes.insert(dim, 1)
+    strides.insert(dim, stride)
+    return sizes, strides, x.storage_offset()
+
+
+@_view_rule
+def _transpose(mode, x, d0, d1):
+    if x.dim() == 0:
+        raise _Bail
+    d0, d1 = _dim(d0, x.dim()), _dim(d1, x.dim())
+    sizes, strides = list(x.shape), list(x.stride())
+    sizes[d0], sizes[d1] = sizes[d1], sizes[d0]
+    strides[d0], strides[d1] = strides[d1], strides[d0]
+    return sizes, strides, x.storage_offset()
+
+
+@_view_rule
+def _permute(mode, x, dims):
+    order = [_dim(d, x.dim()) for d in dims]
+    if sorted(order) != list(range(x.dim())):
+        raise _Bail
+    return [x.shape[d] for d in order], [x.stride()[d] for d in order], x.storage_offset()
+
+
+@_view_rule
+def _expand(mode, x, sizes, implicit=False):
+    env = mode.shape_env
+    sizes = list(sizes)
+    lead = len(sizes) - x.dim()
+    if lead < 0:
+        raise _Bail
+    out_sizes, out_strides = [], []
+    for i, target in enumerate(sizes):
+        if i < lead:
+            if type(target) is int and target < 0:
+                raise _Bail
+            out_sizes.append(target)
+            out_strides.append(0)
+            continue
+        size, stride = x.shape[i - lead], x.stride()[i - lead]
+        if (type(target) is int and target == -1) or _same(target, size, env):
+            out_sizes.append(size)
+            out_strides.append(stride)
+        elif type(size) is int and size == 1 and not (type(target) is int and target < 0):
+            # a dim of 1 repeats; where a symbolic target is 1 at run time torch keeps the
+            # old stride of that size-1 dim instead of 0 (it addresses nothing)
+            out_sizes.append(target)
+            out_strides.append(0)
+        else:
+            raise _Bail  # torch checks that the sizes agree
+    return out_sizes, out_strides, x.storage_offset()
+
+
+_MAX_END = 2**62
+
+
+@_view_rule
+def _slice(mode, x, dim=0, start=None, end=None, step=1):
+    env = mode.shape_env
+    dim = _dim(dim, x.dim())
+    size, stride = x.shape[dim], x.stride()[dim]
+    if type(step) is not int or step < 1:
+        raise _Bail
+    start = 0 if start is None else start
+    end = _MAX_END if end is None else end
+    if type(size) is int:
+        if type(start) is not int or type(end) is not int:
+            raise _Bail
+        start, end, _ = slice(start, end).indices(size)
+        length = max(0, (end - start + step - 1) // step)
+        new_size, offset_expr = length, sympy.Integer(start)
+    else:
+        # only bounds decided without a guard: 0 <= start <= end <= size
+        if type(start) is not int or start < 0:
+            raise _Bail
+        s = _expr(size)
+        e = s if type(end) is int and end >= _MAX_END else _expr(end)
+        if step != 1 or env.statically_known(sympy.Le(e, s)) is not True \
+                or env.statically_known(sympy.Le(start, e)) is not True:
+            raise _Bail
+        new_size, offset_expr = _sym(mode, e - start), sympy.Integer(start)
+    out_sizes, out_strides = list(x.shape), list(x.stride())
+    out_sizes[dim] = new_size
+    out_strides[dim] = _sym(mode, _expr(stride) * step)
+    offset = _sym(mode, _expr(x.storage_offset()) + offset_expr * _expr(stride))
+    return out_sizes, out_strides, offset
+
+
+@_view_rule
+def _select(mode, x, dim, index):
+    env = mode.shape_env
+    dim = _dim(dim, x.dim())
+    size, stride = x.shape[dim], x.stride()[dim]
+    if type(index) is not int:
+        raise _Bail
+    if type(size) is int:
+        if not -size <= index < size:
+            raise _Bail  # torch raises
+        index = index + size if index < 0 else index
+    elif index < 0 or env.statically_known(sympy.Lt(index, _expr(size))) is not True:
+        raise _Bail
+    out_sizes, out_strides = list(x.shape), list(x.stride())
+    del out_sizes[dim], out_strides[dim]
+    offset = _sym(mode, _expr(x.storage_offset()) + index * _expr(stride))
+    return out_sizes, out_strides, offset
+
+
+# ------------------------------------------------------------------ matrix products
+def _matrix_rule(fn):
+    """``fn(env, *args)`` returns the output sizes of a product whose output is a new
+    contiguous tensor of the operands' common dtype and device (torch allocates it so)."""
+
+    def rule(mode, func, info, args: tuple, kwargs: dict):
+        fakes = [a for a in args if isinstance(a, torch.Tensor)]
+        if kwargs.keys() - {"beta", "alpha"} or not fakes or not all(isinstance(f, FakeTensor) for f in fakes):
+            return None
+        if not _symbolic(fakes) or len({f.dtype for f in fakes}) != 1 or len({f.device for f in fakes}) != 1:
+            return None
+        try:
+            sizes = fn(mode.shape_env, *args, **kwargs)
+        except (_Bail, TypeError):
+            return None
+        return FakeTensor.of_metadata(mode, sizes, _contiguous_strides(sizes, mode), 0, fakes[0].dtype,
+                                      fakes[0].device)
+
+    return rule
+
+
+def _check(condition: bool) -> None:
+    if not condition:
+        raise _Bail
+
+
+def _mm_sizes(env, a, b):
+    _check(a.dim() == 2 and b.dim() == 2 and _same(a.shape[1], b.shape[0], env))
+    return [a.shape[0], b.shape[1]]
+
+
+def _bmm_sizes(env, a, b):
+    _check(a.dim() == 3 and b.dim() == 3 and _same(a.shape[0], b.shape[0], env) and _same(a.shape[2], b.shape[1], env))
+    return [a.shape[0], a.shape[1], b.shape[2]]
+
+
+def _addmm_sizes(env, bias, a, b, beta=1, alpha=1):
+    sizes = _mm_sizes(env, a, b)
+    _check(bias.dim() <= 2)  # and it broadcasts to the product's sizes without a decision
+    for size, out in zip(reversed(bias.shape), reversed(sizes), strict=False):
+        _check((type(size) is int and size == 1) or _same(size, out, env))
+    return sizes
+
+
+# ------------------------------------------------------------------ other ops
+def _contiguous_like(mode, x: FakeTensor, sizes, dtype) -> FakeTensor:
+    return FakeTensor.of_metadata(mode, list(sizes), _contiguous_strides(sizes, mode), 0, dtype, x.device)
+
+
+def _layer_norm(mode, func, info, args: tuple, kwargs: dict):
+    """``native_layer_norm(x, normalized_shape, weight, bias, eps)`` of a contiguous ``x``:
+    the output like ``x``, mean and rstd of ``x``'s leading sizes with 1s for the
+    normalized dims; dtypes from the probe."""
+    if kwargs or len(args) != 5 or not isinstance(args[0], FakeTensor):
+        return None
+    x, shape, weight, bias, _ = args
+    env = mode.shape_env
+    if not _symbolic([x]) or not _strictly_contiguous(x, env) or not isinstance(shape, (list, tuple)):
+        return None
+    axis = x.dim() - len(shape)
+    if axis < 0 or not all(_same(a, b, env) for a, b in zip(x.shape[axis:], shape, strict=True)):
+        return None
+    for p in (weight, bias):
+        if p is not None and (not isinstance(p, FakeTensor) or p.device != x.device
+                              or not _has_shape(p, list(shape), env)):
+            return None
+    probe = _probe(mode, func, (x, [1] * len(shape), *args[2:]), kwargs)
+    if not isinstance(probe, tuple) or len(probe) != 3:
+        return None
+    stats = list(x.shape[:axis]) + [1] * len(shape)
+    return (FakeTensor.of_metadata(mode, list(x.shape), list(x.stride()), 0, probe[0].dtype, x.device),
+            _contiguous_like(mode, x, stats, probe[1].dtype), _contiguous_like(mode, x, stats, probe[2].dtype))
+
+
+def _softmax(mode, func, info, args: tuple, kwargs: dict):
+    """``_softmax``/``_log_softmax(x, dim, half_to_float)`` of a contiguous ``x``."""
+    if kwargs or len(args) != 3 or not isinstance(args[0], FakeTensor):
+        return None
+    x = args[0]
+    if not _symbolic([x]) or not _strictly_contiguous(x, mode.shape_env):
+        return None
+    try:
+        _dim(args[1], x.dim())
+    except _Bail:
+        return None
+    dtype = _probe_dtype(mode, func, args, kwargs, x.dim())
+    if dtype is None:
+        return None
+    return FakeTensor.of_metadata(mode, list(x.shape), list(x.stride()), 0, dtype, x.device)
+
+
+def _reduction(mode, func, info, args: tuple, kwargs: dict):
+    """``sum``/``mean``/``amax``/``amin`` over dims of a contiguous ``x``: the kept dims in
+    order (1s where ``keepdim``), contiguous; dtype from the probe."""
+    if not args or not isinstance(args[0], FakeTensor) or kwargs.keys() - {"dim", "keepdim", "dtype"}:
+        return None
+    x = args[0]
+    if not _symbolic([x]) or not _strictly_contiguous(x, mode.shape_env):
+        return None
+    bound = dict(zip(("dim", "keepdim", "dtype"), args[1:], strict=False)) | kwargs
+    dims = bound.get("dim")
+    if len(args) > 4 or not isinstance(dims, (list, tuple, type(None))):
+        return None
+    keepdim = bool(bound.get("keepdim", False))
+    try:
+        reduced = set(range(x.dim())) if not dims else {_dim(d, x.dim()) for d in dims}
+    except _Bail:
+        return None
+    sizes = [1 if d in reduced else size for d, size in enumerate(x.shape) if keepdim or d not in reduced]
+    dtype = _probe_dtype(mode, func, args, kwargs, len(sizes))
+    if dtype is None:
+        return None
+    return _contiguous_like(mode, x, sizes, dtype)
+
+
+def _cat(mode, func, info, args: tuple, kwargs: dict):
+    """``cat`` of contiguous tensors of one device whose sizes agree (as expressions) off
+    ``dim``: contiguous, the sizes along ``dim`` summed; dtype from the probe."""
+    if kwargs or not args or not isinstance(args[0], (list, tuple)) or not args[0]:
+        return None
+    dim = args[1] if len(args) > 1 else 0
+    env = mode.shape_env
+    if not all(isinstance(t, FakeTensor) for t in args[0]) or not _symbolic(args[0]):
+        return None
+    # torch skips 1-d empty tensors (its legacy rule) but for type promotion
+    tensors = [t for t in args[0] if not (t.dim() == 1 and type(t.shape[0]) is int and t.shape[0] == 0)]
+    if not tensors or len({t.device for t in args[0]}) != 1:
+        return None
+    first = tensors[0]
+    if len({t.dim() for t in tensors}) != 1 or first.dim() == 0:
+        return None
+    try:
+        dim = _dim(dim, first.dim())
+    except _Bail:
+        return None
+    for t in tensors:
+        if not _strictly_contiguous(t, env) and not _suggests_contiguous(t, env):
+            return None
+        if not all(_same(a, b, env) for d, (a, b) in enumerate(zip(t.shape, first.shape, strict=True)) if d != dim):
+            return None
+    dtype = _probe_dtype(mode, func, args, kwargs, first.dim())
+    if dtype is None:
+        return None
+    sizes = list(first.shape)
+    sizes[dim] = _sym(mode, sympy.Add(*(_expr(t.shape[dim]) for t in tensors)))
+    return _contiguous_like(mode, first, sizes, dtype)
+
+
+def _suggests_contiguous(t: FakeTensor, env) -> bool:
+    """Whether torch's ``suggest_memory_format`` of ``t`` is certainly the contiguous format:
+    it suggests channels-last only for 4-d/5-d tensors whose strides look channels-last
+    (c10's heuristic, mirrored with comparisons decided by the value ranges, sizes that
+    may be 1 taken as >= 2; undecided: False)."""
+    if t.dim() not in (4, 5):
+        return True
+    order = [1, 3, 2, 0] if t.dim() == 4 else [1, 4, 3, 2, 0]
+    sizes, strides = [_expr(v) for v in t.shape], [_expr(v) for v in t.stride()]
+
+    def known(relation):
+        answer = env.statically_known(relation, size_oblivious=True)
+        if answer is None:
+            raise _Bail
+        return answer
+
+    try:
+        minimum = _ZERO
+        if known(sympy.Eq(strides[1], 0)):
+            return True
+        for d in order:
+            if known(sympy.Eq(sizes[d], 0)) or known(sympy.Lt(strides[d], minimum)):
+                return True
+            if d == 0 and known(sympy.Eq(minimum, strides[1])):
+                return True
+            minimum = strides[d] * sizes[d] if known(sympy.Gt(sizes[d], 1)) else strides[d]
+        return False  # channels-last strides
+    except _Bail:
+        return False
+
+
+def _embedding(mode, func, info, args: tuple, kwargs: dict):
+    """``embedding(weight, indices, ...)``: indices' sizes and the weight's row size,
+    contiguous, in the weight's dtype."""
+    if kwargs or len(args) < 2 or not all(isinstance(a, FakeTensor) for a in args[:2]):
+        return None
+    weight, indices = args[:2]
+    if weight.dim() != 2 or indices.dtype not in (torch.int32, torch.int64) or weight.device != indices.device:
+        return None
+    if not _symbolic([weight, indices]):
+        return None
+    return _contiguous_like(mode, weight, [*indices.shape, weight.shape[1]], weight.dtype)
+
+
+_RULES = {
+    "_to_copy": _to_copy, "view": _view, "_unsafe_view": _view,
+    "unsqueeze": _unsqueeze, "transpose": _transpose, "permute": _permute, "expand": _expand,
+    "slice": _slice, "select": _select,
+    "mm": _matrix_rule(_mm_sizes), "bmm": _matrix_rule(_bmm_sizes), "addmm": _matrix_rule(_addmm_sizes),
+    "native_layer_norm": _layer_norm, "_softmax": _softmax, "_log_softmax": _softmax,
+    "sum": _reduction, "mean": _reduction, "amax": _reduction, "amin": _reduction,
+    "cat": _cat, "embedding": _embedding,
+}
