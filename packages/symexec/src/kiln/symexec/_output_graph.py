@@ -88,8 +88,9 @@ def _shared_dispatch_cache() -> DispatchCache:
     """One fake-op cache for every capture of the process: what an op gives on concrete
     input metadata does not depend on the capture (symbolic entries stay per ShapeEnv).
     Cleared when it grows past ``_DISPATCH_CACHE_LIMIT`` entries."""
-    if len(_DISPATCH_CACHE.entries) > _DISPATCH_CACHE_LIMIT:
+    if len(_DISPATCH_CACHE.entries) + len(_DISPATCH_CACHE.probes) > _DISPATCH_CACHE_LIMIT:
         _DISPATCH_CACHE.entries.clear()
+        _DISPATCH_CACHE.probes.clear()
     return _DISPATCH_CACHE
 
 

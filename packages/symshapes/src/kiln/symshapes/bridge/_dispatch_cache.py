@@ -60,6 +60,8 @@ class DispatchCache:
     """A per-mode (or explicitly shared) map from call metadata to output descriptions."""
 
     entries: dict[tuple, object] = field(default_factory=dict)
+    # ``_fast_meta``'s probes: torch's C++ meta kernel on 1-element tensors (no ShapeEnv)
+    probes: dict[tuple, object] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
 

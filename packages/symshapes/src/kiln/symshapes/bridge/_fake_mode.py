@@ -162,8 +162,8 @@ class FakeTensorMode(TorchDispatchMode):
         self._storages: dict[tuple, tuple[FakeStorage, StorageWeakRef]] = {}
         self._exits: list[contextlib.ExitStack | None] = []
         self._materializing = 0
-        # dtype of each pointwise call shape probed by ``_fast_meta`` (key: op, argument kinds)
-        self.fast_probes: dict[tuple, torch.dtype | None] = {}
+        # what ``_fast_meta``'s probes gave (key: op, argument kinds), shared through the cache
+        self.fast_probes: dict[tuple, object] = self.cache.probes if self.cache is not None else {}
         self.fast_hits = 0  # calls answered by a ``_fast_meta`` rule
 
     # ------------------------------------------------------------ context

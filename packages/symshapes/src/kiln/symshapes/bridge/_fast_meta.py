@@ -300,10 +300,12 @@ def _probe_dtype(mode, func, args: tuple, kwargs: dict, ndim: int) -> torch.dtyp
 
 def _probe(mode, func, args: tuple, kwargs: dict):
     """What torch's C++ meta kernel returns for this call on 1-element tensors of the same
-    dtypes and dims (None when it refuses), cached per op and argument kinds: the dtypes
-    of an op's outputs do not depend on sizes."""
+    dtypes and dims (None when it refuses), cached per op, argument kinds and default dtype
+    (in the mode's DispatchCache, shared between captures): the dtypes of an op's outputs do
+    not depend on sizes."""
     try:
-        key = (func, tuple(_probe_key(a) for a in args), tuple((k, _probe_key(v)) for k, v in kwargs.items()))
+        key = (func, torch.get_default_dtype(), tuple(_probe_key(a) for a in args),
+               tuple((k, _probe_key(v)) for k, v in kwargs.items()))
         hash(key)
     except (TypeError, _Bail):
         return None
