@@ -5,6 +5,7 @@
 #   scaling  the scaling suite: cold compiles in fresh interpreters  ($OUT/scaling.json)
 #   demo     python -m kiln demo --device cuda  ($OUT/demo.html, $OUT/demo.json)
 #   benches  the per-package timing scripts, pinned to one core
+#   dynamic  benchmarks/dynamic_bench.py (graph counts and capture cost, kiln and torch.compile)
 # Run through the device tool as:  scripts/device_check.sh tests harness demo   (carry .whl;
 # see device_run.sh)
 set -uo pipefail
@@ -33,6 +34,7 @@ for step in "${steps[@]}"; do
                --device cuda --out "$out/harness.json" ;;
     scaling) run scaling 400 python3 -m benchmarks run --suite scaling --device cuda --out "$out/scaling.json" ;;
     demo) run demo 120 python3 -m kiln demo --device cuda --report "$out/demo.html" --json "$out/demo.json" ;;
+    dynamic) run dynamic 300 python3 benchmarks/dynamic_bench.py ;;
     benches)
       for b in overhead fxgraph guards frameeval symshapes; do
         run "bench_$b" 120 taskset -c 3 python3 "benchmarks/${b}_bench.py"
