@@ -1,9 +1,13 @@
 """Backends: what turns a captured GraphModule into the callable the replacement code runs.
 
 A backend is a name from ``backend_rules`` or any callable ``backend(gm, example_inputs)``
-returning a callable. ``"eager"`` runs the graph's generated Python (``gm.forward``).
-``"aot_eager"`` and ``"inductor"`` are reserved for kiln.aotgrad and kiln.inductor:
-``kiln.compile`` raises a clear error for them until those land.
+returning a callable. A named backend is a list of stages, readable as data (``STAGES``):
+``"eager"`` has none and runs the graph's generated Python (``gm.forward``); ``"aot_eager"``
+is ``[aotgrad]``: kiln.aotgrad's functional forward and backward ATen graphs, run as their
+generated Python by an ``autograd.Function``; a graph aotgrad cannot take (it says why,
+``AotUnsupported``) runs as captured, with the reason logged. ``"inductor"`` (``[aotgrad,
+inductor]``) is reserved for kiln.inductor: ``kiln.compile`` raises a clear error for it
+until that lands.
 
 ``compile_graph`` is the one place a backend is called. Invariants (as under torch.compile):
 
@@ -29,6 +33,7 @@ returning a callable. ``"eager"`` runs the graph's generated Python (``gm.forwar
 
 from __future__ import annotations
 
+import logging
 import types
 from collections.abc import Callable
 from typing import Any
@@ -38,12 +43,13 @@ import torch
 import kiln.frameeval as fe
 from kiln.fxgraph import Node, map_aggregate
 
-from ._context import CompileContext, active
+from ._context import CompileContext, active, compile_context
 
 __all__ = ["BackendCompilerFailed", "BackendUnavailable", "backend_rules", "compile_graph",
            "resolve_backend"]
 
 Backend = Callable[[Any, list[Any]], Callable[..., Any]]
+_log = logging.getLogger("kiln")
 
 
 class BackendUnavailable(RuntimeError):
@@ -62,15 +68,51 @@ class BackendCompilerFailed(RuntimeError):
         super().__init__(f"backend={self.backend_name!r} raised:\n{type(inner).__name__}: {inner}")
 
 
-def _eager(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
-    return gm.forward
+def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None) -> Callable[..., Any]:
+    """kiln.aotgrad's forward/backward graphs of ``gm``; ``gm.forward`` where it cannot."""
+    from kiln.aotgrad import AotUnsupported, aot_compile
+
+    try:
+        return aot_compile(gm, example_inputs, context)
+    except AotUnsupported as e:
+        _log.warning("kiln.aotgrad cannot take this graph (%s); it runs as captured", e)
+        return gm.forward
+    except Exception:
+        from ._config import config
+
+        if config.raise_internal_errors:
+            raise
+        _log.warning("kiln.aotgrad failed on this graph (an error of kiln's); it runs as captured",
+                     exc_info=True)
+        return gm.forward
 
 
-backend_rules: dict[str, Backend] = {
-    "eager": _eager,
+# Each named backend as the stages it runs, in order: a stage takes (gm, example_inputs,
+# context) and returns the callable to run.
+STAGES: dict[str, tuple[Callable[..., Any], ...]] = {
+    "eager": (),
+    "aot_eager": (_aotgrad,),
 }
+
+
+def _staged(name: str) -> Backend:
+    stages = STAGES[name]
+
+    def backend(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
+        if not stages:
+            return gm.forward
+        return stages[-1](gm, example_inputs, compile_context())
+
+    backend.__qualname__ = backend.__name__ = name
+    # aotgrad's graphs compute every size from the inputs (a trace that would need a new
+    # guard on a size is refused), so they serve every input the frame's guards admit
+    backend.handles_dynamic_inputs = True  # type: ignore[attr-defined]
+    return backend
+
+
+backend_rules: dict[str, Backend] = {name: _staged(name) for name in STAGES}
 # Names reserved for backends still to come, with what they need.
-_PLANNED = {"aot_eager": "kiln.aotgrad", "inductor": "kiln.aotgrad and kiln.inductor"}
+_PLANNED = {"inductor": "kiln.aotgrad and kiln.inductor"}
 
 
 def resolve_backend(backend: str | Backend) -> Backend:

@@ -60,7 +60,10 @@
   general path decides exactly; ``is_channels_last_contiguous_2d/3d``: a memory format
   suggestion (strides); C++ ``Contiguity.h``: the "certainly contiguous" shortcut of a
   symbolic tensor's layout flags, which otherwise asks the exact expression
-  (``KilnSymNode.is_contiguous``); C++ ``TensorUtils.cpp`` (``computeStride``: whether a
+  (``KilnSymNode.is_contiguous``); C++ ``input_metadata.cpp`` (autograd's check whether a
+  gradient must be summed to its input's shape, ``InputMetadata::maybe_reduce``): "not 1"
+  sums over the dim, which for a size of 1 gives the same values as not summing; C++
+  ``TensorUtils.cpp`` (``computeStride``: whether a
   reshape can be a view) only when called from ``torch._decomp.decompositions.matmul``, whose
   output is a new tensor whatever its reshapes were. A user's own ``reshape`` is not listed:
   a view for a real 1 where kiln assumed a copy would hide an aliasing.
@@ -310,7 +313,7 @@ _OBLIVIOUS_PY = (("torch._refs", "_broadcast_shapes"), ("torch._refs", "should_e
                  ("torch._prims_common", "_is_non_overlapping_and_dense_or_false"),
                  ("torch._prims_common", "is_channels_last_contiguous_2d"),
                  ("torch._prims_common", "is_channels_last_contiguous_3d"))
-_OBLIVIOUS_CPP = ("ExpandUtils.cpp", "Contiguity.h")
+_OBLIVIOUS_CPP = ("ExpandUtils.cpp", "Contiguity.h", "input_metadata.cpp")
 # C++ files listed only when the Python code that called into C++ is one of these
 _OBLIVIOUS_CPP_WITHIN = {"TensorUtils.cpp": (("torch._decomp.decompositions", "matmul"),)}
 

@@ -1,0 +1,117 @@
+"""``aot_compile``: a torch-level GraphModule to a callable running functional ATen graphs.
+
+Steps: fresh fake inputs (the compile context's, with their symbolic sizes, or made from the
+real example inputs), ``trace`` (forward only when no input requires grad or grad mode is
+off, else the joint graph), ``partition``, a compiler for each half (default: the graph's
+own generated Python, which is the ``aot_eager`` backend), ``make_runtime``.
+
+The trace must not decide anything about a symbolic size that the frame's guards do not
+already check: until stages can add guards to the frame (issue 15's guard sink), a trace
+that records a new guard raises ``AotUnsupported`` rather than compile a graph that would be
+wrong for sizes the guards admit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kiln.fxgraph import GraphModule
+from kiln.symshapes.bridge import FakeStorage, FakeTensor, FakeTensorMode
+
+from ._functional import AotUnsupported
+from ._partition import partition
+from ._runtime import RuntimeMeta, make_runtime
+from ._trace import trace
+
+__all__ = ["aot_compile"]
+
+_graphs_log = logging.getLogger("kiln.aot_graphs")
+
+Compiler = Callable[[GraphModule], Callable[..., Any]]
+
+
+def _generated_code(gm: GraphModule) -> Callable[..., Any]:
+    return gm.forward
+
+
+def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None, *,
+                fw_compiler: Compiler = _generated_code, bw_compiler: Compiler = _generated_code) -> Callable[..., tuple]:
+    """A callable equivalent to ``gm`` (see the module docstring). ``context``: kiln's
+    CompileContext of the graph (its ShapeEnv and fake inputs), or None for static fakes of
+    ``example_inputs``."""
+    fakes = _fresh_fakes(example_inputs, context)
+    env = next((f.fake_mode.shape_env for f in fakes if isinstance(f, FakeTensor)), None)
+    guards_before = len(env.guards) if env is not None else 0
+    asserts_before = len(env.runtime_asserts) if env is not None else 0
+    needs_grad = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+    result, constants = trace(gm, fakes, backward=needs_grad)
+    if env is not None and (len(env.guards) > guards_before or len(env.runtime_asserts) > asserts_before):
+        new = [str(g.expr) for g in env.guards[guards_before:]]
+        raise AotUnsupported(f"tracing the ATen graph decided on symbolic sizes the frame does not guard: {new}")
+    split = partition(result)
+    if _graphs_log.isEnabledFor(logging.INFO):
+        _graphs_log.info("joint graph:\n%s", result.graph.python_code().src)
+        _graphs_log.info("forward graph:\n%s", split.forward.python_code().src)
+        if split.backward is not None:
+            _graphs_log.info("backward graph:\n%s", split.backward.python_code().src)
+    forward = fw_compiler(GraphModule(dict(constants), split.forward, class_name="AotForward"))
+    backward = None
+    if split.backward is not None:
+        backward = bw_compiler(GraphModule(dict(constants), split.backward, class_name="AotBackward"))
+    mutated = [i for i, _ in result.mutated]
+    placeholders = {n: i for i, n in enumerate(result.graph.find_nodes("placeholder"))}
+    meta = RuntimeMeta(
+        num_inputs=len(fakes),
+        num_outputs=len(result.outputs),
+        mutated=tuple(mutated),
+        output_aliases=tuple(result.output_aliases),
+        alias_layouts=tuple(_alias_layout(result, k, mutated, fakes) for k in range(len(result.outputs))),
+        grad_inputs=tuple(result.grad_inputs) if backward is not None else (),
+        diff_outputs=tuple(result.diff_outputs) if backward is not None else (),
+        saved_tensor=tuple(isinstance(n.meta.get("val"), torch.Tensor) for n in split.saved),
+        saved_written_input=tuple(placeholders.get(n) if placeholders.get(n) in mutated else None
+                                  for n in split.saved),
+    )
+    return make_runtime(forward, backward, meta)
+
+
+def _alias_layout(result: Any, k: int, mutated: list[int], fakes: list[Any]) -> tuple | None:
+    i = result.output_aliases[k]
+    if i is None or i not in mutated:
+        return None
+    out, base = result.output_fakes[k], fakes[i]
+    layout = (tuple(out.shape), tuple(out.stride()), out.storage_offset() - base.storage_offset())
+    if not all(type(v) is int for v in (*layout[0], *layout[1], layout[2])):
+        raise AotUnsupported("an output is a view of an input the program writes, with symbolic sizes")
+    return layout
+
+
+def _fresh_fakes(example_inputs: list[Any], context: Any) -> list[Any]:
+    """Fake inputs for the trace: new FakeTensors with the metadata of the context's (or of
+    the real inputs'), sharing storages where those do, requiring grad where the real
+    inputs do; numbers as the context has them (a SymInt when the number varies)."""
+    if context is not None:
+        fakes = list(context.fake_inputs)
+        mode = next((f.fake_mode for f in fakes if isinstance(f, FakeTensor)), None) or FakeTensorMode()
+    else:
+        mode = FakeTensorMode()
+        fakes = [mode.from_real(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
+    if len(fakes) != len(example_inputs):
+        raise AotUnsupported(f"{len(example_inputs)} example inputs for {len(fakes)} fake inputs")
+    storages: dict[int, FakeStorage] = {}
+    fresh = []
+    for real, fake in zip(example_inputs, fakes, strict=True):
+        if not isinstance(fake, FakeTensor):
+            fresh.append(fake)
+            continue
+        storage = storages.setdefault(id(fake.fake_storage), FakeStorage(fake.device))
+        new = FakeTensor.of_metadata(mode, list(fake.shape), list(fake.stride()), fake.storage_offset(),
+                                     fake.dtype, fake.device, storage)
+        if isinstance(real, torch.Tensor) and real.requires_grad:
+            new.requires_grad_(True)
+        fresh.append(new)
+    return fresh

@@ -1,0 +1,115 @@
+"""The callable that runs compiled forward and backward graphs in place of the original.
+
+``make_runtime`` returns ``call(*inputs) -> tuple`` with the original graph's signature:
+- Without a backward graph (no input requires grad, or grad mode off when traced) it runs
+  the forward graph.
+- With one, an ``autograd.Function`` runs the forward graph, keeps what the backward needs
+  (tensors through ``save_for_backward``, sizes as numbers) and, in ``backward``, runs the
+  backward graph on them and the incoming gradients (made contiguous, as the tangents were
+  traced; zeros for an output that got none). Outputs that need no gradient are marked
+  non-differentiable; double backward raises (``once_differentiable``).
+- Inputs the program wrote get their new values copied in after the call (as eager leaves
+  them), under ``no_grad``; a saved input that is written is saved as a copy first.
+- An output that is a view of an input in eager is returned as a view of that input
+  (``as_strided`` with the view's sizes, strides and offset), so writes to one show in the
+  other, as in eager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+__all__ = ["RuntimeMeta", "make_runtime"]
+
+
+@dataclass(frozen=True)
+class RuntimeMeta:
+    num_inputs: int
+    num_outputs: int
+    mutated: tuple[int, ...]  # input index written, per written value the forward returns
+    output_aliases: tuple[int | None, ...]  # per output: the input it is a view of
+    # per output that is a view of an input written by the program: its sizes, strides and
+    # storage offset (relative to the input's) from the trace, all ints; else None
+    alias_layouts: tuple[tuple | None, ...] = ()
+    grad_inputs: tuple[int, ...] = ()
+    diff_outputs: tuple[int, ...] = ()
+    # per saved value: whether it is a tensor, and the input index when it is an input
+    # that the program writes (saved as a copy)
+    saved_tensor: tuple[bool, ...] = ()
+    saved_written_input: tuple[int | None, ...] = ()
+
+
+def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | None, meta: RuntimeMeta) -> Callable:
+    n_out, n_mut = meta.num_outputs, len(meta.mutated)
+    if backward is None:
+        def call(*args: Any) -> tuple:
+            results = forward(*args)
+            return _finish(args, results[:n_out], results[n_out:n_out + n_mut], meta)
+
+        return call
+
+    diff = frozenset(meta.diff_outputs)
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *args: Any) -> tuple:
+            results = forward(*args)
+            outs = results[:n_out]
+            written = results[n_out:n_out + n_mut]
+            saved = list(results[n_out + n_mut:])
+            for k, i in enumerate(meta.saved_written_input):
+                if i is not None:
+                    saved[k] = saved[k].clone()
+            ctx.save_for_backward(*(s for s, t in zip(saved, meta.saved_tensor, strict=True) if t))
+            ctx.numbers = [s for s, t in zip(saved, meta.saved_tensor, strict=True) if not t]
+            ctx.tangent_meta = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in meta.diff_outputs]
+            fixed = [o for i, o in enumerate(outs) if i not in diff and isinstance(o, torch.Tensor)]
+            ctx.mark_non_differentiable(*fixed, *(w for w in written if isinstance(w, torch.Tensor)))
+            return (*outs, *written)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx: Any, *grads: Any) -> tuple:
+            tensors, numbers = iter(ctx.saved_tensors), iter(ctx.numbers)
+            saved = [next(tensors) if t else next(numbers) for t in meta.saved_tensor]
+            tangents = []
+            for i, (shape, dtype, device) in zip(meta.diff_outputs, ctx.tangent_meta, strict=True):
+                g = grads[i]
+                tangents.append(torch.zeros(shape, dtype=dtype, device=device) if g is None else g.contiguous())
+            grads_in = backward(*saved, *tangents)
+            result: list[Any] = [None] * meta.num_inputs
+            for i, g in zip(meta.grad_inputs, grads_in, strict=True):
+                result[i] = g
+            return tuple(result)
+
+    def call(*args: Any) -> tuple:
+        results = CompiledFunction.apply(*args)
+        return _finish(args, results[:n_out], results[n_out:], meta)
+
+    return call
+
+
+def _finish(args: tuple, outs: Any, written: Any, meta: RuntimeMeta) -> tuple:
+    if written:
+        with torch.no_grad():
+            for i, value in zip(meta.mutated, written, strict=True):
+                args[i].copy_(value)
+    if any(a is not None for a in meta.output_aliases):
+        outs = list(outs)
+        for k, i in enumerate(meta.output_aliases):
+            if i is None or not isinstance(outs[k], torch.Tensor):
+                continue
+            layout = meta.alias_layouts[k] if meta.alias_layouts else None
+            if layout is not None:
+                size, stride, offset = layout
+                outs[k] = args[i].as_strided(size, stride, args[i].storage_offset() + offset)
+            else:
+                # not written: the forward graph made it with view ops on the input itself
+                o = outs[k]
+                outs[k] = args[i].as_strided(o.size(), o.stride(), o.storage_offset())
+    return tuple(outs)

@@ -1,0 +1,464 @@
+"""Tracing a torch-level graph to a functional ATen graph, forward and (optionally) backward.
+
+``trace(gm, fake_inputs, ...)`` runs the GraphModule's own code on fake tensors under
+``_Recorder``, a ``__torch_dispatch__`` mode above kiln's FakeTensorMode: every ATen op the
+program reaches (after autograd, composite ops already decomposed by torch) becomes a node
+of a new kiln.fxgraph Graph whose target is the overload (``aten.mm.default``). With
+``backward=True`` it then calls ``torch.autograd.grad`` of the differentiable outputs with
+tangents as extra placeholders, so the backward's ops land in the same (joint) graph.
+
+Functionalization happens while recording (see ``_functional.py`` for the op variants):
+an op that writes one of its arguments is recorded as its functional variant, and the
+value it wrote becomes the tensor's current node. Writes through a view reach its base as
+``as_strided_scatter`` on the storage's base value; every other tensor of that storage is
+regenerated from the base (``as_strided``) the next time it is used. So the graph holds no
+in-place op and no aliasing that matters: the only effects left are the final values of
+the graph inputs that were written, returned as ``TraceResult.mutated``.
+
+Invariants:
+- Node order is execution order; every node's ``meta["val"]`` is its fake value and
+  ``meta["phase"]`` is ``"forward"`` or ``"backward"``.
+- Placeholders: the graph inputs in order (``primals``), then the tangents (``tangents``).
+- A symbolic size an op needs is computed in the graph from the inputs (``sym_size`` of the
+  input dim it came from, then Python arithmetic), so the graph serves every size the
+  frame's guards admit.
+- Anything the recorder cannot express (a write to a tensor whose base is not dense, an
+  op that resizes or re-views a graph input in place, a size with no source) raises
+  ``AotUnsupported`` naming it; nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kiln.fxgraph import Graph, GraphModule, Node
+from kiln.symshapes.bridge import FakeTensor, FakeTensorMode
+
+from ._functional import AotUnsupported, functional_variant
+
+__all__ = ["TraceResult", "trace"]
+
+_aten = torch.ops.aten
+
+
+@dataclass
+class TraceResult:
+    """The joint (or forward-only) graph and what the runtime needs to know about it."""
+
+    graph: Graph
+    num_inputs: int
+    outputs: list[Any]  # per graph output: its Node, or a constant
+    output_fakes: list[Any]
+    # graph inputs written by the program: (input index, Node of the final value)
+    mutated: list[tuple[int, Node]]
+    # per output: the input index whose storage it shares (a view of that input), or None
+    output_aliases: list[int | None]
+    # backward only: the inputs that get gradients, the outputs that take tangents, the
+    # gradient Nodes (None where an input gets no gradient), the tangent placeholders
+    grad_inputs: list[int] = field(default_factory=list)
+    diff_outputs: list[int] = field(default_factory=list)
+    grads: list[Node | None] = field(default_factory=list)
+    tangents: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class _Storage:
+    base: FakeTensor  # the first tensor seen on this storage
+    node: Node  # the current value of ``base``
+    version: int = 0
+
+
+class _Recorder(TorchDispatchMode):
+    """Records each ATen op as a functional node (see the module docstring)."""
+
+    def __init__(self, graph: Graph, shape_env: Any) -> None:
+        super().__init__()
+        self.graph = graph
+        self.shape_env = shape_env
+        self.phase = "forward"
+        self._nodes: dict[int, tuple[Node, int]] = {}  # id(fake) -> (node, storage version)
+        self._storages: dict[int, _Storage] = {}  # id(FakeStorage) -> state
+        self._alive: list[Any] = []  # keeps every mapped fake alive, so ids stay unique
+        self._symbols: dict[sympy.Symbol, Any] = {}  # symbol -> Node, or (input node, dim)
+        self._constants: dict[int, Node] = {}
+        self.constant_values: dict[str, torch.Tensor] = {}
+        self.input_storages: set[int] = set()  # id of each graph input's FakeStorage
+
+    # -- values ---------------------------------------------------------------------------
+    def bind(self, fake: Any, node: Node) -> None:
+        """``node`` is the current value of ``fake`` (a new tensor, or a new value of it)."""
+        self._alive.append(fake)
+        storage = self._storages.get(id(fake.fake_storage))
+        if storage is None:
+            storage = self._storages[id(fake.fake_storage)] = _Storage(fake, node)
+            self._alive.append(fake.fake_storage)
+        self._nodes[id(fake)] = (node, storage.version)
+
+    def bind_symbols(self, fake: Any, node: Node) -> None:
+        """The symbols among ``fake``'s sizes are ``sym_size`` of ``node`` (made when used)."""
+        if isinstance(fake, torch.Tensor):
+            for d, size in enumerate(fake.shape):
+                if isinstance(size, torch.SymInt):
+                    expr = size.node.expr
+                    if isinstance(expr, sympy.Symbol) and expr not in self._symbols:
+                        self._symbols[expr] = (node, d)
+        elif isinstance(fake, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            expr = fake.node.expr
+            if isinstance(expr, sympy.Symbol) and expr not in self._symbols:
+                self._symbols[expr] = node
+
+    def node_of(self, value: Any) -> Any:
+        """The graph value for an argument: a Node for a tensor or symbolic number, the
+        value itself otherwise (lists and tuples element by element)."""
+        if isinstance(value, torch.Tensor):
+            return self._tensor_node(value)
+        if isinstance(value, (list, tuple)):
+            mapped = [self.node_of(v) for v in value]
+            return type(value)(mapped) if isinstance(value, tuple) else mapped
+        if isinstance(value, dict):
+            return {k: self.node_of(v) for k, v in value.items()}
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return self._expr_node(value.node.expr, type(value))
+        return value
+
+    def _tensor_node(self, fake: Any) -> Node:
+        entry = self._nodes.get(id(fake))
+        if entry is None:
+            return self._constant(fake)
+        node, version = entry
+        storage = self._storages.get(id(fake.fake_storage))
+        if storage is not None and version < storage.version:
+            # written through another tensor of its storage since: rebuild from the base
+            node = storage.node if fake is storage.base else self._view_of_base(storage, fake)
+            self._nodes[id(fake)] = (node, storage.version)
+        return node
+
+    def _constant(self, value: torch.Tensor) -> Node:
+        if isinstance(value, FakeTensor):
+            raise AotUnsupported(f"a fake tensor of shape {tuple(value.shape)} that no op of the graph made "
+                                 "and no input holds")
+        node = self._constants.get(id(value))
+        if node is None:
+            name = f"tensor_constant{len(self.constant_values)}"
+            self.constant_values[name] = value
+            with self.graph.inserting_before(self._first_op()):
+                node = self._constants[id(value)] = self.graph.get_attr(name)
+            self._alive.append(value)
+        return node
+
+    def _first_op(self) -> Node | None:
+        return next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+
+    def _view_of_base(self, storage: _Storage, fake: Any) -> Node:
+        base = storage.base
+        offset = fake.storage_offset() - base.storage_offset()
+        return self._call(_aten.as_strided.default,
+                          (storage.node, self.node_of(list(fake.shape)), self.node_of(list(fake.stride())),
+                           self.node_of(offset)), {}, fake)
+
+    def _expr_node(self, expr: sympy.Basic, kind: type) -> Any:
+        """A Node computing ``expr`` from the inputs' sizes (a constant stays a number)."""
+        expr = self.shape_env.simplify(expr) if self.shape_env is not None else expr
+        if expr.is_Integer:
+            return int(expr)
+        if expr.is_Float or expr.is_Rational:
+            return float(expr)
+        if expr is sympy.true or expr is sympy.false:
+            return expr is sympy.true
+        return _ExprBuilder(self).build(expr)
+
+    def symbol_node(self, sym: sympy.Symbol) -> Node:
+        source = self._symbols.get(sym)
+        if source is None:
+            raise AotUnsupported(f"the size {sym} comes from no input of the graph")
+        if isinstance(source, Node):
+            return source
+        tensor_node, dim = source
+        with self.graph.inserting_after(tensor_node):
+            node = self.graph.call_function(_aten.sym_size.int, (tensor_node, dim))
+        node.meta["phase"] = "forward"
+        self._symbols[sym] = node
+        return node
+
+    # -- ops ------------------------------------------------------------------------------
+    def _call(self, target: Any, args: tuple, kwargs: dict, val: Any) -> Node:
+        node = self.graph.call_function(target, args, kwargs)
+        node.meta["val"] = val
+        node.meta["phase"] = self.phase
+        return node
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.record(func, args, kwargs, out)
+        return out
+
+    def record(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        schema = func._schema
+        written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+        if not written:
+            node = self._call(func, self.node_of(args), self.node_of(kwargs), out)
+            self._bind_outputs(node, out)
+            return
+        variant = functional_variant(func)
+        values = _arguments(schema, args, kwargs)
+        targets = [values[schema.arguments[i].name] for i in written]
+        if variant.inplace_view:
+            # t_, squeeze_, ...: only the tensor's metadata changes; its new value is a view
+            fake = targets[0]
+            if self._is_input(fake):
+                raise AotUnsupported(f"{func} changes the sizes or strides of a graph input in place")
+            f_args = {k: v for k, v in values.items() if k in variant.argument_names}
+            node = self._call(variant.op, (), self.node_of(f_args), fake)
+            self._nodes[id(fake)] = (node, self._storages[id(fake.fake_storage)].version)
+            return
+        f_kwargs = {k: v for k, v in values.items() if k in variant.argument_names}
+        node = self._call(variant.op, (), self.node_of(f_kwargs), None)
+        results = [node] if variant.num_returns == 1 else [
+            self._getitem(node, i) for i in range(variant.num_returns)]
+        vals: list[Any] = [None] * variant.num_returns
+        for fake, index in zip(targets, variant.written_results, strict=True):
+            vals[index] = fake
+        for result, index in zip(_flat_outputs(out), variant.returned_results, strict=False):
+            if index is not None and vals[index] is None:
+                vals[index] = result
+        for r, val in zip(results, vals, strict=True):
+            r.meta["val"] = val
+        node.meta["val"] = tuple(vals) if variant.num_returns > 1 else vals[0]
+        for fake, index in zip(targets, variant.written_results, strict=True):
+            self._write(fake, results[index], func)
+        for result, index in zip(_flat_outputs(out), variant.returned_results, strict=False):
+            if isinstance(result, torch.Tensor) and index is not None and id(result) not in self._nodes:
+                self.bind(result, results[index])
+
+    def _getitem(self, node: Node, i: int) -> Node:
+        item = self.graph.call_function(operator.getitem, (node, i))
+        item.meta["phase"] = self.phase
+        return item
+
+    def _write(self, fake: Any, value: Node, func: Any) -> None:
+        """``value`` is the new content of ``fake``; its storage's base follows."""
+        storage = self._storages.get(id(fake.fake_storage))
+        if storage is None:
+            raise AotUnsupported(f"{func} writes a tensor that no op of the graph made and no input holds")
+        if fake is not storage.base and not _covers_same_memory(fake, storage.base):
+            base = storage.base
+            if not _dense(base):
+                raise AotUnsupported(f"{func} writes through a view of a tensor that is not dense "
+                                     f"(sizes {tuple(base.shape)}, strides {tuple(base.stride())})")
+            current = self._tensor_node(base)
+            offset = fake.storage_offset() - base.storage_offset()
+            value = self._call(_aten.as_strided_scatter.default,
+                               (current, value, self.node_of(list(fake.shape)), self.node_of(list(fake.stride())),
+                                self.node_of(offset)), {}, base)
+        storage.node = value
+        storage.version += 1
+        if fake is not storage.base:
+            self._nodes[id(fake)] = (self._view_of_base(storage, fake), storage.version)
+        self._nodes[id(storage.base)] = (value, storage.version)
+
+    def _is_input(self, fake: Any) -> bool:
+        return id(fake.fake_storage) in self.input_storages
+
+    def _bind_outputs(self, node: Node, out: Any) -> None:
+        if isinstance(out, torch.Tensor):
+            self.bind(out, node)
+        elif isinstance(out, (tuple, list)):
+            for i, item in enumerate(out):
+                if isinstance(item, torch.Tensor):
+                    self.bind(item, self._getitem_val(node, i, item))
+                elif isinstance(item, (list, tuple)):
+                    inner = self._getitem_val(node, i, item)
+                    for j, t in enumerate(item):
+                        if isinstance(t, torch.Tensor):
+                            self.bind(t, self._getitem_val(inner, j, t))
+
+    def _getitem_val(self, node: Node, i: int, val: Any) -> Node:
+        item = self._getitem(node, i)
+        item.meta["val"] = val
+        return item
+
+    # -- the end ----------------------------------------------------------------------------
+    def input_writes(self, inputs: list[Any]) -> list[tuple[int, Node]]:
+        """The inputs whose storage was written, with the final value of each."""
+        writes = []
+        for i, fake in enumerate(inputs):
+            if not isinstance(fake, torch.Tensor):
+                continue
+            storage = self._storages.get(id(fake.fake_storage))
+            if storage is not None and storage.version > 0:
+                if fake is not storage.base:
+                    raise AotUnsupported(f"input {i} shares its storage with an earlier input and is written")
+                writes.append((i, storage.node))
+        return writes
+
+
+class _ExprBuilder:
+    """Nodes computing a sympy expression over size symbols (Python int semantics)."""
+
+    _FOLD = {sympy.Add: operator.add, sympy.Mul: operator.mul}
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self.recorder = recorder
+
+    def build(self, expr: sympy.Basic) -> Any:
+        if expr.is_Integer:
+            return int(expr)
+        if isinstance(expr, sympy.Symbol):
+            return self.recorder.symbol_node(expr)
+        name = type(expr).__name__
+        args = [self.build(a) for a in expr.args]
+        if type(expr) in self._FOLD:
+            result = args[0]
+            for a in args[1:]:
+                result = self._op(self._FOLD[type(expr)], result, a)
+            return result
+        if name == "FloorDiv":
+            return self._op(operator.floordiv, *args)
+        if name in ("Mod", "PythonMod"):
+            return self._op(operator.mod, *args)
+        if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
+            return self._op(operator.pow, args[0], int(expr.exp))
+        if name in ("Max", "Min"):
+            import torch.fx.experimental.sym_node as _sym  # noqa: F401  (sym_max/sym_min exist)
+
+            fn = torch.sym_max if name == "Max" else torch.sym_min
+            result = args[0]
+            for a in args[1:]:
+                result = self._op(fn, result, a)
+            return result
+        raise AotUnsupported(f"a size expression kiln cannot compute in the graph: {expr}")
+
+    def _op(self, fn: Any, *args: Any) -> Any:
+        if all(isinstance(a, int) for a in args):
+            return fn(*args)
+        node = self.recorder.graph.call_function(fn, tuple(args))
+        node.meta["phase"] = self.recorder.phase
+        return node
+
+
+def _arguments(schema: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    values = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(args):
+            values[arg.name] = args[i]
+        elif arg.name in kwargs:
+            values[arg.name] = kwargs[arg.name]
+    return values
+
+
+def _flat_outputs(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _expr(value: Any) -> sympy.Basic:
+    return value.node.expr if isinstance(value, torch.SymInt) else sympy.Integer(value)
+
+
+def _dense(t: Any) -> bool:
+    """Whether ``t``'s elements fill its memory exactly: in some order its dims have strides
+    1, size, size * size, ... as expressions (true for every size; no guard). Then
+    ``as_strided_scatter`` on its value reaches every view of it."""
+    dims = [d for d, s in enumerate(t.shape) if not (type(s) is int and s == 1)]
+    strides = [_expr(s) for s in t.stride()]
+    expected: sympy.Basic = sympy.Integer(1)
+    while dims:
+        matches = [d for d in dims if sympy.expand(strides[d] - expected) == 0]
+        if len(matches) != 1:
+            return False
+        dims.remove(matches[0])
+        expected = expected * _expr(t.shape[matches[0]])
+    return True
+
+
+def _covers_same_memory(a: Any, b: Any) -> bool:
+    """Same sizes, strides and offset, as expressions (no guard)."""
+    if a.dim() != b.dim():
+        return False
+    pairs = [*zip(a.shape, b.shape, strict=True), *zip(a.stride(), b.stride(), strict=True),
+             (a.storage_offset(), b.storage_offset())]
+    return all(sympy.expand(_expr(x) - _expr(y)) == 0 for x, y in pairs)
+
+
+def trace(gm: GraphModule, fake_inputs: list[Any], *, backward: bool) -> tuple[TraceResult, dict[str, Any]]:
+    """The functional ATen graph of ``gm`` on ``fake_inputs`` (kiln fakes of one mode, or
+    numbers): forward only, or joint forward and backward. Returns the result and the
+    constant tensors its ``get_attr`` nodes name."""
+    mode = next((f.fake_mode for f in fake_inputs if isinstance(f, FakeTensor)), None)
+    if mode is None:
+        mode = FakeTensorMode()
+    graph = Graph()
+    recorder = _Recorder(graph, mode.shape_env)
+    primals = []
+    for i, fake in enumerate(fake_inputs):
+        node = graph.placeholder(f"primals_{i + 1}")
+        node.meta["val"] = fake
+        node.meta["phase"] = "forward"
+        primals.append(node)
+        if isinstance(fake, torch.Tensor):
+            recorder.bind(fake, node)
+            recorder.input_storages.add(id(fake.fake_storage))
+        recorder.bind_symbols(fake, node)
+    inputs_storage = {id(f.fake_storage): i for i, f in enumerate(fake_inputs) if isinstance(f, torch.Tensor)}
+    with mode, recorder:
+        outs = gm.forward(*fake_inputs)
+        if not isinstance(outs, (tuple, list)):
+            raise AotUnsupported(f"the graph returns a {type(outs).__name__}, not a tuple")
+        outputs = [recorder.node_of(o) for o in outs]
+        aliases = [inputs_storage.get(id(o.fake_storage)) if isinstance(o, FakeTensor) else None for o in outs]
+        mutated = recorder.input_writes(list(fake_inputs))
+        result = TraceResult(graph, len(fake_inputs), outputs, list(outs), mutated, aliases)
+        if backward:
+            _trace_backward(recorder, result, fake_inputs, mode)
+    out_values = [*result.outputs, *(n for _, n in result.mutated), *result.grads]
+    graph.output(tuple(out_values))
+    return result, recorder.constant_values
+
+
+def _trace_backward(recorder: _Recorder, result: TraceResult, fake_inputs: list[Any], mode: Any) -> None:
+    """Gradients of the differentiable outputs with respect to the inputs that require grad,
+    with a contiguous tangent placeholder per differentiable output."""
+    graph = recorder.graph
+    result.grad_inputs = [i for i, f in enumerate(fake_inputs) if isinstance(f, torch.Tensor) and f.requires_grad]
+    result.diff_outputs = [i for i, o in enumerate(result.output_fakes)
+                           if isinstance(o, torch.Tensor) and o.requires_grad and result.output_aliases[i] is None]
+    if not result.grad_inputs or not result.diff_outputs:
+        result.grads = [None] * len(result.grad_inputs)
+        return
+    tangents = []
+    first_op = recorder._first_op()
+    for k, i in enumerate(result.diff_outputs):
+        out = result.output_fakes[i]
+        fake = FakeTensor.of_metadata(mode, list(out.shape), _contiguous(out.shape), 0, out.dtype, out.device)
+        with graph.inserting_before(first_op):
+            node = graph.placeholder(f"tangents_{k + 1}")
+        node.meta["val"] = fake
+        node.meta["phase"] = "backward"
+        recorder.bind(fake, node)
+        tangents.append((node, fake))
+    result.tangents = [n for n, _ in tangents]
+    recorder.phase = "backward"
+    try:
+        grads = torch.autograd.grad([result.output_fakes[i] for i in result.diff_outputs],
+                                    [fake_inputs[i] for i in result.grad_inputs],
+                                    grad_outputs=[f for _, f in tangents], allow_unused=True)
+    except AotUnsupported:
+        raise
+    except RuntimeError as e:
+        # e.g. a saved tensor written in place since: eager raises this at backward() time
+        raise AotUnsupported(f"the backward fails on the traced values: {e}") from e
+    result.grads = [None if g is None else recorder.node_of(g) for g in grads]
+
+
+def _contiguous(shape: Any) -> list[Any]:
+    strides, product = [], 1
+    for size in reversed(list(shape)):
+        strides.append(product)
+        product = product * size
+    return strides[::-1]

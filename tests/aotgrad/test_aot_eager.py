@@ -1,0 +1,170 @@
+"""backend="aot_eager": training steps through kiln.aotgrad's forward and backward graphs
+match eager (losses, every gradient and parameter, BatchNorm's running statistics, dropout's
+masks), inference runs one forward graph, inputs the program writes are written, views
+of inputs stay views, and sizes that are symbols are served by one graph."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import kiln
+
+
+class _Counting:
+    """A backend that counts graphs, each compiled by kiln.aotgrad (which refuses what it
+    cannot take, rather than falling back as backend="aot_eager" does)."""
+
+    handles_dynamic_inputs = True  # aotgrad's graphs serve every size the guards admit
+
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        from kiln.aotgrad import aot_compile
+
+        self.graphs += 1
+        return aot_compile(gm, example_inputs, kiln.compile_context())
+
+
+def _train(model, inputs, *, steps=3, dynamic=None, loss=lambda out: out.square().mean()):
+    """Compiled and eager copies of ``model`` take the same SGD steps; everything must match."""
+    kiln.reset()
+    torch.manual_seed(0)
+    reference = copy.deepcopy(model)
+    backend = _Counting()
+    compiled = kiln.compile(model, backend=backend, dynamic=dynamic)
+    opt_ref = torch.optim.SGD(reference.parameters(), lr=0.05)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(steps):
+        x = inputs(step)
+        torch.manual_seed(100 + step)
+        expected = loss(reference(x))
+        expected.backward()
+        torch.manual_seed(100 + step)
+        got = loss(compiled(x))
+        got.backward()
+        torch.testing.assert_close(got, expected)
+        for (name, p_ref), p in zip(reference.named_parameters(), model.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, p_ref.grad, msg=name)
+        opt_ref.step()
+        opt.step()
+        opt_ref.zero_grad()
+        opt.zero_grad()
+    for (name, ref), value in zip(reference.state_dict().items(), model.state_dict().values(), strict=True):
+        torch.testing.assert_close(value, ref, msg=name)
+    return backend.graphs
+
+
+def test_mlp_training_matches_eager():
+    model = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+    assert _train(model, lambda s: torch.randn(8, 6)) == 1
+
+
+def test_convnet_with_batchnorm_in_train_mode_updates_running_stats_like_eager():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(4 * 3 * 3, 2))
+    assert _train(model, lambda s: torch.randn(2, 3, 8, 8)) == 1
+    assert int(model[1].num_batches_tracked) == 3
+
+
+def test_dropout_masks_match_eager_under_the_same_seed():
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 2))
+    assert _train(model, lambda s: torch.randn(5, 8)) == 1
+
+
+class _Block(nn.Module):
+    """A transformer block with dropout in attention and MLP."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, dropout=0.1, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d), nn.Dropout(0.1))
+
+    def forward(self, x):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+def test_transformer_block_with_dropout_matches_eager():
+    assert _train(_Block(), lambda s: torch.randn(2, 5, 16)) == 1
+
+
+class _Cell(nn.Module):
+    """A hand-written LSTM-style cell unrolled over a short sequence."""
+
+    def __init__(self, d=6, h=8):
+        super().__init__()
+        self.ih, self.hh = nn.Linear(d, 4 * h), nn.Linear(h, 4 * h)
+        self.h = h
+
+    def forward(self, xs):
+        h = xs.new_zeros(xs.shape[0], self.h)
+        c = torch.zeros_like(h)
+        for t in range(xs.shape[1]):
+            i, f, g, o = (self.ih(xs[:, t]) + self.hh(h)).chunk(4, dim=-1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return h
+
+
+def test_lstm_style_cell_matches_eager():
+    assert _train(_Cell(), lambda s: torch.randn(3, 4, 6)) == 1
+
+
+def test_symbolic_batch_serves_every_size_including_1():
+    model = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 2))
+    sizes = [5, 3, 1, 7]
+    assert _train(model, lambda s: torch.randn(sizes[s], 4), steps=4, dynamic=True) == 1
+
+
+def test_bias_gradient_of_a_symbolic_batch_needs_no_guard():
+    """autograd sums a linear's bias gradient over the batch; for a batch that may be 1 that
+    is decided without a guard (input_metadata.cpp is an oblivious site), so the graph is
+    not refused and a batch of 1 reuses it."""
+    model = nn.Linear(4, 3)
+    assert _train(model, lambda s: torch.randn([6, 1, 2][s], 4), dynamic=True) == 1
+
+
+def test_inference_under_no_grad_runs_one_forward_graph():
+    kiln.reset()
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.BatchNorm1d(8))
+    reference = copy.deepcopy(model)
+    compiled = kiln.compile(model, backend="aot_eager")
+    x = torch.randn(6, 4)
+    with torch.no_grad():
+        out = compiled(x)
+        expected = reference(x)
+    torch.testing.assert_close(out, expected)
+    assert not out.requires_grad
+    torch.testing.assert_close(model[2].running_mean, reference[2].running_mean)
+
+
+def test_named_backend_runs_aotgrad_and_trains():
+    kiln.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 5), nn.Sigmoid(), nn.Linear(5, 1))
+    reference = copy.deepcopy(model)
+    compiled = kiln.compile(model, backend="aot_eager")
+    x = torch.randn(4, 3)
+    compiled(x).sum().backward()
+    reference(x).sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad)
+    out = compiled(x)
+    assert out.grad_fn is not None and type(out.grad_fn).__name__ == "CompiledFunctionBackward"
+
+
+def test_double_backward_is_refused_clearly():
+    kiln.reset()
+    model = nn.Linear(3, 1)
+    compiled = kiln.compile(model, backend="aot_eager")
+    x = torch.randn(2, 3)
+    (g,) = torch.autograd.grad(compiled(x).tanh().sum(), [model.weight], create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice a function that was marked with @once_differentiable"):
+        g.sum().backward()
