@@ -335,7 +335,17 @@ def test_frozen_stdlib_frames_are_never_compiled():
     from kiln._policy import never_root
 
     assert bootstrap.FileLoader.__init__.__code__.co_filename.startswith("<frozen ")
-    assert never_root(bootstrap.FileLoader.__init__.__code__)
+    assert never_root(bootstrap.FileLoader.__init__.__code__, bootstrap.__dict__)
+
+
+def test_code_inside_kiln_is_a_root_only_when_its_module_says_it_is_user_code():
+    import kiln._api as api
+    import kiln.demo._model as model
+    from kiln._policy import never_root
+
+    assert not never_root(model.GPT.forward.__code__, model.__dict__)  # __kiln_user_code__ = True
+    assert never_root(model.GPT.forward.__code__, {})  # where it lives does not make it user code
+    assert never_root(api.compile.__code__, api.__dict__)
 
 
 class _Twice(torch.autograd.Function):

@@ -12,7 +12,6 @@ from torch import nn
 
 import kiln
 import kiln.frameeval as fe
-from kiln import _policy
 from kiln._backends import backend_rules, compile_graph
 from kiln.fxgraph import Graph, GraphModule
 from kiln.fxgraph.torch_fx import to_torch_fx
@@ -20,7 +19,7 @@ from kiln.fxgraph.torch_fx import to_torch_fx
 
 def _codes_compiled():
     """Every code object kiln captured so far (cache entries or given up on)."""
-    return _policy.stats.code_guards.keys() | _policy.stats.eager_codes.keys()
+    return kiln.session().stats.code_guards.keys() | kiln.session().stats.eager_codes.keys()
 
 
 @pytest.mark.slow  # inductor's compile: seconds warm, tens of seconds cold on 2 cores
@@ -32,7 +31,6 @@ def test_torch_inductor_compile_fx_as_a_callable_backend():
     script = textwrap.dedent("""
         import torch, kiln
         from torch import nn
-        from kiln import _policy
         from kiln.fxgraph.torch_fx import to_torch_fx
         from torch._inductor.compile_fx import compile_fx
 
@@ -49,7 +47,7 @@ def test_torch_inductor_compile_fx_as_a_callable_backend():
             for _ in range(3):
                 torch.testing.assert_close(compiled(x), model(x))
         assert len(seen) == 1, len(seen)
-        names = sorted(c.co_name for c in _policy.stats.code_guards)
+        names = sorted(c.co_name for c in kiln.session().stats.code_guards)
         assert names == ["_call_impl"] or names == ["forward"], names
         print("OK")
     """)
@@ -274,7 +272,7 @@ def test_an_exception_in_a_callable_backend_reaches_the_user(fullgraph):
     assert info.value.inner_exception is info.value.__cause__
     assert info.value.backend_name == "_failing_backend"
     # nothing was given up on: the next call tries again and raises again
-    assert not _policy.stats.eager_codes
+    assert not kiln.session().stats.eager_codes
     with pytest.raises(kiln.BackendCompilerFailed):
         compiled(torch.randn(3))
 
@@ -298,7 +296,7 @@ def test_with_suppress_errors_a_backend_failure_runs_eagerly_with_a_warning(monk
         torch.testing.assert_close(compiled(x), fn(x))
     warned = [r for r in caplog.records if "running it eagerly" in r.getMessage()]
     assert len(warned) == 1 and "BackendCompilerFailed" in warned[0].getMessage()
-    assert fn.__code__ in _policy.stats.eager_codes
+    assert fn.__code__ in kiln.session().stats.eager_codes
 
 
 class _UserError(Exception):

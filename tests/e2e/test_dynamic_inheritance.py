@@ -22,7 +22,6 @@ from e2e_support import CountingBackend
 from torch import nn
 
 import kiln
-from kiln import _policy
 from kiln.guards import LocalSource
 
 
@@ -30,7 +29,7 @@ def compile_counts():
     """Captures per code object so far: ``{name: sorted counts}``, one count per code object
     of that name (resume functions named without their line: ``__kiln_resume_in_f``)."""
     counts = {}
-    for code, guards in _policy.stats.code_guards.items():
+    for code, guards in kiln.session().stats.code_guards.items():
         name = re.sub(r"_at_\d+$", "", code.co_name)
         counts.setdefault(name, []).append(len(guards))
     return {name: sorted(c) for name, c in counts.items()}
@@ -155,11 +154,11 @@ def test_graph_input_numbers_carry_over_to_the_resume_function():
     _run(compiled, _scaled, calls)
     assert compile_counts() == {"_scaled": [3], "__kiln_resume_in__scaled": [1]}
     assert len(counting.graphs) == 4
-    assert _policy.stats.dynamic_numbers[compiled_resume_code("_scaled")] == {LocalSource("scale")}
+    assert kiln.session().stats.dynamic_numbers[compiled_resume_code("_scaled")] == {LocalSource("scale")}
 
 
 def compiled_resume_code(parent):
-    (code,) = [c for c in _policy.stats.code_guards if c.co_name.startswith(f"__kiln_resume_in_{parent}_at_")]
+    (code,) = [c for c in kiln.session().stats.code_guards if c.co_name.startswith(f"__kiln_resume_in_{parent}_at_")]
     return code
 
 
@@ -217,7 +216,7 @@ def test_past_its_recompile_limit_a_model_runs_eagerly_and_its_layers_compile_on
     all, and no layer warns however many calls follow."""
     sizes = [(b, 8) for b in (2, 3, 4, 5, 6, 2, 3, 4, 5, 6, 7, 9, 11, 13, 2, 3)]
     counting, said = _restless_run(sizes, 4, monkeypatch)
-    assert {c.co_qualname: len(g) for c, g in _policy.stats.code_guards.items()} == {
+    assert {c.co_qualname: len(g) for c, g in kiln.session().stats.code_guards.items()} == {
         "Restless.forward": 4, "Block.forward": 1, "Linear.forward": 1}
     assert len(counting.graphs) == 6
     assert len(said) == 1 and "Restless.forward" in said[0] and "recompile_limit=4" in said[0]
@@ -229,7 +228,7 @@ def test_layers_learn_on_their_own_what_the_model_never_saw_change(monkeypatch):
     reach a limit of their own, and the one warning is the model's."""
     sizes = [(4, 8)] * 5 + [(b, 8) for b in (2, 3, 5, 6, 7)]
     counting, said = _restless_run(sizes, 4, monkeypatch)
-    assert {c.co_qualname: len(g) for c, g in _policy.stats.code_guards.items()} == {
+    assert {c.co_qualname: len(g) for c, g in kiln.session().stats.code_guards.items()} == {
         "Restless.forward": 4, "Block.forward": 2, "Linear.forward": 2}
     assert len(counting.graphs) == 8
     assert len(said) == 1 and "Restless.forward" in said[0]
@@ -242,9 +241,9 @@ def test_a_size_equal_by_chance_is_a_symbol_and_answers_stay_right(monkeypatch):
     an error); the answers are eager's, and further batch sizes reuse the graph."""
     sizes = [(b, 3, 8) for b in (2, 3, 4, 5, 8, 6, 7, 9)]
     counting, said = _restless_run(sizes, 4, monkeypatch)
-    dims = {c.co_qualname: d for c, d in _policy.stats.dynamic_dims.items()}
+    dims = {c.co_qualname: d for c, d in kiln.session().stats.dynamic_dims.items()}
     assert dims["Block.forward"] == {LocalSource("x"): {0, 1, 2}}
-    assert {c.co_qualname: len(g) for c, g in _policy.stats.code_guards.items()} == {
+    assert {c.co_qualname: len(g) for c, g in kiln.session().stats.code_guards.items()} == {
         "Restless.forward": 4, "Block.forward": 1, "Linear.forward": 1}
     assert len(counting.graphs) == 6 and len(said) == 1
 

@@ -13,7 +13,8 @@ import torch
 from cases import CASES
 from e2e_support import assert_same, clone_args
 
-from kiln.symexec._breaks import _CALLS, _JUMPS, clear_resume_functions
+from kiln.symexec import SymexecCaches
+from kiln.symexec._breaks import _CALLS, _JUMPS
 from kiln.symexec._capture import _trace
 from kiln.symexec._unsupported import Unsupported
 from kiln.symexec.bytecode import decode, in_loop, resumable
@@ -58,7 +59,7 @@ def _run(fn, args, kwargs, compile_resumes):
     import kiln.frameeval as fe
     from kiln._policy import FrameCompiler
 
-    with fe.callback_set(FrameCompiler(lambda gm, example_inputs: gm.forward, fullgraph=False)):
+    with fe.callback_set(FrameCompiler(lambda gm, example_inputs: gm.forward)):
         return fn(*args, **kwargs)
 
 
@@ -71,8 +72,9 @@ def test_forced_break_at_every_breakable_instruction(name, compile_resumes):
     func, _, _, _ = _function_and_arguments(fn, args, kwargs)
     points = _break_points(func.__code__)
     tried = 0
+    caches = SymexecCaches()  # shared by the traces below, with fresh resume functions for each
     for index in points:
-        clear_resume_functions()
+        caches.resume_functions.clear()
         eager_fn, eager_args, eager_kwargs = make()
         eager_args, eager_kwargs = clone_args(pristine)
         expected = eager_fn(*eager_args, **eager_kwargs)
@@ -80,7 +82,7 @@ def test_forced_break_at_every_breakable_instruction(name, compile_resumes):
         run_args, run_kwargs = clone_args(pristine)
         func, L, call_args, call_kwargs = _function_and_arguments(run_fn, run_args, run_kwargs)
         try:
-            cap = _trace(func.__code__, L, func.__globals__, (index, 1), Unsupported("forced"))
+            cap = _trace(func.__code__, L, func.__globals__, (index, 1), Unsupported("forced"), caches=caches)
         except Unsupported:
             continue  # refused while tracing (a value the resume needs, a try block, ...)
         except Exception as e:  # the trace never reached the instruction: it ended before
@@ -129,11 +131,12 @@ def test_forced_breaks_in_a_transformers_forward(name):
     with torch.no_grad():
         expected = forward(model, input_ids=ids).last_hidden_state
         broken = 0
+        caches = SymexecCaches()
         for index in _break_points(forward.__code__):
-            clear_resume_functions()
+            caches.resume_functions.clear()
             try:
                 cap = _trace(forward.__code__, dict(bound.arguments), forward.__globals__, (index, 1),
-                             Unsupported("forced"))
+                             Unsupported("forced"), caches=caches)
             except Exception as e:
                 if type(e).__name__ != "StopTracing":
                     raise  # refusing is not expected here: every reached point breaks

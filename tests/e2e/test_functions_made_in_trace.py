@@ -16,7 +16,6 @@ import torch
 from e2e_support import assert_same, eager_item
 
 import kiln
-import kiln._policy as policy
 
 
 def _eager_and_compiled(counting, fn, make_args, calls=2):
@@ -141,7 +140,7 @@ def test_module_forward_reassigned_to_a_lambda(counting):
     assert m_compiled.forward is not first  # a new function per call, as eagerly
     _same_function(m_compiled.forward, m_eager.forward)
     assert_same(m_compiled(x), m_eager(x))
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def test_module_forward_reassigned_then_called(counting):
@@ -157,7 +156,7 @@ def test_module_forward_reassigned_then_called(counting):
         assert_same(compiled(x, m_compiled), fn(x, m_eager))
         assert_same(m_compiled(x), m_eager(x))
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def test_the_same_function_stored_in_several_places_and_returned_is_one_object(counting):
@@ -180,7 +179,7 @@ def test_the_same_function_stored_in_several_places_and_returned_is_one_object(c
         assert_same(g(torch.ones(2)), e[0](torch.ones(2)))
         assert_same(c[2], e[2])
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def test_defaults_keyword_defaults_annotations_and_names_are_rebuilt(counting):
@@ -206,7 +205,7 @@ def test_defaults_keyword_defaults_annotations_and_names_are_rebuilt(counting):
         assert h.__doc__ == "h's doc"
         assert_same(h(1), e_args[2].h(1))
         assert_same(lam(), e_args[2].lam())
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def test_a_function_live_at_a_graph_break(counting):
@@ -254,7 +253,7 @@ def test_closure_over_the_frames_own_free_variable_shares_its_cell(counting):
     assert_same(obj.g(x), eager_obj.g(x))
     assert obj.late() == eager_obj.late() == 8
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def test_closures_over_cells_the_trace_made_share_one_cell(counting):
@@ -282,7 +281,7 @@ def test_closures_over_cells_the_trace_made_share_one_cell(counting):
         assert d["inc"]() == d_eager["inc"]() == 12
         assert d["get"]() == d_eager["get"]() == 12
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def test_a_recursive_function_closes_over_itself(counting):
@@ -300,7 +299,7 @@ def test_a_recursive_function_closes_over_itself(counting):
         assert fact.__closure__[0].cell_contents is fact
         assert fact(5) == e_args[1].fact(5) == 120
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def _make_adder(k):
@@ -318,7 +317,7 @@ def test_a_closure_made_by_an_inlined_function_escapes(counting):
         _same_function(c_args[1].add, e_args[1].add)
         assert_same(c_args[1].add(torch.ones(2)), e_args[1].add(torch.ones(2)))
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def _closure_maker():
@@ -409,7 +408,7 @@ def test_names_and_defaults_of_a_function_made_while_tracing_are_read_in_the_tra
         assert_same(c, e)
         assert c[4][1] is not None
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 def test_partials_made_while_tracing_escape(counting):
@@ -434,7 +433,7 @@ def test_partials_made_while_tracing_escape(counting):
             assert actual.keywords == expected.keywords
             assert_same(actual(*args), expected(*args))
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 STORED = None
@@ -480,4 +479,4 @@ def test_a_function_whose_default_closes_over_it_is_built_once(counting):
         assert a() is a and a.__defaults__[0]() is a
         _same_function(a, e_args[1].a)
     assert len(counting.graphs) == 1
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []

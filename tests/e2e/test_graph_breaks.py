@@ -11,19 +11,17 @@ from e2e_support import assert_same, eager_item
 from torch import nn
 
 import kiln
-import kiln._policy as policy
 import kiln.frameeval as fe
-from kiln.symexec._breaks import _resume_functions
 
 
 def breaks():
     """The graph breaks taken (and frames given up on) since the test's kiln.reset."""
-    return policy.stats.breaks
+    return kiln.session().stats.breaks
 
 
 def resume_codes():
     """Code objects of the resume functions made so far."""
-    return [fn.__code__ for fn in _resume_functions.values()]
+    return [fn.__code__ for fn in kiln.session().symexec.resume_functions.values()]
 
 
 def test_item_in_the_middle(counting):

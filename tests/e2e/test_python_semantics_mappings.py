@@ -10,7 +10,6 @@ import torch
 from e2e_support import assert_same
 
 import kiln
-import kiln._policy as policy
 
 
 class Table(collections.abc.Mapping):
@@ -43,7 +42,7 @@ def _check(counting, fn, *args, graphs=1):
     compiled = kiln.compile(fn, backend=counting)
     assert_same(compiled(*args), fn(*args))
     assert len(counting.graphs) == graphs
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 @pytest.mark.parametrize("spelling", ["dict", "update", "double_star", "literal", "call"])

@@ -6,14 +6,13 @@ import torch
 from e2e_support import assert_same
 
 import kiln
-import kiln._policy as policy
 
 
 def _check(counting, fn, *args, graphs=1):
     compiled = kiln.compile(fn, backend=counting)
     assert_same(compiled(*args), fn(*args))
     assert len(counting.graphs) == graphs
-    assert policy.stats.breaks == []
+    assert kiln.session().stats.breaks == []
 
 
 @pytest.mark.parametrize("kind", ["keys", "values", "items"])

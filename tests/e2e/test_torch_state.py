@@ -201,5 +201,5 @@ def test_kept_errors_hold_no_frames_and_leak_no_torch_guards():
     for _ in range(2):
         torch.testing.assert_close(compiled(x), fn(x))
         assert torch_state() == before  # no gc.collect(): freed when the call returns
-    errors = [e for e in kiln._policy.stats.breaks if isinstance(e, BaseException)]
+    errors = [e for e in kiln.session().stats.breaks if isinstance(e, BaseException)]
     assert errors and all(e.__traceback__ is None and e.__context__ is None for e in errors)

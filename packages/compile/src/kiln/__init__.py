@@ -23,6 +23,7 @@ __all__ = [
     "CompiledModule",
     "ConstraintViolation",
     "ExplainOutput",
+    "Session",
     "Unsupported",
     "compile",
     "compile_context",
@@ -33,6 +34,7 @@ __all__ = [
     "mark_static",
     "maybe_mark_dynamic",
     "reset",
+    "session",
     "set_logs",
 ]
 
@@ -46,6 +48,7 @@ _HOMES = {
     "mark_static": "kiln.symexec",
     "maybe_mark_dynamic": "kiln.symexec",
     "ExplainOutput": "kiln._api",
+    "Session": "kiln._session",
     "Unsupported": "kiln.symexec",
     "compile": "kiln._api",
     "compile_context": "kiln._context",
@@ -53,6 +56,7 @@ _HOMES = {
     "disable": "kiln._api",
     "explain": "kiln._api",
     "reset": "kiln._api",
+    "session": "kiln._session",
     "set_logs": "kiln._logs",
 }
 

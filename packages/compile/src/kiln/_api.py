@@ -4,6 +4,8 @@
 calls are compiled is returned) or a decorator. Calling the result sets kiln's frame
 callback for the duration of the call; every frame that starts meanwhile goes through
 kiln.frameeval, whose cache answers hits in C and asks the policy (``_policy``) on misses.
+Its ``mode``, ``options``, ``fullgraph`` and ``dynamic`` become the stages' typed configs
+once, here (``_stage_configs``); ``kiln.reset`` starts a new ``kiln.Session``.
 """
 
 from __future__ import annotations
@@ -17,16 +19,15 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
-from kiln.symexec import SourceLocation, Unsupported, clear_resume_functions
+from kiln.symexec import SourceLocation, Unsupported
 
-from . import _policy
 from ._backends import resolve_backend
 from ._logs import configure_from_env
-from ._policy import FrameCompiler, reset_policy
+from ._policy import FrameCompiler
+from ._session import _CURRENT, new_session, session
+from ._stage_configs import stage_configs
 
 __all__ = ["CompiledModule", "ExplainOutput", "compile", "disable", "explain", "reset"]
-
-_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def compile(
@@ -41,15 +42,13 @@ def compile(
 ) -> Any:
     """Compile ``model`` (a function or nn.Module) like ``torch.compile``; see the module docstring.
 
-    Used as ``@kiln.compile`` or ``@kiln.compile(fullgraph=True)`` it is a decorator.
+    Used as ``@kiln.compile`` or ``@kiln.compile(fullgraph=True)`` it is a decorator. An
+    unknown ``mode`` or ``options`` key is a ValueError naming the valid ones.
     """
     if model is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                  mode=mode, options=options, disable=disable)
-    if mode not in _MODES:
-        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(map(str, _MODES[1:]))}")
-    if mode is not None and options:
-        raise ValueError("pass either mode or options, not both (as torch.compile)")
+    configs = stage_configs(mode, options, fullgraph=fullgraph, dynamic=dynamic)
     if not callable(model):
         raise TypeError(f"kiln.compile expects a function or nn.Module, got {type(model).__name__}")
     if type(dynamic) not in (type(None), bool):
@@ -62,7 +61,7 @@ def compile(
     # hook's ~20 ns on other Python calls while no callback is set.
     fe.keep_installed(True)
     resolved = resolve_backend(backend)  # an unknown or unavailable backend fails here, early
-    callback = FrameCompiler(resolved, fullgraph=fullgraph, entry=_entry_code(model), dynamic=dynamic)
+    callback = FrameCompiler(resolved, configs, entry=_entry_code(model))
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, callback)
     return _wrap(model, callback)
@@ -78,13 +77,15 @@ def _entry_code(model: Any) -> types.CodeType | None:
 def _wrap(fn: Callable[..., Any], callback: FrameCompiler) -> Callable[..., Any]:
     set_callback = fe.set_callback
     entry = callback.entry if callback.fullgraph else None
+    current = _CURRENT  # the slot of the current Session (kiln.session() without a call)
 
     @functools.wraps(fn)
     def compiled(*args: Any, **kwargs: Any) -> Any:
         if entry is not None:
             # An earlier compile without fullgraph gave up on this code or broke its graph
             # (its cache entries would be used); fullgraph promises an error instead.
-            why = _policy.stats.eager_codes.get(entry) or _policy.stats.broken_codes.get(entry)
+            stats = current.session.stats
+            why = stats.eager_codes.get(entry) or stats.broken_codes.get(entry)
             if why is not None:
                 raise Unsupported(f"{entry.co_qualname} cannot be compiled in one graph: {why}")
         previous = set_callback(callback)
@@ -180,12 +181,12 @@ def disable(fn: Callable[..., Any] | None = None) -> Any:
 
 
 def reset() -> None:
-    """Forget everything compiled: every cache entry, skip mark and policy decision, and
-    let the evaluation function go until the next ``kiln.compile``."""
+    """Forget everything compiled: every cache entry and skip mark (kiln.frameeval), and
+    every counter, decision and cache (a new current ``kiln.Session``); let the evaluation
+    function go until the next ``kiln.compile``."""
     fe.reset()
     fe.keep_installed(False)
-    reset_policy()
-    clear_resume_functions()
+    new_session()
 
 
 # -- explain -----------------------------------------------------------------------------------
@@ -234,14 +235,13 @@ def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
             target = target._orig_mod
         configure_from_env()
         captures: list[Any] = []
-        callback = FrameCompiler(lambda gm, example_inputs: gm.forward, fullgraph=False,
-                                 observer=captures.append)
+        callback = FrameCompiler(lambda gm, example_inputs: gm.forward, observer=captures.append)
         call = target.__call__ if isinstance(target, torch.nn.Module) else target
         reset()
         try:
             fe.keep_installed(True)
             _wrap(call, callback)(*args, **kwargs)
-            breaks = [_break_reason(b) for b in _policy.stats.breaks]
+            breaks = [_break_reason(b) for b in session().stats.breaks]
         finally:
             reset()
         graphs = [c.graph_module for c in captures if c.op_count]

@@ -3,7 +3,8 @@ as graph inputs and symbols instead of constants (``dynamic=None``; numbers also
 ``dynamic=True``).
 
 The memory is the policy's ``Stats.dynamic_numbers`` and ``Stats.dynamic_dims`` (source ->
-dimensions), per code object. It only grows until ``kiln.reset``: a number or a dimension
+dimensions), per code object, in the current ``kiln.Session``; every function here is given
+the ``Stats`` to read and write. It only grows until ``kiln.reset``: a number or a dimension
 never goes back to static. It is filled three ways:
 
 1. **Learned** (``dynamic_numbers``, ``dynamic_dims``): when a code recompiles, each int or
@@ -52,7 +53,7 @@ from kiln.guards import EqualsMatch, ItemSource, LocalSource, Source, TensorMatc
 from ._logs import artifact_logger
 
 if TYPE_CHECKING:
-    from ._policy import Stats
+    from ._stats import Stats
 
 __all__ = ["dynamic_dims", "dynamic_numbers", "inherit_from_caller", "inherit_resume_inputs"]
 

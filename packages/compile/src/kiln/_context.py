@@ -1,11 +1,24 @@
-"""CompileContext: what a backend may know about the graph it compiles beyond ``(gm,
-example_inputs)``: the ShapeEnv and the fake example inputs, with symbolic sizes.
+"""CompileContext: what the stages compiling one frame's graph share beyond ``(gm,
+example_inputs)``: the ShapeEnv and the fake example inputs, with symbolic sizes; the typed
+config of each stage (``configs``, from ``kiln.compile``'s ``mode``/``options``:
+``_stage_configs``); a guard sink; and the time each phase took.
 
 A callable backend keeps torch's signature ``backend(gm, example_inputs)`` (``example_inputs``
 are the real values of the first call, as under torch.compile); while it runs,
 ``kiln.compile_context()`` returns the context of the graph it was given (as torch's
 ``TracingContext.get()`` does for torch's backends), and None anywhere else. kiln's own
-stages (aotgrad, inductor) will take it as an argument.
+stages (aotgrad, inductor) take it as an argument.
+
+The guard sink (``guards``): a stage that compiles the graph under an assumption about the
+frame's values that the capture's guards do not state (a value it specialized on) appends a
+kiln.guards guard to it; the policy adds them to the frame's guard set, and they are checked
+by the same checker, before the entry is used. The policy closes the sink when it compiles
+the checker: a guard appended after that (a backend called again later for new inputs of a
+graph already in the cache) is a RuntimeError, never silently dropped.
+
+``timings``: seconds per phase of this frame's compile, as the policy measured them:
+``capture`` (kiln.symexec), ``backend`` (the backend's compile, absent for a graph without
+ops), ``guards`` (compiling the checker); logged with ``KILN_LOGS=perf``.
 
 Invariants:
 - ``fake_inputs[i]`` stands for ``example_inputs[i]``: a kiln FakeTensor whose sizes and
@@ -20,23 +33,76 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import time
 import types
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-__all__ = ["CompileContext", "compile_context"]
+from kiln.guards import Guard
+
+from ._stage_configs import DEFAULT_CONFIGS, StageConfigs
+
+__all__ = ["CompileContext", "GuardSink", "compile_context"]
+
+
+class GuardSink:
+    """Guards the stages add to one frame's guard set (see the module docstring)."""
+
+    __slots__ = ("_closed", "_guards")
+
+    def __init__(self) -> None:
+        self._guards: list[Guard] = []
+        self._closed = False
+
+    def append(self, guard: Guard) -> None:
+        """Add ``guard`` to the frame's guards; a RuntimeError once they are compiled."""
+        if not isinstance(guard, Guard):
+            raise TypeError(f"expected a kiln.guards Guard, got {type(guard).__name__}")
+        if self._closed:
+            raise RuntimeError(f"{guard.describe()}: the frame's guards are compiled already; "
+                               "a stage adds guards while the frame's graph is first compiled")
+        self._guards.append(guard)
+
+    def extend(self, guards: Iterable[Guard]) -> None:
+        """``append`` each of ``guards``."""
+        for guard in guards:
+            self.append(guard)
+
+    def close(self) -> list[Guard]:
+        """The guards added so far; no more may be added."""
+        self._closed = True
+        return list(self._guards)
+
+    def __iter__(self) -> Iterator[Guard]:
+        return iter(self._guards)
+
+    def __len__(self) -> int:
+        return len(self._guards)
 
 
 @dataclass(frozen=True, slots=True)
 class CompileContext:
-    """The frame a graph comes from, its ShapeEnv and its fake example inputs."""
+    """The frame a graph comes from, its ShapeEnv and fake example inputs, the stages'
+    configs, the guard sink and the phase timings (see the module docstring)."""
 
     code: types.CodeType
     shape_env: Any  # kiln.symshapes.ShapeEnv
     fake_inputs: tuple[Any, ...]
+    configs: StageConfigs = DEFAULT_CONFIGS
+    guards: GuardSink = field(default_factory=GuardSink)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Add the seconds the block takes to ``timings[phase]``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
 
     @property
     def symbolic(self) -> bool:
@@ -79,7 +145,8 @@ def active(context: CompileContext | None) -> Iterator[None]:
         _current.reset(token)
 
 
-def context_of(cap: Any) -> CompileContext:
-    """The context of a kiln.symexec Capture's graph."""
+def context_of(cap: Any, configs: StageConfigs = DEFAULT_CONFIGS,
+               timings: dict[str, float] | None = None) -> CompileContext:
+    """The context of a kiln.symexec Capture's graph, compiled with ``configs``."""
     fakes = tuple(node.meta.get("val") for node in cap.graph_module.graph.find_nodes("placeholder"))
-    return CompileContext(cap.code, cap.shape_env, fakes)
+    return CompileContext(cap.code, cap.shape_env, fakes, configs, GuardSink(), dict(timings or {}))

@@ -27,6 +27,7 @@ ARTIFACTS: dict[str, str] = {
     "recompiles_verbose": "each recompile, with the failing guard of every existing entry",
     "graph_breaks": "each graph break and each frame that falls back to eager, with the reason",
     "bytecode": "the replacement code of each frame (source and disassembly)",
+    "perf": "the time each compile of a frame took, per phase (capture, backend, guards)",
     "aot_graphs": "the forward and backward graphs of kiln.aotgrad (reserved: not built yet)",
     "output_code": "the code kiln.inductor generates (reserved: not built yet)",
     "perf_hints": "performance hints of the backends (reserved: not built yet)",

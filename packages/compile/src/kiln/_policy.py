@@ -4,10 +4,13 @@
 
 1. Code kiln must never compile as a root (kiln's own and generated code, the standard
    library, torch's internals other than ``forward`` methods): ``SKIP``, after which C never
-   asks again.
+   asks again. Model code shipped inside kiln's packages (the demo's GPT) is the user's by
+   an explicit marker: its module sets ``__kiln_user_code__ = True`` (``USER_CODE_MARK``).
 2. Code already given up on (a failure, or its recompile limit): run it as it is.
 3. Otherwise capture the frame (kiln.symexec), compile the graph with the backend, add a
-   cache entry ``(guard check, replacement code)`` and run the replacement. Where tracing
+   cache entry ``(guard check, replacement code)`` and run the replacement. The checker
+   holds the capture's guards and those the stages put in the frame's ``CompileContext``
+   guard sink while compiling the graph. Where tracing
    fails at a call or a branch of the frame, the capture ends there (a graph break, logged
    with ``KILN_LOGS=graph_breaks``): the replacement runs the graph, the instruction, and a
    resume function, itself a frame compiled the same way.
@@ -24,6 +27,12 @@ with a warning carrying the traceback (never a broken program), unless ``fullgra
 (``KILN_LOGS=recompiles``) with the guard that failed for each existing entry. Which numbers
 and tensor dimensions each capture makes dynamic is ``_automatic_dynamic``'s memory (learned
 from failed guards, inherited by resume functions and by frames a compiled code calls).
+
+Everything the policy records and every cache it hands to a stage belongs to the current
+``kiln.Session`` (``_session``), read once per miss: its ``stats`` (counters, decisions,
+the automatic-dynamic memory) and its ``symexec`` caches, passed to ``capture``. The time of
+each phase (capture, backend, guards) is on the frame's ``CompileContext``
+(``KILN_LOGS=perf``).
 """
 
 from __future__ import annotations
@@ -33,9 +42,9 @@ import logging
 import os
 import sys
 import sysconfig
+import time
 import types
 import warnings
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -51,13 +60,19 @@ from ._automatic_dynamic import (
 )
 from ._backends import BackendCompilerFailed, compile_graph
 from ._config import config
-from ._context import context_of
+from ._context import CompileContext, context_of
 from ._logs import artifact_logger
+from ._session import Session, session
+from ._stage_configs import DEFAULT_CONFIGS, StageConfigs
+from ._stats import Stats
 
-__all__ = ["FrameCompiler", "Stats", "reset_policy", "stats"]
+__all__ = ["USER_CODE_MARK", "FrameCompiler", "never_root"]
 
 _log = logging.getLogger("kiln")
 RESUME_PREFIX = "__kiln_resume_in_"  # kiln.symexec's resume functions (of a compiled root)
+# A module inside kiln's packages whose code is the user's (the demo's model) sets this
+# global to True; kiln's other code is never a root.
+USER_CODE_MARK = "__kiln_user_code__"
 _STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"]) + os.sep
 _TORCH = os.path.normcase(os.path.dirname(torch.__file__)) + os.sep
 
@@ -69,107 +84,78 @@ def _kiln_dirs() -> tuple[str, ...]:
     return tuple(os.path.normcase(p) + os.sep for p in kiln.__path__)
 
 
-@functools.cache
-def _user_dirs() -> tuple[str, ...]:
-    # Model code shipped inside kiln (the demo's GPT) is user code, not kiln's machinery.
-    import kiln.demo
-
-    return (os.path.normcase(os.path.dirname(kiln.demo.__file__)) + os.sep,)
-
-
-@dataclass(slots=True)
-class Stats:
-    """Counters over the process (reset by ``kiln.reset``).
-
-    ``breaks`` holds each graph break taken and each frame given up on, in order, as the
-    ``Unsupported`` (reason and user's line) or the reason text."""
-
-    captures: int = 0
-    failures: int = 0
-    entries: int = 0
-    unique_graphs: int = 0
-    eager_codes: dict[types.CodeType, str] = field(default_factory=dict)
-    broken_codes: dict[types.CodeType, str] = field(default_factory=dict)  # an entry with a break
-    # per code: the guards of its captures, and the sources whose numbers are graph inputs now
-    code_guards: dict[types.CodeType, list[Any]] = field(default_factory=dict)
-    dynamic_numbers: dict[types.CodeType, frozenset[Any]] = field(default_factory=dict)
-    # per code: the tensor dimensions that are symbols now (source -> dims); see _automatic_dynamic
-    dynamic_dims: dict[types.CodeType, dict[Any, frozenset[int]]] = field(default_factory=dict)
-    # per resume function: its arguments whose values only exist at run time (_breaks.ResumeInputs)
-    resume_runtime: dict[types.CodeType, frozenset[str]] = field(default_factory=dict)
-    # id of each replacement code kiln made -> (that code, the code it replaces), by identity
-    # (a replacement's constants may be unhashable); finds the compiled callers of a frame
-    originals: dict[int, tuple[types.CodeType, types.CodeType]] = field(default_factory=dict)
-    breaks: list[Unsupported | str] = field(default_factory=list)
-
-
-stats = Stats()
-
-
-def reset_policy() -> None:
-    """Forget every decision (with ``kiln.frameeval.reset``)."""
-    global stats
-    stats = Stats()
-
-
-def never_root(code: types.CodeType) -> bool:
-    """Whether ``code`` must never be captured as the root of a graph."""
+def never_root(code: types.CodeType, f_globals: dict[str, Any]) -> bool:
+    """Whether ``code`` (of a function whose globals are ``f_globals``) must never be
+    captured as the root of a graph."""
     filename = code.co_filename
     if filename.startswith(("<kiln", "<frozen ")):  # kiln's own code; frozen stdlib (importlib)
         return True
     path = os.path.normcase(filename)
     if path.startswith(_kiln_dirs()):
-        return not path.startswith(_user_dirs())
+        return f_globals.get(USER_CODE_MARK) is not True
     if path.startswith(_TORCH):
         return code.co_name != "forward" and not code.co_name.startswith(RESUME_PREFIX)
     return path.startswith(_STDLIB) and "site-packages" not in path
 
 
 class FrameCompiler:
-    """The frameeval callback of one ``kiln.compile`` configuration."""
+    """The frameeval callback of one ``kiln.compile`` configuration.
 
-    def __init__(self, backend: Any, *, fullgraph: bool, entry: types.CodeType | None = None,
-                 observer: Any = None, dynamic: bool | None = None) -> None:
+    It keeps no state of its own between misses: each miss works on the current Session
+    (``kiln.session()``), read once, whose parts it hands to each stage."""
+
+    def __init__(self, backend: Any, configs: StageConfigs = DEFAULT_CONFIGS, *,
+                 entry: types.CodeType | None = None, observer: Any = None) -> None:
         self.backend = backend
-        self.fullgraph = fullgraph
-        self.dynamic = dynamic  # False: every value specialized (no automatic dynamic numbers)
+        self.configs = configs
         self.observer = observer  # called with each Capture made (kiln.explain)
         # ``fullgraph`` is about the compiled function itself; other frames that start during
         # the call (callees of code run eagerly, constructors the replacement calls) fall back.
         self.entry = entry
 
+    @property
+    def fullgraph(self) -> bool:
+        return self.configs.capture.fullgraph
+
+    @property
+    def dynamic(self) -> bool | None:
+        """None: automatic; False: every value specialized (no automatic dynamic numbers)."""
+        return self.configs.capture.dynamic
+
     def __call__(self, code: types.CodeType, L: dict[str, Any], func: Any) -> Any:
-        if never_root(code):
+        if never_root(code, func.__globals__):
             return fe.SKIP
+        current = session()
+        stats = current.stats
         if code in stats.eager_codes:
             return None
         entries = fe.get_cache_entries(code)
-        if entries and not self._may_recompile(code, L, func, entries):
+        if entries and not self._may_recompile(stats, code, L, func, entries):
             return None
         strict = self.fullgraph and code is self.entry
         try:
             # the frame that calls ``code`` (the new frame is not linked in yet)
-            return self._compile(code, L, func, entries, graph_breaks=not strict, caller=sys._getframe(1))
+            return self._compile(current, code, L, func, graph_breaks=not strict, caller=sys._getframe(1))
         except ConstraintViolation:
             raise  # the user's mark_dynamic contradicts the code: theirs to know
         except Unsupported as e:
             if strict:
                 raise
-            return self._give_up(code, entries, e)
+            return self._give_up(stats, code, entries, e)
         except BackendCompilerFailed as e:
             if strict or not config.suppress_errors:
                 raise
             _log.warning("kiln: compiling %s failed, running it eagerly: %s: %s",
                          code.co_qualname, type(e).__name__, e, exc_info=True)
-            return self._give_up(code, entries, f"backend error: {e}")
+            return self._give_up(stats, code, entries, f"backend error: {e}")
         except Exception as e:
             if strict or config.raise_internal_errors:
                 raise
             _log.warning("kiln: compiling %s failed, running it eagerly: %s: %s",
                          code.co_qualname, type(e).__name__, e, exc_info=True)
-            return self._give_up(code, entries, f"internal error: {type(e).__name__}: {e}")
+            return self._give_up(stats, code, entries, f"internal error: {type(e).__name__}: {e}")
 
-    def _may_recompile(self, code: types.CodeType, L: dict[str, Any], func: Any,
+    def _may_recompile(self, stats: Stats, code: types.CodeType, L: dict[str, Any], func: Any,
                        entries: list[Any]) -> bool:
         # Each entry's checker explains its own first failing guard; explanations are only
         # worked out for a log that is on or for the limit's warning.
@@ -200,18 +186,22 @@ class FrameCompiler:
             return False
         return True
 
-    def _compile(self, code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any], *,
+    def _compile(self, current: Session, code: types.CodeType, L: dict[str, Any], func: Any, *,
                  graph_breaks: bool, caller: types.FrameType | None) -> Any:
+        stats = current.stats
         stats.captures += 1
-        automatic = self.dynamic is None
+        dynamic = self.dynamic
+        automatic = dynamic is None
         if automatic:
             inherit_from_caller(stats, code, L, caller)
-        numbers = dynamic_numbers(stats, code, L, func.__globals__, learn=self.dynamic is not False)
+        numbers = dynamic_numbers(stats, code, L, func.__globals__, learn=dynamic is not False)
         dims = dynamic_dims(stats, code, L, func.__globals__, learn=automatic)
+        start = time.perf_counter()
         cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=numbers,
-                      dynamic_shapes=self.dynamic is True, dynamic_dims=dims)
+                      dynamic_shapes=dynamic is True, dynamic_dims=dims, caches=current.symexec)
+        context = context_of(cap, self.configs, {"capture": time.perf_counter() - start})
         stats.code_guards.setdefault(code, []).append(cap.guards)
-        if self.dynamic is not False:
+        if dynamic is not False:
             inherit_resume_inputs(stats, cap, dims=automatic)
         if self.observer is not None:
             self.observer(cap)
@@ -221,17 +211,22 @@ class FrameCompiler:
             artifact_logger("graph_breaks").info("graph break in %s: %s", code.co_qualname, cap.graph_break)
         gm = cap.graph_module
         fe.mark_skip(gm.forward.__code__)  # the graph's generated code is never a root
-        compiled = compile_graph(self.backend, gm, list(cap.example_inputs), context_of(cap)) if cap.op_count else None
+        compiled = None
+        if cap.op_count:
+            with context.timed("backend"):
+                compiled = compile_graph(self.backend, gm, list(cap.example_inputs), context)
         replacement = cap.replacement(compiled)
         stats.originals[id(replacement)] = (replacement, code)
-        check = cap.guards.compile(func.__globals__)
+        with context.timed("guards"):
+            cap.guards.extend(context.guards.close())  # what the stages added: the same checker
+            check = cap.guards.compile(func.__globals__)
         fe.add_cache_entry(code, check, replacement)
         stats.entries += 1
         stats.unique_graphs += bool(cap.op_count)
-        _log_capture(code, cap, replacement)
+        _log_capture(code, cap, replacement, context)
         return replacement
 
-    def _give_up(self, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
+    def _give_up(self, stats: Stats, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
         stats.failures += 1
         stats.breaks.append(error.detached() if isinstance(error, Unsupported) else error)
         reason = str(error)
@@ -244,7 +239,11 @@ class FrameCompiler:
         return fe.SKIP
 
 
-def _log_capture(code: types.CodeType, cap: Any, replacement: types.CodeType) -> None:
+def _log_capture(code: types.CodeType, cap: Any, replacement: types.CodeType, context: CompileContext) -> None:
+    perf_log = artifact_logger("perf")
+    if perf_log.isEnabledFor(logging.INFO):
+        perf_log.info("compile of %s (%s:%s): %s", code.co_qualname, code.co_filename, code.co_firstlineno,
+                      ", ".join(f"{phase} {seconds * 1e3:.2f} ms" for phase, seconds in context.timings.items()))
     graph_log = artifact_logger("graph_code")
     if graph_log.isEnabledFor(logging.INFO):
         graph_log.info("graph of %s (%d ops):\n%s", code.co_qualname, cap.op_count,

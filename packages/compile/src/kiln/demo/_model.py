@@ -11,6 +11,10 @@ from torch import nn
 
 __all__ = ["GPT", "GPTConfig"]
 
+# The model is user code that happens to ship inside kiln: kiln.compile captures its frames
+# (kiln's own modules are never roots of a graph; see kiln._policy.never_root).
+__kiln_user_code__ = True
+
 
 @dataclass(frozen=True)
 class GPTConfig:

@@ -6,7 +6,10 @@
   its replacement code (needs torch; imported on first use so the bytecode layer stays
   torch-free).
   ``capture(..., graph_breaks=True)`` ends the graph where tracing fails and resumes after
-  (``_breaks``); ``clear_resume_functions()`` forgets the resume functions made so far.
+  (``_breaks``).
+- ``SymexecCaches``: what captures share (decoded code, fake-op results, resume functions),
+  owned by the caller and passed as ``capture(..., caches=)``; symexec keeps no module-level
+  cache.
 - ``Unsupported``: raised when tracing cannot go on, with the reason and the user's line.
 """
 
@@ -15,7 +18,7 @@ from typing import Any
 from ._unsupported import SourceLocation, Unsupported
 
 __version__ = "0.1.0"
-__all__ = ["Capture", "ConstraintViolation", "SourceLocation", "Unsupported", "capture", "clear_resume_functions",
+__all__ = ["Capture", "ConstraintViolation", "SourceLocation", "SymexecCaches", "Unsupported", "capture",
            "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 
 
@@ -28,8 +31,8 @@ def __getattr__(name: str) -> Any:
         from . import _marks
 
         return getattr(_marks, name)
-    if name == "clear_resume_functions":
-        from ._breaks import clear_resume_functions
+    if name == "SymexecCaches":
+        from ._caches import SymexecCaches
 
-        return clear_resume_functions
+        return SymexecCaches
     raise AttributeError(f"module 'kiln.symexec' has no attribute {name!r}")

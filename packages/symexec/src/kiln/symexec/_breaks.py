@@ -28,8 +28,9 @@ Breakable: a ``CALL``/``CALL_FUNCTION_EX`` or a conditional jump of the frame
 
 Anything else still falls back to eager for the frame.
 
-Resume functions are cached by (code, instruction, stack layout, locals passed), so that
-recompiling a frame reuses them and their cache entries.
+Resume functions are cached by (code, instruction, stack layout, locals passed) in the
+``SymexecCaches`` the capture is given, so that recompiling a frame reuses them and their
+cache entries.
 
 Each call of a resume function the replacement makes is described by a ``ResumeInputs``
 (``Capture.resumes``): which of its arguments hold tensors with dimensions that are symbols
@@ -42,13 +43,13 @@ after its parent learned a dimension or a number is dynamic.
 from __future__ import annotations
 
 import types
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kiln.guards import ItemSource, LocalSource, Source
 
+from ._caches import SymexecCaches
 from ._translator import NULL, Translator
 from ._unsupported import TracedException, Unsupported
 from .bytecode import (
@@ -72,25 +73,19 @@ if TYPE_CHECKING:
     from ._capture import _Writer
     from ._output_graph import OutputGraph
 
-__all__ = ["ResumeInputs", "break_point", "break_tail", "clear_resume_functions"]
+__all__ = ["ResumeInputs", "break_point", "break_tail"]
 
 _CALLS = frozenset(("CALL", "CALL_FUNCTION_EX"))
 _JUMPS = frozenset(("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"))
 
-_resume_functions: dict[tuple, types.FunctionType] = {}
 
-
-# Per code object (while it lives): its decoded body and the locals live at each
-# instruction, read by every break of that code (recompiles break at the same places).
-_analyses: weakref.WeakKeyDictionary[types.CodeType, tuple[Bytecode, list[frozenset[str]]]] = \
-    weakref.WeakKeyDictionary()
-
-
-def _analysis(code: types.CodeType) -> tuple[Bytecode, list[frozenset[str]]]:
-    found = _analyses.get(code)
+def _analysis(code: types.CodeType, caches: SymexecCaches) -> tuple[Bytecode, list[frozenset[str]]]:
+    """``code`` decoded and the locals live at each instruction, kept per code object in
+    ``caches.analyses`` (every break of a code, and its recompiles, read the same)."""
+    found = caches.analyses.get(code)
     if found is None:
         bc = decode(code)
-        found = _analyses[code] = (bc, live_locals(bc))
+        found = caches.analyses[code] = (bc, live_locals(bc))
     return found
 
 
@@ -110,17 +105,12 @@ class ResumeInputs:
     runtime: frozenset[str]
 
 
-def clear_resume_functions() -> None:
-    """Forget the cached resume functions (``kiln.reset``)."""
-    _resume_functions.clear()
-
-
 # Builtins that may read every variable of the frame: a resume function holds only the
 # variables live after the break (and its own names for the stack), so such code never breaks.
 _NAMESPACE_READERS = frozenset({"locals", "vars", "dir", "eval", "exec"})
 
 
-def break_point(code: types.CodeType, error: Unsupported) -> tuple[int, int] | None:
+def break_point(code: types.CodeType, error: Unsupported, caches: SymexecCaches) -> tuple[int, int] | None:
     """Where a graph break can replace the failure ``error`` of tracing ``code``:
     ``(instruction index, visit)`` for ``Translator.stop_at``, or None."""
     if isinstance(error, TracedException) or error.root_position is None:
@@ -128,7 +118,7 @@ def break_point(code: types.CodeType, error: Unsupported) -> tuple[int, int] | N
     if resumable(code) is not None or not _NAMESPACE_READERS.isdisjoint(code.co_names):
         return None
     index, _ = error.root_position
-    bc, _ = _analysis(code)
+    bc, _ = _analysis(code, caches)
     instr = bc.instructions()[index]
     if instr.name not in _CALLS | _JUMPS:
         return None
@@ -241,7 +231,8 @@ class _Resumer:
         self.tx = tx
         self.code = tx.code
         self.f_globals = f_globals
-        self.live = _analysis(tx.code)[1]
+        self.live = _analysis(tx.code, tx.output.caches)[1]
+        self.resume_functions = tx.output.caches.resume_functions
         self.break_line = tx.instructions[tx.ip].lineno
         self.resumes = resumes
 
@@ -269,13 +260,13 @@ class _Resumer:
 
     def _function(self, target: int, layout: tuple[bool, ...], names: tuple[str, ...]) -> types.FunctionType:
         key = (self.code, target, layout, names)
-        fn = _resume_functions.get(key)
+        fn = self.resume_functions.get(key)
         if fn is None or fn.__globals__ is not self.f_globals:
             base = self.code.co_name if self.code.co_name.isidentifier() else "fn"
             name = f"__kiln_resume_in_{base.removeprefix('__kiln_resume_in_')}_at_{self.break_line}"
             code = make_resume(self.code, target, layout, names, name=name)
             fn = types.FunctionType(code, self.f_globals, name)
-            _resume_functions[key] = fn
+            self.resume_functions[key] = fn
         return fn
 
 

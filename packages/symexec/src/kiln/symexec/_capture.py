@@ -38,6 +38,7 @@ from kiln.symshapes.bridge import hide_user_state, no_frontend_import
 from . import _opcodes  # noqa: F401  (registers the opcode rules)
 from ._autocast_state import autocast_state, restore_autocast
 from ._breaks import ResumeInputs, break_point, break_tail
+from ._caches import SymexecCaches
 from ._codegen import ReplacementSource, build_replacement, render_source
 from ._opcodes import MethodOf
 from ._output_graph import MUTATES, OutputGraph
@@ -97,7 +98,8 @@ class Capture:
 
 def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], *,
             graph_breaks: bool = False, dynamic_numbers: frozenset[Source] = frozenset(),
-            dynamic_shapes: bool = False, dynamic_dims: Mapping[Source, frozenset[int]] | None = None) -> Capture:
+            dynamic_shapes: bool = False, dynamic_dims: Mapping[Source, frozenset[int]] | None = None,
+            caches: SymexecCaches | None = None) -> Capture:
     """Trace ``code`` called with the arguments ``L``; raises Unsupported when it cannot.
 
     With ``graph_breaks``, a failure at an instruction where a graph break is possible (see
@@ -105,11 +107,14 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], 
     instruction and resumes after it (``Capture.graph_break`` holds the failure). Floats
     read from ``dynamic_numbers`` are graph inputs (``variables._symnumber``). With
     ``dynamic_shapes`` every dimension of a tensor argument is a symbol, and with
-    ``dynamic_dims`` the dimensions listed per source (``OutputGraph``).
+    ``dynamic_dims`` the dimensions listed per source (``OutputGraph``). ``caches`` are the
+    caches shared with other captures (``SymexecCaches``: decoded code, fake-op results,
+    resume functions); None: a fresh set for this capture alone.
     """
     options = (dynamic_numbers, dynamic_shapes, dynamic_dims)
+    caches = SymexecCaches() if caches is None else caches
     try:
-        return _capture(code, L, f_globals, graph_breaks, options, scalar_outputs=True)
+        return _capture(code, L, f_globals, graph_breaks, options, caches, scalar_outputs=True)
     except Unsupported as e:
         if not e.data_dependent:
             raise
@@ -117,21 +122,22 @@ def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], 
         # trace time and no graph break is possible there (a slice bound in a loop): trace
         # again with those calls breaking the graph instead, as torch.compile does by default.
         try:
-            return _capture(code, L, f_globals, graph_breaks, options, scalar_outputs=False)
+            return _capture(code, L, f_globals, graph_breaks, options, caches, scalar_outputs=False)
         except Unsupported:
             raise e from None
 
 
 def _capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], graph_breaks: bool,
-             options: tuple, *, scalar_outputs: bool) -> Capture:
+             options: tuple, caches: SymexecCaches, *, scalar_outputs: bool) -> Capture:
     try:
-        return _trace(code, L, f_globals, None, None, *options, scalar_outputs=scalar_outputs)
+        return _trace(code, L, f_globals, None, None, *options, caches=caches, scalar_outputs=scalar_outputs)
     except Unsupported as e:
-        point = break_point(code, e) if graph_breaks else None
+        point = break_point(code, e, caches) if graph_breaks else None
         if point is None:
             raise
         try:
-            return _trace(code, L, f_globals, point, e.detached(), *options, scalar_outputs=scalar_outputs)
+            return _trace(code, L, f_globals, point, e.detached(), *options, caches=caches,
+                          scalar_outputs=scalar_outputs)
         except Unsupported as why:
             e.reason = f"{e.reason} (no graph break possible there: {why.reason})"
             e.args = (e.reason,)
@@ -143,8 +149,8 @@ def _trace(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
            stop_at: tuple[int, int] | None, graph_break: Unsupported | None,
            dynamic_numbers: frozenset[Source] = frozenset(), dynamic_shapes: bool = False,
            dynamic_dims: Mapping[Source, frozenset[int]] | None = None, *,
-           scalar_outputs: bool = True) -> Capture:
-    output = OutputGraph(f_globals, dynamic_numbers, dynamic_shapes, dynamic_dims, scalar_outputs)
+           caches: SymexecCaches, scalar_outputs: bool = True) -> Capture:
+    output = OutputGraph(f_globals, dynamic_numbers, dynamic_shapes, dynamic_dims, scalar_outputs, caches=caches)
     saved_grad = torch.is_grad_enabled()
     # After OutputGraph took the global-state guard: the user's function modes and
     # saved-tensors hooks see what the compiled code runs, never the trace.

@@ -38,10 +38,11 @@ from kiln.guards import (
     is_module_tensor,
 )
 from kiln.symshapes import ShapeEnv, ShapeEnvConfig
-from kiln.symshapes.bridge import DispatchCache, FakeTensor, FakeTensorMode, UnsupportedOpError
+from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, UnsupportedOpError
 
 from ._assumptions import Assumptions
 from ._autocast_state import AUTOCAST_DEVICES
+from ._caches import SymexecCaches
 from ._handlers import errors_caught
 from ._marks import ConstraintViolation, marks_of
 from ._run_time_errors import may_raise
@@ -81,28 +82,14 @@ def _input_name(source: Source) -> str:
     return "_" + name if name[0].isdigit() else name
 
 
-_DISPATCH_CACHE_LIMIT = 100_000
-
-
-def _shared_dispatch_cache() -> DispatchCache:
-    """One fake-op cache for every capture of the process: what an op gives on concrete
-    input metadata does not depend on the capture (symbolic entries stay per ShapeEnv).
-    Cleared when it grows past ``_DISPATCH_CACHE_LIMIT`` entries."""
-    if len(_DISPATCH_CACHE.entries) + len(_DISPATCH_CACHE.probes) > _DISPATCH_CACHE_LIMIT:
-        _DISPATCH_CACHE.entries.clear()
-        _DISPATCH_CACHE.probes.clear()
-    return _DISPATCH_CACHE
-
-
-_DISPATCH_CACHE = DispatchCache()
-
-
 class OutputGraph:
     """The graph under construction; see the module docstring."""
 
     def __init__(self, f_globals: dict[str, Any], dynamic_numbers: frozenset[Source] = frozenset(),
-                 dynamic_shapes: bool = False, dynamic_dims: Any = None, scalar_outputs: bool = True) -> None:
+                 dynamic_shapes: bool = False, dynamic_dims: Any = None, scalar_outputs: bool = True, *,
+                 caches: SymexecCaches) -> None:
         self.graph = Graph()
+        self.caches = caches  # shared with other captures (decoded code, fake ops, resume functions)
         # ``.item()``/``.tolist()`` give numbers the graph computes (unbacked symbols); when
         # False they need the tensor's data (a graph break there), see ``capture``
         self.scalar_outputs = scalar_outputs
@@ -123,7 +110,7 @@ class OutputGraph:
         # No duck sizing: two dimensions that happen to be equal in the traced call (a batch
         # of 5 tokens x 5) are not one symbol; an equality the code relies on is a guard.
         self.shape_env = ShapeEnv(ShapeEnvConfig(duck_shape=False, oblivious_one=True))
-        self.fake_mode = FakeTensorMode(self.shape_env, cache=_shared_dispatch_cache())
+        self.fake_mode = FakeTensorMode(self.shape_env, cache=caches.fake_op_cache())
         # the symbols graph nodes compute, for run-time checks of data-dependent assumptions
         self.assumptions = Assumptions()
         self.guards = GuardSet([TorchGlobalState.capture()])
@@ -681,3 +668,4 @@ def _node_of(v: TensorVariable | SymNumberVariable) -> Any:
 
 def _fake_of(v: TensorVariable | SymNumberVariable) -> Any:
     return v.fake if isinstance(v, TensorVariable) else v.example
+

@@ -102,17 +102,15 @@ class _Return(Exception):
         self.value = value
 
 
-# Decoded instruction lists by code object, kept while the code object lives: decoding is
-# a pure function of the code, and the same functions (nn.Linear.forward, a model's layers)
-# are traced again by every capture and recompile.
-_DECODED: weakref.WeakKeyDictionary[types.CodeType, tuple[list[Instr], dict[int, int]]] = \
-    weakref.WeakKeyDictionary()
-
-
-def _decoded(code: types.CodeType, cache: dict[types.CodeType, tuple[list[Instr], dict[int, int]]]):
+def _decoded(code: types.CodeType, cache: dict[types.CodeType, tuple[list[Instr], dict[int, int]]],
+             shared: weakref.WeakKeyDictionary[types.CodeType, tuple[list[Instr], dict[int, int]]]):
+    """``code``'s instructions and its labels' indices: from this trace's ``cache``, else
+    from ``shared`` (``SymexecCaches.decoded``: decoding is a pure function of the code, and
+    the same functions, nn.Linear.forward or a model's layers, are traced again by every
+    capture and recompile), else decoded now and kept in both."""
     found = cache.get(code)
     if found is None:
-        found = _DECODED.get(code)
+        found = shared.get(code)
         if found is not None:
             cache[code] = found
             return found
@@ -124,7 +122,7 @@ def _decoded(code: types.CodeType, cache: dict[types.CodeType, tuple[list[Instr]
                 labels[id(item)] = len(instrs)
             else:
                 instrs.append(item)
-        found = cache[code] = _DECODED[code] = (instrs, labels)
+        found = cache[code] = shared[code] = (instrs, labels)
     return found
 
 
@@ -149,7 +147,7 @@ class Translator:
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.decode_cache = decode_cache if decode_cache is not None else {}
-        self.instructions, self._labels = _decoded(code, self.decode_cache)
+        self.instructions, self._labels = _decoded(code, self.decode_cache, output.caches.decoded)
         self.locals = symbolic_locals
         self.cells = cells
         self.stack: list[VariableTracker] = []
