@@ -272,8 +272,11 @@ def test_graphs_hold_no_in_place_ops():
 
     gm = backend.graphs[0]
     result, _ = trace(gm, _fresh_fakes([torch.randn(3, 3)], None), backward=False)
-    targets = [str(n.target) for n in result.graph.nodes if n.op == "call_function"]
-    assert targets and not any(t.split(".")[-2].endswith("_") for t in targets if t.startswith("aten."))
+    in_place = [n for n in result.graph.nodes if n.op == "call_function" and str(n.target).startswith("aten.")
+                and str(n.target).split(".")[-2].endswith("_")]
+    # the one write left is the program's write to its input x, where it was made
+    assert [str(n.target) for n in in_place] == ["aten.copy_.default"]
+    assert in_place[0].args[0].op == "placeholder"
     assert [i for i, _ in result.mutated] == [0]
     assert partition(result).backward is None
 
@@ -296,3 +299,80 @@ def test_a_backward_that_fails_in_eager_fails_at_backward_time():
     with pytest.raises(kiln.BackendCompilerFailed, match="the backward fails on the traced values"):
         kiln.reset()
         kiln.compile(f, backend=_Aot())(torch.randn(3), torch.randn(3, requires_grad=True))
+
+
+def test_a_varying_float_input_is_a_symbol_of_the_aten_graph():
+    """After the float changed once it is a graph input (automatic dynamic): the ATen graph
+    must take it as an input too, not bake in the example value."""
+    def f(x, s):
+        return x * s + s
+    backend = _run(f, *[(lambda v=v: (torch.ones(3), v)) for v in (2.5, 3.5, 4.5, -1.0)])
+    assert len(backend.graphs) == 2
+
+
+def test_the_grad_mode_the_graph_leaves_set_is_set_after_the_call():
+    def f(x):
+        y = x * 2
+        torch.set_grad_enabled(False)
+        return y + 1
+
+    kiln.reset()
+    compiled = kiln.compile(f, backend=_Aot())
+    x = torch.randn(3, requires_grad=True)
+    try:
+        out = compiled(x)
+        assert not torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        expected = f(x)
+        assert not torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        torch.testing.assert_close(out, expected)
+        assert out.requires_grad == expected.requires_grad
+    finally:
+        torch.set_grad_enabled(True)
+
+
+@pytest.mark.parametrize("write", ["overlap", "expanded"])
+def test_writes_eager_refuses_or_orders_freely_are_refused_and_aot_eager_matches_eager(write):
+    def overlap(x):
+        x[0:2].copy_(x[1:3])
+        return x + 0
+
+    def expanded(x):
+        y = x[:1].expand(3, 2)
+        y.add_(1)
+        return x + 0
+
+    fn = {"overlap": overlap, "expanded": expanded}[write]
+    kiln.reset()
+    with pytest.raises(kiln.BackendCompilerFailed, match="memory"):
+        kiln.compile(fn, backend=_Aot())(torch.randn(3, 2))
+    kiln.reset()
+    compiled = kiln.compile(fn, backend="aot_eager")
+    x = torch.randn(3, 2)
+    ref = x.clone()
+    got, got_error = _outcome(compiled, x)
+    expected, error = _outcome(fn, ref)
+    assert type(got_error) is type(error)
+    if error is None:
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(x, ref)
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args), None
+    except Exception as e:  # compared with eager's
+        return None, e
+
+
+def test_an_output_leaf_that_requires_grad_is_refused_and_aot_eager_matches_eager():
+    def f(x):
+        return x + 1, torch.ones(3, requires_grad=True)
+
+    kiln.reset()
+    with pytest.raises(kiln.BackendCompilerFailed, match="requires grad"):
+        kiln.compile(f, backend=_Aot())(torch.randn(3))
+    kiln.reset()
+    a, b = kiln.compile(f, backend="aot_eager")(torch.randn(3))
+    assert b.is_leaf and b.requires_grad and not a.requires_grad

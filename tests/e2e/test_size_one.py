@@ -208,3 +208,29 @@ def test_contiguity_of_a_size_1_dimension_with_any_stride_is_eagers():
         assert got[:2] == expected[:2], n
         torch.testing.assert_close(got[2], expected[2])
         torch.testing.assert_close(x, x_eager)
+
+
+def _heads_back(x):
+    # attention's output (b, heads, t, d) laid out as (b, t, heads, d): reshaped to its own
+    # sizes (transformers' sdpa_attention_forward does this); a view for every b, t
+    y = x.transpose(1, 2)
+    return y.reshape(y.shape[0], -1, y.shape[2], y.shape[3]) * 2
+
+
+def test_a_reshape_that_is_a_view_for_every_size_needs_no_guard_on_1():
+    """torch's reshape kernel asks whether each size is 1 (computeStride); where the view
+    exists for every size, kiln traces the reshape as that view: a batch of 1 shares the
+    graph."""
+    torch.manual_seed(0)
+    calls = [(torch.randn(b, t, 4, 8),) for b, t in ((2, 5), (1, 7), (3, 1), (1, 1))]
+    assert _run(_heads_back, calls, dynamic=True) == 1
+
+
+def _flatten_transposed(x):
+    return x.t().reshape(-1)
+
+
+def test_a_reshape_that_copies_unless_a_size_is_1_keeps_its_guard():
+    """(n, 1).t() reshaped to one dim is a view only for n == 1: decided by the example value."""
+    calls = _shapes([(5, 1)], [(3, 1)], [(1, 1)])
+    assert _run(_flatten_transposed, calls, dynamic=True) == 2

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from kiln.fxgraph import GraphModule
-from kiln.symshapes.bridge import FakeStorage, FakeTensor, FakeTensorMode
+from kiln.symshapes import GuardOnDataDependentError, ShapeEnv, ShapeEnvConfig
+from kiln.symshapes.bridge import FakeStorage, FakeTensor, FakeTensorMode, to_torch
 
 from ._functional import AotUnsupported
 from ._partition import partition
@@ -48,7 +49,11 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
     guards_before = len(env.guards) if env is not None else 0
     asserts_before = len(env.runtime_asserts) if env is not None else 0
     needs_grad = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
-    result, constants = trace(gm, fakes, backward=needs_grad)
+    final_grad_mode = _global_effects(gm)
+    try:
+        result, constants = trace(gm, fakes, backward=needs_grad)
+    except GuardOnDataDependentError as e:
+        raise AotUnsupported(f"a decision on a data-dependent size: {e}") from e
     if env is not None and (len(env.guards) > guards_before or len(env.runtime_asserts) > asserts_before):
         new = [str(g.expr) for g in env.guards[guards_before:]]
         raise AotUnsupported(f"tracing the ATen graph decided on symbolic sizes the frame does not guard: {new}")
@@ -63,20 +68,36 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
     if split.backward is not None:
         backward = bw_compiler(GraphModule(dict(constants), split.backward, class_name="AotBackward"))
     mutated = [i for i, _ in result.mutated]
-    placeholders = {n: i for i, n in enumerate(result.graph.find_nodes("placeholder"))}
     meta = RuntimeMeta(
         num_inputs=len(fakes),
         num_outputs=len(result.outputs),
-        mutated=tuple(mutated),
         output_aliases=tuple(result.output_aliases),
         alias_layouts=tuple(_alias_layout(result, k, mutated, fakes) for k in range(len(result.outputs))),
         grad_inputs=tuple(result.grad_inputs) if backward is not None else (),
         diff_outputs=tuple(result.diff_outputs) if backward is not None else (),
         saved_tensor=tuple(isinstance(n.meta.get("val"), torch.Tensor) for n in split.saved),
-        saved_written_input=tuple(placeholders.get(n) if placeholders.get(n) in mutated else None
-                                  for n in split.saved),
+        final_grad_mode=final_grad_mode,
     )
     return make_runtime(forward, backward, meta)
+
+
+def _global_effects(gm: GraphModule) -> bool | None:
+    """The grad mode the graph leaves set (the argument of its last ``_set_grad_enabled``, or
+    None when it sets none): the ATen graphs do not switch modes, the runtime sets it after.
+    Autocast regions must close inside the graph (the ATen graph holds their casts)."""
+    final, autocast = None, 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is torch._C._set_grad_enabled:
+            final = bool(node.args[0])
+        elif getattr(node.target, "__name__", "") == "_enter_autocast":
+            autocast += 1
+        elif getattr(node.target, "__name__", "") == "_exit_autocast":
+            autocast -= 1
+    if autocast:
+        raise AotUnsupported("the graph enters an autocast region it does not leave")
+    return final
 
 
 def _alias_layout(result: Any, k: int, mutated: list[int], fakes: list[Any]) -> tuple | None:
@@ -90,23 +111,36 @@ def _alias_layout(result: Any, k: int, mutated: list[int], fakes: list[Any]) -> 
     return layout
 
 
+def _symbolic_number(value: Any, mode: Any) -> Any:
+    """A plain int or float graph input as a symbol (the graph takes it because it varies:
+    the trace must not bake its example value into the ATen graph)."""
+    if type(value) is int:
+        expr = mode.shape_env.create_symbol(value, None, size_like=False)
+        return to_torch(expr, mode.env_view, int)
+    if type(value) is float:
+        return to_torch(mode.shape_env.create_symfloat(value).expr, mode.env_view, float)
+    return value
+
+
 def _fresh_fakes(example_inputs: list[Any], context: Any) -> list[Any]:
     """Fake inputs for the trace: new FakeTensors with the metadata of the context's (or of
     the real inputs'), sharing storages where those do, requiring grad where the real
     inputs do; numbers as the context has them (a SymInt when the number varies)."""
     if context is not None:
         fakes = list(context.fake_inputs)
-        mode = next((f.fake_mode for f in fakes if isinstance(f, FakeTensor)), None) or FakeTensorMode()
+        mode = next((f.fake_mode for f in fakes if isinstance(f, FakeTensor)), None)
+        if mode is None or mode.shape_env is None:
+            mode = FakeTensorMode(ShapeEnv(ShapeEnvConfig(oblivious_one=True)))
     else:
-        mode = FakeTensorMode()
+        mode = FakeTensorMode(ShapeEnv(ShapeEnvConfig(oblivious_one=True)))
         fakes = [mode.from_real(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
-    if len(fakes) != len(example_inputs):
+    if len(fakes) != len(example_inputs):  # pragma: no cover - the context's own invariant
         raise AotUnsupported(f"{len(example_inputs)} example inputs for {len(fakes)} fake inputs")
     storages: dict[int, FakeStorage] = {}
     fresh = []
     for real, fake in zip(example_inputs, fakes, strict=True):
         if not isinstance(fake, FakeTensor):
-            fresh.append(fake)
+            fresh.append(_symbolic_number(fake, mode))
             continue
         storage = storages.setdefault(id(fake.fake_storage), FakeStorage(fake.device))
         new = FakeTensor.of_metadata(mode, list(fake.shape), list(fake.stride()), fake.storage_offset(),

@@ -1,8 +1,9 @@
 """Splitting a joint graph into the forward graph and the backward graph.
 
-The forward graph takes the primals and returns ``(*outputs, *written input values,
-*saved)``; the backward graph takes ``(*saved, *tangents)`` and returns the gradients of the
-inputs that get one. ``saved`` is every forward value the backward reads (primals included:
+The forward graph takes the primals and returns ``(*outputs, *saved)`` (it writes the inputs
+the program writes itself); the backward graph takes ``(*saved, *tangents)`` and returns the
+gradients of the inputs that get one. A saved input that the forward writes is saved as a
+copy taken before the write. ``saved`` is every forward value the backward reads (primals included:
 passing an input on costs nothing), in graph order; a size a backward op needs is saved as
 a number. Constants (``get_attr``) are available to both graphs.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from kiln.fxgraph import Graph, Node, eliminate_dead_code, map_arg
 
@@ -25,20 +28,20 @@ class Partition:
     backward: Graph | None
     saved: list[Node]  # the joint graph's nodes the forward hands to the backward
     num_outputs: int
-    num_mutated: int
 
 
 def partition(result: TraceResult) -> Partition:
     """Forward and backward graphs of ``result`` (the backward is None without gradients)."""
     joint = result.graph
     output = joint.output_node
-    n_out, n_mut = len(result.outputs), len(result.mutated)
+    n_out = len(result.outputs)
     values = list(output.args[0])
-    forward_values, grad_values = values[: n_out + n_mut], values[n_out + n_mut :]
+    forward_values, grad_values = values[:n_out], values[n_out:]
     backward_nodes = {n for n in joint.nodes if n.meta.get("phase") == "backward"}
     if not any(g is not None for g in grad_values):
-        graph = _copy(joint, lambda n: n.op != "output" and n not in backward_nodes, forward_values)
-        return Partition(graph, None, [], n_out, n_mut)
+        graph = _copy(joint, lambda n: n.op != "output" and n not in backward_nodes, forward_values,
+                      written_inputs={i for i, _ in result.mutated})
+        return Partition(graph, None, [], n_out)
     saved: list[Node] = []
     seen: set[Node] = set()
     for node in joint.nodes:
@@ -48,7 +51,8 @@ def partition(result: TraceResult) -> Partition:
         if read_by_backward and node not in seen:
             seen.add(node)
             saved.append(node)
-    forward = _copy(joint, lambda n: n.op != "output" and n not in backward_nodes, forward_values + saved)
+    forward = _copy(joint, lambda n: n.op != "output" and n not in backward_nodes, forward_values + saved,
+                    written_inputs={i for i, _ in result.mutated})
     backward = Graph()
     env: dict[Node, Node] = {}
     for node in saved:
@@ -64,7 +68,7 @@ def partition(result: TraceResult) -> Partition:
             env[node] = backward.node_copy(node, lambda n: _lookup(env, backward, n))
     backward.output(tuple(map_arg(tuple(grad_values), lambda n: _lookup(env, backward, n))))
     eliminate_dead_code(backward)
-    return Partition(forward, backward, saved, n_out, n_mut)
+    return Partition(forward, backward, saved, n_out)
 
 
 def _lookup(env: dict[Node, Node], graph: Graph, node: Node) -> Node:
@@ -77,12 +81,24 @@ def _lookup(env: dict[Node, Node], graph: Graph, node: Node) -> Node:
     return found
 
 
-def _copy(joint: Graph, keep: Any, outputs: list[Any]) -> Graph:
+def _copy(joint: Graph, keep: Any, outputs: list[Any], written_inputs: set[int] = frozenset()) -> Graph:
+    """The kept nodes of ``joint`` returning ``outputs``. A written input handed on as is
+    (saved for backward, or returned) is a copy taken before the graph writes it."""
     graph = Graph()
     env: dict[Node, Node] = {}
+    placeholders = joint.find_nodes("placeholder")
+    first_copies: dict[Node, Node] = {}
     for node in joint.nodes:
         if keep(node):
             env[node] = graph.node_copy(node, lambda n: env[n])
-    graph.output(tuple(map_arg(tuple(outputs), lambda n: env[n])))
+    written = {placeholders[i] for i in written_inputs}
+    if written:
+        first_op = next((n for n in graph.nodes if n.op != "placeholder"), None)
+        for p in written:
+            if p in env and p in outputs:
+                with graph.inserting_before(first_op):
+                    first_copies[p] = graph.call_function(torch.ops.aten.clone.default, (env[p],))
+                first_copies[p].meta.update(p.meta)
+    graph.output(tuple(map_arg(tuple(outputs), lambda n: first_copies.get(n, env[n]))))
     eliminate_dead_code(graph)
     return graph

@@ -2,14 +2,16 @@
 
 ``make_runtime`` returns ``call(*inputs) -> tuple`` with the original graph's signature:
 - Without a backward graph (no input requires grad, or grad mode off when traced) it runs
-  the forward graph.
+  the forward graph under ``no_grad`` (the trace refused outputs that require grad then).
 - With one, an ``autograd.Function`` runs the forward graph, keeps what the backward needs
   (tensors through ``save_for_backward``, sizes as numbers) and, in ``backward``, runs the
   backward graph on them and the incoming gradients (made contiguous, as the tangents were
   traced; zeros for an output that got none). Outputs that need no gradient are marked
   non-differentiable; double backward raises (``once_differentiable``).
-- Inputs the program wrote get their new values copied in after the call (as eager leaves
-  them), under ``no_grad``; a saved input that is written is saved as a copy first.
+- Inputs the program writes are written by the forward graph itself, where the program
+  wrote them (``copy_``); what the backward needs of them was copied before.
+- The grad mode the original graph leaves set (its last ``set_grad_enabled``) is set after
+  the call; the ATen graphs themselves switch no mode (their ops recorded the effect).
 - An output that is a view of an input in eager is returned as a view of that input
   (``as_strided`` with the view's sizes, strides and offset), so writes to one show in the
   other, as in eager.
@@ -31,25 +33,25 @@ __all__ = ["RuntimeMeta", "make_runtime"]
 class RuntimeMeta:
     num_inputs: int
     num_outputs: int
-    mutated: tuple[int, ...]  # input index written, per written value the forward returns
     output_aliases: tuple[int | None, ...]  # per output: the input it is a view of
     # per output that is a view of an input written by the program: its sizes, strides and
     # storage offset (relative to the input's) from the trace, all ints; else None
     alias_layouts: tuple[tuple | None, ...] = ()
     grad_inputs: tuple[int, ...] = ()
     diff_outputs: tuple[int, ...] = ()
-    # per saved value: whether it is a tensor, and the input index when it is an input
-    # that the program writes (saved as a copy)
-    saved_tensor: tuple[bool, ...] = ()
-    saved_written_input: tuple[int | None, ...] = ()
+    saved_tensor: tuple[bool, ...] = ()  # per saved value: whether it is a tensor
+    final_grad_mode: bool | None = None  # the grad mode the original graph leaves set
 
 
 def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | None, meta: RuntimeMeta) -> Callable:
-    n_out, n_mut = meta.num_outputs, len(meta.mutated)
+    n_out = meta.num_outputs
     if backward is None:
+        no_grad = torch.no_grad
+
         def call(*args: Any) -> tuple:
-            results = forward(*args)
-            return _finish(args, results[:n_out], results[n_out:n_out + n_mut], meta)
+            with no_grad():  # what eager computes here records no gradient either
+                outs = forward(*args)
+            return _views_of_inputs(args, outs, meta)
 
         return call
 
@@ -60,17 +62,13 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
         def forward(ctx: Any, *args: Any) -> tuple:
             results = forward(*args)
             outs = results[:n_out]
-            written = results[n_out:n_out + n_mut]
-            saved = list(results[n_out + n_mut:])
-            for k, i in enumerate(meta.saved_written_input):
-                if i is not None:
-                    saved[k] = saved[k].clone()
+            saved = results[n_out:]
             ctx.save_for_backward(*(s for s, t in zip(saved, meta.saved_tensor, strict=True) if t))
             ctx.numbers = [s for s, t in zip(saved, meta.saved_tensor, strict=True) if not t]
             ctx.tangent_meta = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in meta.diff_outputs]
             fixed = [o for i, o in enumerate(outs) if i not in diff and isinstance(o, torch.Tensor)]
-            ctx.mark_non_differentiable(*fixed, *(w for w in written if isinstance(w, torch.Tensor)))
-            return (*outs, *written)
+            ctx.mark_non_differentiable(*fixed)
+            return tuple(outs)
 
         @staticmethod
         @once_differentiable
@@ -88,17 +86,14 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
             return tuple(result)
 
     def call(*args: Any) -> tuple:
-        results = CompiledFunction.apply(*args)
-        return _finish(args, results[:n_out], results[n_out:], meta)
+        return _views_of_inputs(args, CompiledFunction.apply(*args), meta)
 
     return call
 
 
-def _finish(args: tuple, outs: Any, written: Any, meta: RuntimeMeta) -> tuple:
-    if written:
-        with torch.no_grad():
-            for i, value in zip(meta.mutated, written, strict=True):
-                args[i].copy_(value)
+def _views_of_inputs(args: tuple, outs: Any, meta: RuntimeMeta) -> tuple:
+    if meta.final_grad_mode is not None:
+        torch._C._set_grad_enabled(meta.final_grad_mode)
     if any(a is not None for a in meta.output_aliases):
         outs = list(outs)
         for k, i in enumerate(meta.output_aliases):

@@ -55,7 +55,8 @@ class TraceResult:
     num_inputs: int
     outputs: list[Any]  # per graph output: its Node, or a constant
     output_fakes: list[Any]
-    # graph inputs written by the program: (input index, Node of the final value)
+    # graph inputs written by the program: (input index, Node of the final value); the graph
+    # writes each with ``copy_`` where the program wrote it
     mutated: list[tuple[int, Node]]
     # per output: the input index whose storage it shares (a view of that input), or None
     output_aliases: list[int | None]
@@ -72,6 +73,7 @@ class _Storage:
     base: FakeTensor  # the first tensor seen on this storage
     node: Node  # the current value of ``base``
     version: int = 0
+    input_node: Node | None = None  # the placeholder, for a graph input's storage
 
 
 class _Recorder(TorchDispatchMode):
@@ -209,6 +211,8 @@ class _Recorder(TorchDispatchMode):
         variant = functional_variant(func)
         values = _arguments(schema, args, kwargs)
         targets = [values[schema.arguments[i].name] for i in written]
+        if not variant.inplace_view:
+            _check_no_overlap(func, targets, values)
         if variant.inplace_view:
             # t_, squeeze_, ...: only the tensor's metadata changes; its new value is a view
             fake = targets[0]
@@ -259,6 +263,10 @@ class _Recorder(TorchDispatchMode):
                                 self.node_of(offset)), {}, base)
         storage.node = value
         storage.version += 1
+        if storage.input_node is not None:
+            # A graph input: written at this point, as in eager, so that an op raising later
+            # leaves it as eager would (the graph's own values stay functional).
+            self._call(_aten.copy_.default, (storage.input_node, value), {}, storage.base)
         if fake is not storage.base:
             self._nodes[id(fake)] = (self._view_of_base(storage, fake), storage.version)
         self._nodes[id(storage.base)] = (value, storage.version)
@@ -267,12 +275,17 @@ class _Recorder(TorchDispatchMode):
         return id(fake.fake_storage) in self.input_storages
 
     def _bind_outputs(self, node: Node, out: Any) -> None:
+        if isinstance(out, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            self.bind_symbols(out, node)  # a data-dependent number (``.item()``) is this node
         if isinstance(out, torch.Tensor):
             self.bind(out, node)
+            self.bind_symbols(out, node)  # data-dependent sizes (``nonzero``) are read from it
         elif isinstance(out, (tuple, list)):
             for i, item in enumerate(out):
                 if isinstance(item, torch.Tensor):
-                    self.bind(item, self._getitem_val(node, i, item))
+                    value = self._getitem_val(node, i, item)
+                    self.bind(item, value)
+                    self.bind_symbols(item, value)
                 elif isinstance(item, (list, tuple)):
                     inner = self._getitem_val(node, i, item)
                     for j, t in enumerate(item):
@@ -343,6 +356,30 @@ class _ExprBuilder:
         return node
 
 
+def _check_no_overlap(func: Any, targets: list[Any], values: dict[str, Any]) -> None:
+    """Eager raises when a write reaches one memory location twice (an expanded target) or
+    reads, through another argument, memory it writes partly; the functional variant would
+    not. Such writes are refused (decided on expressions: any doubt refuses)."""
+    tensors = [v for v in _flat(list(values.values())) if isinstance(v, torch.Tensor)]
+    for target in targets:
+        if not isinstance(target, torch.Tensor):
+            continue
+        if any(sympy.expand(_expr(st)) == 0 and not (type(sz) is int and sz == 1)
+               for sz, st in zip(target.shape, target.stride(), strict=True)):
+            raise AotUnsupported(f"{func} writes a tensor whose elements share memory (an expanded tensor)")
+        for other in tensors:
+            if other is not target and getattr(other, "fake_storage", None) is target.fake_storage \
+                    and not _covers_same_memory(other, target):
+                raise AotUnsupported(f"{func} reads, through another argument, memory that it writes")
+
+
+def _flat(values: list[Any]) -> list[Any]:
+    out = []
+    for v in values:
+        out.extend(_flat(list(v)) if isinstance(v, (list, tuple)) else [v])
+    return out
+
+
 def _arguments(schema: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     values = {}
     for i, arg in enumerate(schema.arguments):
@@ -404,20 +441,30 @@ def trace(gm: GraphModule, fake_inputs: list[Any], *, backward: bool) -> tuple[T
         if isinstance(fake, torch.Tensor):
             recorder.bind(fake, node)
             recorder.input_storages.add(id(fake.fake_storage))
+            storage = recorder._storages[id(fake.fake_storage)]
+            if storage.base is fake:
+                storage.input_node = node
         recorder.bind_symbols(fake, node)
     inputs_storage = {id(f.fake_storage): i for i, f in enumerate(fake_inputs) if isinstance(f, torch.Tensor)}
-    with mode, recorder:
+    # the graph's own set_grad_enabled calls run for real while it runs on the fakes
+    with torch.set_grad_enabled(torch.is_grad_enabled()), mode, recorder:
         outs = gm.forward(*fake_inputs)
         if not isinstance(outs, (tuple, list)):
             raise AotUnsupported(f"the graph returns a {type(outs).__name__}, not a tuple")
+        for o in outs:
+            if isinstance(o, torch.Tensor) and o.requires_grad and o.grad_fn is None \
+                    and not any(o is f for f in fake_inputs):
+                raise AotUnsupported("an output is a tensor the graph made that requires grad (a leaf)")
+        if not backward and any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs):
+            raise AotUnsupported("an output requires grad, but no backward is traced (no input requires "
+                                 "grad, or grad mode was off when the graph was compiled)")
         outputs = [recorder.node_of(o) for o in outs]
         aliases = [inputs_storage.get(id(o.fake_storage)) if isinstance(o, FakeTensor) else None for o in outs]
         mutated = recorder.input_writes(list(fake_inputs))
         result = TraceResult(graph, len(fake_inputs), outputs, list(outs), mutated, aliases)
         if backward:
             _trace_backward(recorder, result, fake_inputs, mode)
-    out_values = [*result.outputs, *(n for _, n in result.mutated), *result.grads]
-    graph.output(tuple(out_values))
+    graph.output((*result.outputs, *result.grads))
     return result, recorder.constant_values
 
 

@@ -38,7 +38,7 @@ from kiln.guards import (
     is_module_tensor,
 )
 from kiln.symshapes import ShapeEnv, ShapeEnvConfig
-from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, UnsupportedOpError
+from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, UnsupportedOpError, reshape_is_view
 
 from ._assumptions import Assumptions
 from ._autocast_state import AUTOCAST_DEVICES
@@ -517,7 +517,10 @@ class OutputGraph:
         versions = [version_counter(f) for f in fakes]
         try:
             with self.fake_mode:
-                if op == "call_function":
+                as_view = _reshape_as_view(op, target, fake_args, fake_kwargs)
+                if as_view is not None:
+                    out = as_view()
+                elif op == "call_function":
                     out = target(*fake_args, **fake_kwargs)
                 else:
                     out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
@@ -669,3 +672,23 @@ def _node_of(v: TensorVariable | SymNumberVariable) -> Any:
 def _fake_of(v: TensorVariable | SymNumberVariable) -> Any:
     return v.fake if isinstance(v, TensorVariable) else v.example
 
+
+def _reshape_as_view(op: str, target: Any, fake_args: tuple, fake_kwargs: dict) -> Any:
+    """For ``reshape`` of a fake with symbolic sizes that is a view for every size the
+    symbols may take: a call computing it as ``view`` (the node stays ``reshape``, which at
+    run time returns that same view), sparing the guards torch's reshape kernel takes on
+    each size being 1; else None."""
+    import torch
+
+    if op == "call_method":
+        if target != "reshape":
+            return None
+    elif target not in (torch.reshape, torch.Tensor.reshape):
+        return None
+    if fake_kwargs or len(fake_args) < 2 or not isinstance(fake_args[0], FakeTensor):
+        return None
+    fake = fake_args[0]
+    sizes = fake_args[1] if len(fake_args) == 2 and isinstance(fake_args[1], (tuple, list)) else fake_args[1:]
+    if not all(isinstance(v, (int, torch.SymInt)) for v in sizes) or not reshape_is_view(fake, sizes):
+        return None
+    return lambda: fake.view(sizes)

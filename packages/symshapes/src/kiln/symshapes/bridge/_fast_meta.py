@@ -38,7 +38,7 @@ from kiln.symshapes.bridge._fake_tensor import FakeTensor
 from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
 from kiln.symshapes.bridge._torch_internals import no_python_dispatcher
 
-__all__ = ["fast_rule"]
+__all__ = ["fast_rule", "reshape_is_view"]
 
 _CPU = torch.device("cpu")
 _ONE = sympy.Integer(1)
@@ -343,23 +343,36 @@ def _to_copy(mode, func, info, args: tuple, kwargs: dict):
 def _view(mode, func, info, args: tuple, kwargs: dict):
     if kwargs or len(args) != 2 or not isinstance(args[0], FakeTensor) or not isinstance(args[1], (list, tuple)):
         return None
-    source, sizes = args
-    env = mode.shape_env
+    source = args[0]
     if not _symbolic([source]):
         return None
-    contiguous = _strictly_contiguous(source, env)
+    laid_out = _view_layout(source, args[1], mode)
+    if laid_out is None:
+        return None
+    sizes, strides = laid_out
+    storage = source.fake_storage if info.aliases and info.aliases[0] == 0 else None
+    return FakeTensor.of_metadata(mode, sizes, strides, source.storage_offset(), source.dtype, source.device, storage)
+
+
+def _view_layout(source: FakeTensor, sizes, mode) -> tuple[list, list] | None:
+    """The sizes (``-1`` inferred) and strides of ``source`` viewed with ``sizes``, when that
+    view exists for every size the symbols may take (decided without a guard), else None."""
+    env = mode.shape_env
     numel = sympy.Mul(*(_expr(s) for s in source.shape))
     known = _ONE
     inferred = None
-    for i, s in enumerate(sizes):
-        if type(s) is int and s == -1:
-            if inferred is not None:
+    try:
+        for i, s in enumerate(sizes):
+            if type(s) is int and s == -1:
+                if inferred is not None:
+                    return None
+                inferred = i
+            elif type(s) is int and s < 0:
                 return None
-            inferred = i
-        elif type(s) is int and s < 0:
-            return None
-        else:
-            known = known * _expr(s)
+            else:
+                known = known * _expr(s)
+    except _Bail:
+        return None
     sizes = list(sizes)
     if inferred is not None:
         if known == 0:
@@ -370,16 +383,25 @@ def _view(mode, func, info, args: tuple, kwargs: dict):
         sizes[inferred] = int(quotient) if quotient.is_Integer else to_torch(quotient, mode.env_view)
     elif sympy.expand(numel - known) != 0 and env.simplify(numel - known) != 0:
         return None
-    if contiguous:
-        strides = _contiguous_strides(sizes, mode)
-    else:
-        try:
-            strides = _view_strides(source, sizes, env)
-        except _Bail:
-            return None
-        strides = [_sym(mode, e) for e in strides]
-    storage = source.fake_storage if info.aliases and info.aliases[0] == 0 else None
-    return FakeTensor.of_metadata(mode, sizes, strides, source.storage_offset(), source.dtype, source.device, storage)
+    if _strictly_contiguous(source, env):
+        return sizes, _contiguous_strides(sizes, mode)
+    try:
+        strides = _view_strides(source, sizes, env)
+    except _Bail:
+        return None
+    return sizes, [_sym(mode, e) for e in strides]
+
+
+def reshape_is_view(fake: FakeTensor, sizes) -> bool:
+    """Whether ``fake.reshape(sizes)`` is a view of ``fake`` for every size its symbols may
+    take (a size that may be 1 included: a view for sizes >= 2 is one for 1 as well), so the
+    reshape can be traced as ``view`` without the guards torch's reshape kernel records
+    (computeStride asks about each size being 1). False when that needs a decision; the
+    caller then runs torch's reshape."""
+    mode = fake.fake_mode
+    if mode.shape_env is None or not _symbolic([fake]):
+        return False
+    return _view_layout(fake, sizes, mode) is not None
 
 
 def _view_strides(source: FakeTensor, sizes, env) -> list:
