@@ -24,14 +24,29 @@ def outcome(fn, *args):
 
 
 class CountingBackend:
-    """An eager backend that records every graph it is given."""
+    """A backend that records every graph it is given and runs it as generated (``"eager"``)
+    or through kiln.aotgrad (``"aot_eager"``: ATen forward and backward graphs; a graph
+    aotgrad refuses runs as generated, its reason kept in ``refused``)."""
 
-    def __init__(self):
+    handles_dynamic_inputs = True  # both serve every input the guards admit
+
+    def __init__(self, backend="eager"):
+        self.backend = backend
         self.graphs = []
+        self.refused = []
 
     def __call__(self, gm, example_inputs):
         self.graphs.append(gm)
-        return gm.forward
+        if self.backend == "eager":
+            return gm.forward
+        import kiln
+        from kiln.aotgrad import AotUnsupported, aot_compile
+
+        try:
+            return aot_compile(gm, example_inputs, kiln.compile_context())
+        except AotUnsupported as e:
+            self.refused.append(str(e))
+            return gm.forward
 
 
 def clone_args(args):

@@ -6,9 +6,15 @@ compiled, so state a case changes (module attributes, globals) advances the same
 
 import pytest
 from cases import CASES
-from e2e_support import assert_same, clone_args
+from e2e_support import CountingBackend, assert_same, clone_args
 
 import kiln
+
+
+@pytest.fixture(params=["eager", "aot_eager"])
+def counting(request):
+    """The corpus runs with the graphs as captured and through kiln.aotgrad."""
+    return CountingBackend(request.param)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

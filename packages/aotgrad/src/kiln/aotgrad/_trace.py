@@ -37,8 +37,8 @@ import sympy
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kiln.fxgraph import Graph, GraphModule, Node
-from kiln.symshapes.bridge import FakeTensor, FakeTensorMode
+from kiln.fxgraph import Graph, GraphModule, Interpreter, Node
+from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, reshape_is_view
 
 from ._functional import AotUnsupported, functional_variant
 
@@ -253,7 +253,7 @@ class _Recorder(TorchDispatchMode):
             raise AotUnsupported(f"{func} writes a tensor that no op of the graph made and no input holds")
         if fake is not storage.base and not _covers_same_memory(fake, storage.base):
             base = storage.base
-            if not _dense(base):
+            if not _dense(base, self.shape_env):
                 raise AotUnsupported(f"{func} writes through a view of a tensor that is not dense "
                                      f"(sizes {tuple(base.shape)}, strides {tuple(base.stride())})")
             current = self._tensor_node(base)
@@ -312,6 +312,35 @@ class _Recorder(TorchDispatchMode):
         return writes
 
 
+class _Runner(Interpreter):
+    """Runs the torch-level graph on the fakes. A ``reshape`` that is a view for every size
+    runs as that view, as kiln.symexec traced it (torch's reshape kernel would ask about each
+    size being 1, guards the frame does not have)."""
+
+    def call_method(self, target: str, args: tuple, kwargs: dict) -> Any:
+        if target == "reshape":
+            view = _reshape_as_view(args, kwargs)
+            if view is not None:
+                return view
+        return super().call_method(target, args, kwargs)
+
+    def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        if target is torch.reshape or target is torch.Tensor.reshape:
+            view = _reshape_as_view(args, kwargs)
+            if view is not None:
+                return view
+        return super().call_function(target, args, kwargs)
+
+
+def _reshape_as_view(args: tuple, kwargs: dict) -> Any:
+    if kwargs or len(args) < 2 or not isinstance(args[0], FakeTensor):
+        return None
+    sizes = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list)) else args[1:]
+    if not all(isinstance(v, (int, torch.SymInt)) for v in sizes) or not reshape_is_view(args[0], sizes):
+        return None
+    return args[0].view(sizes)
+
+
 class _ExprBuilder:
     """Nodes computing a sympy expression over size symbols (Python int semantics)."""
 
@@ -325,6 +354,12 @@ class _ExprBuilder:
             return int(expr)
         if isinstance(expr, sympy.Symbol):
             return self.recorder.symbol_node(expr)
+        numerator, denominator = sympy.fraction(sympy.together(expr))
+        if denominator != 1:
+            # an integer the ShapeEnv knows to be one (a size divided by a divisor of it):
+            # exact floor division; a float: true division
+            op = operator.floordiv if expr.is_integer else operator.truediv
+            return self._op(op, self.build(numerator), self.build(denominator))
         name = type(expr).__name__
         args = [self.build(a) for a in expr.args]
         if type(expr) in self._FOLD:
@@ -398,7 +433,7 @@ def _expr(value: Any) -> sympy.Basic:
     return value.node.expr if isinstance(value, torch.SymInt) else sympy.Integer(value)
 
 
-def _dense(t: Any) -> bool:
+def _dense(t: Any, env: Any) -> bool:
     """Whether ``t``'s elements fill its memory exactly: in some order its dims have strides
     1, size, size * size, ... as expressions (true for every size; no guard). Then
     ``as_strided_scatter`` on its value reaches every view of it."""
@@ -406,12 +441,18 @@ def _dense(t: Any) -> bool:
     strides = [_expr(s) for s in t.stride()]
     expected: sympy.Basic = sympy.Integer(1)
     while dims:
-        matches = [d for d in dims if sympy.expand(strides[d] - expected) == 0]
+        matches = [d for d in dims if _equal(strides[d], expected, env)]
         if len(matches) != 1:
             return False
         dims.remove(matches[0])
         expected = expected * _expr(t.shape[matches[0]])
     return True
+
+
+def _equal(a: sympy.Basic, b: sympy.Basic, env: Any) -> bool:
+    """Equal as expressions, with what the ShapeEnv knows (``Max(1, s0)`` is ``s0``)."""
+    difference = sympy.expand(a - b)
+    return difference == 0 or (env is not None and env.simplify(difference) == 0)
 
 
 def _covers_same_memory(a: Any, b: Any) -> bool:
@@ -448,7 +489,7 @@ def trace(gm: GraphModule, fake_inputs: list[Any], *, backward: bool) -> tuple[T
     inputs_storage = {id(f.fake_storage): i for i, f in enumerate(fake_inputs) if isinstance(f, torch.Tensor)}
     # the graph's own set_grad_enabled calls run for real while it runs on the fakes
     with torch.set_grad_enabled(torch.is_grad_enabled()), mode, recorder:
-        outs = gm.forward(*fake_inputs)
+        outs = _Runner(gm).run(*fake_inputs)
         if not isinstance(outs, (tuple, list)):
             raise AotUnsupported(f"the graph returns a {type(outs).__name__}, not a tuple")
         for o in outs:
