@@ -168,3 +168,18 @@ def test_double_backward_is_refused_clearly():
     (g,) = torch.autograd.grad(compiled(x).tanh().sum(), [model.weight], create_graph=True)
     with pytest.raises(RuntimeError, match="differentiate twice a function that was marked with @once_differentiable"):
         g.sum().backward()
+
+
+def test_kiln_logs_aot_graphs_shows_the_joint_forward_and_backward_graphs(caplog):
+    kiln.reset()
+    compiled = kiln.compile(nn.Linear(3, 2), backend="aot_eager")
+    kiln.set_logs("aot_graphs")
+    try:
+        with caplog.at_level("INFO", logger="kiln.aot_graphs"):
+            compiled(torch.randn(4, 3)).sum().backward()
+    finally:
+        kiln.set_logs()
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "kiln.aot_graphs")
+    for part in ("joint graph:", "forward graph:", "backward graph:", "torch.ops.aten.addmm.default",
+                 "tangents_1"):
+        assert part in text

@@ -72,8 +72,9 @@ def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None)
     """kiln.aotgrad's forward/backward graphs of ``gm``; ``gm.forward`` where it cannot."""
     from kiln.aotgrad import AotUnsupported, aot_compile
 
+    partitioner = context.configs.aotgrad.partitioner if context is not None else "min_cut"
     try:
-        return aot_compile(gm, example_inputs, context)
+        return aot_compile(gm, example_inputs, context, partitioner=partitioner)
     except AotUnsupported as e:
         _log.warning("kiln.aotgrad cannot take this graph (%s); it runs as captured", e)
         return gm.forward

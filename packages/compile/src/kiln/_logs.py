@@ -28,7 +28,7 @@ ARTIFACTS: dict[str, str] = {
     "graph_breaks": "each graph break and each frame that falls back to eager, with the reason",
     "bytecode": "the replacement code of each frame (source and disassembly)",
     "perf": "the time each compile of a frame took, per phase (capture, backend, guards)",
-    "aot_graphs": "the forward and backward graphs of kiln.aotgrad (reserved: not built yet)",
+    "aot_graphs": "the joint, forward and backward ATen graphs kiln.aotgrad makes of each graph",
     "output_code": "the code kiln.inductor generates (reserved: not built yet)",
     "perf_hints": "performance hints of the backends (reserved: not built yet)",
 }

@@ -40,10 +40,11 @@ def _generated_code(gm: GraphModule) -> Callable[..., Any]:
 
 
 def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None, *,
-                fw_compiler: Compiler = _generated_code, bw_compiler: Compiler = _generated_code) -> Callable[..., tuple]:
+                fw_compiler: Compiler = _generated_code, bw_compiler: Compiler = _generated_code,
+                partitioner: str = "min_cut") -> Callable[..., tuple]:
     """A callable equivalent to ``gm`` (see the module docstring). ``context``: kiln's
     CompileContext of the graph (its ShapeEnv and fake inputs), or None for static fakes of
-    ``example_inputs``."""
+    ``example_inputs``. ``partitioner``: ``"min_cut"`` or ``"save_all"`` (``partition``)."""
     fakes = _fresh_fakes(example_inputs, context)
     env = next((f.fake_mode.shape_env for f in fakes if isinstance(f, FakeTensor)), None)
     guards_before = len(env.guards) if env is not None else 0
@@ -57,7 +58,7 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
     if env is not None and (len(env.guards) > guards_before or len(env.runtime_asserts) > asserts_before):
         new = [str(g.expr) for g in env.guards[guards_before:]]
         raise AotUnsupported(f"tracing the ATen graph decided on symbolic sizes the frame does not guard: {new}")
-    split = partition(result)
+    split = partition(result, partitioner)
     if _graphs_log.isEnabledFor(logging.INFO):
         _graphs_log.info("joint graph:\n%s", result.graph.python_code().src)
         _graphs_log.info("forward graph:\n%s", split.forward.python_code().src)

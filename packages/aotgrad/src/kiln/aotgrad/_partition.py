@@ -1,9 +1,10 @@
 """Splitting a joint graph into the forward graph and the backward graph.
 
 The forward graph takes the primals and returns ``(*outputs, *saved)`` (it writes the inputs
-the program writes itself); the backward graph takes ``(*saved, *tangents)`` and returns the
-gradients of the inputs that get one. A saved input that the forward writes is saved as a
-copy taken before the write. ``saved`` is every forward value the backward reads (primals included:
+the program writes itself); the backward graph takes ``(*saved, *tangents)``, recomputes the
+forward ops the min cut chose not to save (``_mincut``), and returns the gradients of the
+inputs that get one. A saved input that the forward writes is saved as a
+copy taken before the write. With ``save_all``, ``saved`` is every forward value the backward reads (primals included:
 passing an input on costs nothing), in graph order; a size a backward op needs is saved as
 a number. Constants (``get_attr``) are available to both graphs.
 """
@@ -17,6 +18,7 @@ import torch
 
 from kiln.fxgraph import Graph, Node, eliminate_dead_code, map_arg
 
+from ._mincut import min_cut_saved
 from ._trace import TraceResult
 
 __all__ = ["Partition", "partition"]
@@ -30,29 +32,37 @@ class Partition:
     num_outputs: int
 
 
-def partition(result: TraceResult) -> Partition:
-    """Forward and backward graphs of ``result`` (the backward is None without gradients)."""
+def partition(result: TraceResult, partitioner: str = "min_cut") -> Partition:
+    """Forward and backward graphs of ``result`` (the backward is None without gradients).
+    ``partitioner``: ``"min_cut"`` saves a cheapest set of values and recomputes cheap ops in
+    backward (``_mincut``); ``"save_all"`` saves every forward value the backward reads."""
+    if partitioner not in ("min_cut", "save_all"):
+        raise ValueError(f"unknown partitioner {partitioner!r}; expected 'min_cut' or 'save_all'")
     joint = result.graph
     output = joint.output_node
     n_out = len(result.outputs)
     values = list(output.args[0])
     forward_values, grad_values = values[:n_out], values[n_out:]
+    written = {i for i, _ in result.mutated}
     backward_nodes = {n for n in joint.nodes if n.meta.get("phase") == "backward"}
     if not any(g is not None for g in grad_values):
         graph = _copy(joint, lambda n: n.op != "output" and n not in backward_nodes, forward_values,
-                      written_inputs={i for i, _ in result.mutated})
+                      written_inputs=written)
         return Partition(graph, None, [], n_out)
-    saved: list[Node] = []
-    seen: set[Node] = set()
-    for node in joint.nodes:
-        if node in backward_nodes or node.op in ("output", "get_attr"):
-            continue
-        read_by_backward = any(user in backward_nodes for user in node.users) or node in grad_values
-        if read_by_backward and node not in seen:
-            seen.add(node)
-            saved.append(node)
+    forward_nodes = [n for n in joint.nodes if n not in backward_nodes and n.op not in ("output", "get_attr")]
+    needed: list[Node] = []
+    for node in forward_nodes:
+        if any(user in backward_nodes for user in node.users) or node in grad_values:
+            needed.append(node)
+    if partitioner == "save_all":
+        saved, recompute = needed, []
+    else:
+        free = {n for n in forward_nodes if n.op == "placeholder"}
+        free.update(v for v in forward_values if isinstance(v, Node))
+        cut = set(min_cut_saved(forward_nodes, needed, free))
+        saved, recompute = _closure(forward_nodes, needed, cut)
     forward = _copy(joint, lambda n: n.op != "output" and n not in backward_nodes, forward_values + saved,
-                    written_inputs={i for i, _ in result.mutated})
+                    written_inputs=written)
     backward = Graph()
     env: dict[Node, Node] = {}
     for node in saved:
@@ -63,12 +73,34 @@ def partition(result: TraceResult) -> Partition:
         if node.op == "placeholder" and node in backward_nodes:
             env[node] = backward.placeholder(node.name)
             env[node].meta.update(node.meta)
+    for node in recompute:  # forward ops run again in backward, in forward order
+        env[node] = backward.node_copy(node, lambda n: _lookup(env, backward, n))
     for node in joint.nodes:
         if node in backward_nodes and node.op != "placeholder":
             env[node] = backward.node_copy(node, lambda n: _lookup(env, backward, n))
     backward.output(tuple(map_arg(tuple(grad_values), lambda n: _lookup(env, backward, n))))
     eliminate_dead_code(backward)
     return Partition(forward, backward, saved, n_out)
+
+
+def _closure(forward_nodes: list[Node], needed: list[Node], cut: set[Node]) -> tuple[list[Node], list[Node]]:
+    """The saved nodes the backward actually reaches from ``needed`` through recomputed
+    nodes, and those recomputed nodes, each in graph order."""
+    saved, recompute = set(), set()
+    forward = set(forward_nodes)
+    stack = list(needed)
+    while stack:
+        node = stack.pop()
+        if node in cut:
+            saved.add(node)
+            continue
+        if node in recompute:
+            continue
+        if node.op == "placeholder":
+            raise AssertionError(f"min cut left input {node.name} unsaved")
+        recompute.add(node)
+        stack.extend(n for n in node.all_input_nodes if n in forward)
+    return [n for n in forward_nodes if n in saved], [n for n in forward_nodes if n in recompute]
 
 
 def _lookup(env: dict[Node, Node], graph: Graph, node: Node) -> Node:
