@@ -183,3 +183,73 @@ def test_kiln_logs_aot_graphs_shows_the_joint_forward_and_backward_graphs(caplog
     for part in ("joint graph:", "forward graph:", "backward graph:", "torch.ops.aten.addmm.default",
                  "tangents_1"):
         assert part in text
+
+
+def test_training_under_autocast_matches_eager():
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
+
+    def loss(out):
+        return out.float().square().mean()
+
+    def inputs(step):
+        return torch.randn(4, 8)
+
+    kiln.reset()
+    torch.manual_seed(0)
+    reference = copy.deepcopy(model)
+    compiled = kiln.compile(model, backend=_Counting())
+    for _ in range(2):
+        x = inputs(0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = reference(x)
+            got = compiled(x)
+        assert got.dtype == expected.dtype == torch.bfloat16
+        torch.testing.assert_close(got, expected)
+        loss(expected).backward()
+        loss(got).backward()
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad)
+            p.grad = q.grad = None
+
+
+def test_retain_graph_lets_backward_run_twice_like_eager():
+    kiln.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+    reference = copy.deepcopy(model)
+    compiled = kiln.compile(model, backend=_Counting())
+    x = torch.randn(2, 3)
+    out, ref = compiled(x).sum(), reference(x).sum()
+    out.backward(retain_graph=True)
+    out.backward()
+    ref.backward(retain_graph=True)
+    ref.backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.backward()  # the saved tensors were freed, as in eager
+
+
+def test_inference_mode_gives_inference_tensors():
+    kiln.reset()
+    model = nn.Linear(3, 2)
+    compiled = kiln.compile(model, backend="aot_eager")
+    x = torch.randn(4, 3)
+    with torch.inference_mode():
+        out, expected = compiled(x), model(x)
+    torch.testing.assert_close(out, expected)
+    assert out.is_inference() and not out.requires_grad
+
+
+def test_integer_outputs_are_not_differentiable():
+    def f(x, w):
+        y = x @ w
+        return y, y.argmax(-1)
+
+    kiln.reset()
+    compiled = kiln.compile(f, backend=_Counting())
+    x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+    y, idx = compiled(x, w)
+    assert y.requires_grad and not idx.requires_grad and idx.dtype == torch.int64
+    y.sum().backward()
+    torch.testing.assert_close(w.grad, x.t() @ torch.ones(3, 5))

@@ -40,10 +40,12 @@ class CountingBackend:
         if self.backend == "eager":
             return gm.forward
         import kiln
+        from kiln._backends import _guard_sink
         from kiln.aotgrad import AotUnsupported, aot_compile
 
+        context = kiln.compile_context()
         try:
-            return aot_compile(gm, example_inputs, kiln.compile_context())
+            return aot_compile(gm, example_inputs, context, accept_guards=_guard_sink(context))
         except AotUnsupported as e:
             self.refused.append(str(e))
             return gm.forward

@@ -74,7 +74,8 @@ def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None)
 
     partitioner = context.configs.aotgrad.partitioner if context is not None else "min_cut"
     try:
-        return aot_compile(gm, example_inputs, context, partitioner=partitioner)
+        return aot_compile(gm, example_inputs, context, partitioner=partitioner,
+                           accept_guards=_guard_sink(context))
     except AotUnsupported as e:
         _log.warning("kiln.aotgrad cannot take this graph (%s); it runs as captured", e)
         return gm.forward
@@ -86,6 +87,33 @@ def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None)
         _log.warning("kiln.aotgrad failed on this graph (an error of kiln's); it runs as captured",
                      exc_info=True)
         return gm.forward
+
+
+def _guard_sink(context: CompileContext | None) -> Callable[[list[Any]], bool] | None:
+    """A taker for relations on symbolic sizes a stage decided: each becomes a guard of the
+    frame (``context.guards``) when every symbol in it is one of the frame's, with a source;
+    else nothing is added and it answers False."""
+    if context is None or context.shape_env is None:
+        return None
+    env = context.shape_env
+
+    def accept(exprs: list[Any]) -> bool:
+        from kiln.guards import ShapeRelation
+
+        guards = []
+        for expr in exprs:
+            sources = {sym: env.source_of(sym) for sym in expr.free_symbols}
+            if any(source is None for source in sources.values()):
+                return False
+            try:
+                guards.append(ShapeRelation(expr, sources))
+            except (TypeError, ValueError):
+                return False
+        for guard in guards:
+            context.guards.append(guard)
+        return True
+
+    return accept
 
 
 # Each named backend as the stages it runs, in order: a stage takes (gm, example_inputs,

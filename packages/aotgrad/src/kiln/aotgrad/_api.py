@@ -6,9 +6,10 @@ off, else the joint graph), ``partition``, a compiler for each half (default: th
 own generated Python, which is the ``aot_eager`` backend), ``make_runtime``.
 
 The trace must not decide anything about a symbolic size that the frame's guards do not
-already check: until stages can add guards to the frame (issue 15's guard sink), a trace
-that records a new guard raises ``AotUnsupported`` rather than compile a graph that would be
-wrong for sizes the guards admit.
+check: a relation it decided beyond them is offered to ``accept_guards`` (kiln's backend adds
+it to the frame's guards through the CompileContext's guard sink); refused, or without a
+taker, the trace raises ``AotUnsupported`` rather than compile a graph that would be wrong
+for sizes the guards admit.
 """
 
 from __future__ import annotations
@@ -41,10 +42,14 @@ def _generated_code(gm: GraphModule) -> Callable[..., Any]:
 
 def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None, *,
                 fw_compiler: Compiler = _generated_code, bw_compiler: Compiler = _generated_code,
-                partitioner: str = "min_cut") -> Callable[..., tuple]:
+                partitioner: str = "min_cut",
+                accept_guards: Callable[[list[Any]], bool] | None = None) -> Callable[..., tuple]:
     """A callable equivalent to ``gm`` (see the module docstring). ``context``: kiln's
     CompileContext of the graph (its ShapeEnv and fake inputs), or None for static fakes of
-    ``example_inputs``. ``partitioner``: ``"min_cut"`` or ``"save_all"`` (``partition``)."""
+    ``example_inputs``. ``partitioner``: ``"min_cut"`` or ``"save_all"`` (``partition``).
+    ``accept_guards(exprs)``: offered the relations on symbolic sizes the ATen trace decided
+    beyond the frame's guards (sympy expressions over the frame's symbols); True when it made
+    them guards of the frame, else (or without it) the trace is refused."""
     fakes = _fresh_fakes(example_inputs, context)
     env = next((f.fake_mode.shape_env for f in fakes if isinstance(f, FakeTensor)), None)
     guards_before = len(env.guards) if env is not None else 0
@@ -55,9 +60,13 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
         result, constants = trace(gm, fakes, backward=needs_grad)
     except GuardOnDataDependentError as e:
         raise AotUnsupported(f"a decision on a data-dependent size: {e}") from e
-    if env is not None and (len(env.guards) > guards_before or len(env.runtime_asserts) > asserts_before):
-        new = [str(g.expr) for g in env.guards[guards_before:]]
-        raise AotUnsupported(f"tracing the ATen graph decided on symbolic sizes the frame does not guard: {new}")
+    if env is not None and len(env.runtime_asserts) > asserts_before:
+        raise AotUnsupported("tracing the ATen graph assumed data-dependent sizes the graph does not check")
+    if env is not None and len(env.guards) > guards_before:
+        new = [g.expr for g in env.guards[guards_before:]]
+        if accept_guards is None or not accept_guards(new):
+            raise AotUnsupported("tracing the ATen graph decided on symbolic sizes the frame does not guard: "
+                                 f"{[str(e) for e in new]}")
     split = partition(result, partitioner)
     if _graphs_log.isEnabledFor(logging.INFO):
         _graphs_log.info("joint graph:\n%s", result.graph.python_code().src)

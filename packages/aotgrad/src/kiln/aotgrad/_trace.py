@@ -173,7 +173,7 @@ class _Recorder(TorchDispatchMode):
             return float(expr)
         if expr is sympy.true or expr is sympy.false:
             return expr is sympy.true
-        return _ExprBuilder(self).build(expr)
+        return _ExprBuilder(self, integer=kind is not torch.SymFloat).build(expr)
 
     def symbol_node(self, sym: sympy.Symbol) -> Node:
         source = self._symbols.get(sym)
@@ -346,8 +346,9 @@ class _ExprBuilder:
 
     _FOLD = {sympy.Add: operator.add, sympy.Mul: operator.mul}
 
-    def __init__(self, recorder: _Recorder) -> None:
+    def __init__(self, recorder: _Recorder, *, integer: bool = True) -> None:
         self.recorder = recorder
+        self.integer = integer  # a size (exact division where there is a denominator)
 
     def build(self, expr: sympy.Basic) -> Any:
         if expr.is_Integer:
@@ -358,7 +359,7 @@ class _ExprBuilder:
         if denominator != 1:
             # an integer the ShapeEnv knows to be one (a size divided by a divisor of it):
             # exact floor division; a float: true division
-            op = operator.floordiv if expr.is_integer else operator.truediv
+            op = operator.floordiv if self.integer else operator.truediv
             return self._op(op, self.build(numerator), self.build(denominator))
         name = type(expr).__name__
         args = [self.build(a) for a in expr.args]
