@@ -43,13 +43,15 @@ def _generated_code(gm: GraphModule) -> Callable[..., Any]:
 def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None, *,
                 fw_compiler: Compiler = _generated_code, bw_compiler: Compiler = _generated_code,
                 partitioner: str = "min_cut",
-                accept_guards: Callable[[list[Any]], bool] | None = None) -> Callable[..., tuple]:
+                accept_guards: Callable[[list[Any]], bool] | None = None,
+                decompositions: dict | None = None) -> Callable[..., tuple]:
     """A callable equivalent to ``gm`` (see the module docstring). ``context``: kiln's
     CompileContext of the graph (its ShapeEnv and fake inputs), or None for static fakes of
     ``example_inputs``. ``partitioner``: ``"min_cut"`` or ``"save_all"`` (``partition``).
     ``accept_guards(exprs)``: offered the relations on symbolic sizes the ATen trace decided
     beyond the frame's guards (sympy expressions over the frame's symbols); True when it made
-    them guards of the frame, else (or without it) the trace is refused."""
+    them guards of the frame, else (or without it) the trace is refused. ``decompositions``:
+    composite ops traced as the ops they are made of (``core_aten_decompositions``)."""
     fakes = _fresh_fakes(example_inputs, context)
     env = next((f.fake_mode.shape_env for f in fakes if isinstance(f, FakeTensor)), None)
     guards_before = len(env.guards) if env is not None else 0
@@ -57,7 +59,7 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
     needs_grad = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
     final_grad_mode = _global_effects(gm)
     try:
-        result, constants = trace(gm, fakes, backward=needs_grad)
+        result, constants = trace(gm, fakes, backward=needs_grad, decompositions=decompositions)
     except GuardOnDataDependentError as e:
         raise AotUnsupported(f"a decision on a data-dependent size: {e}") from e
     if env is not None and len(env.runtime_asserts) > asserts_before:

@@ -79,9 +79,10 @@ class _Storage:
 class _Recorder(TorchDispatchMode):
     """Records each ATen op as a functional node (see the module docstring)."""
 
-    def __init__(self, graph: Graph, shape_env: Any) -> None:
+    def __init__(self, graph: Graph, shape_env: Any, decompositions: dict | None = None) -> None:
         super().__init__()
         self.graph = graph
+        self.decompositions = decompositions or {}
         self.shape_env = shape_env
         self.phase = "forward"
         self._nodes: dict[int, tuple[Node, int]] = {}  # id(fake) -> (node, storage version)
@@ -197,6 +198,12 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        decomposition = self.decompositions.get(func)
+        if decomposition is not None:
+            with self:  # the ops it is made of are recorded (and decomposed) in its place
+                out = decomposition(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
         out = func(*args, **kwargs)
         self.record(func, args, kwargs, out)
         return out
@@ -465,15 +472,17 @@ def _covers_same_memory(a: Any, b: Any) -> bool:
     return all(sympy.expand(_expr(x) - _expr(y)) == 0 for x, y in pairs)
 
 
-def trace(gm: GraphModule, fake_inputs: list[Any], *, backward: bool) -> tuple[TraceResult, dict[str, Any]]:
+def trace(gm: GraphModule, fake_inputs: list[Any], *, backward: bool,
+          decompositions: dict | None = None) -> tuple[TraceResult, dict[str, Any]]:
     """The functional ATen graph of ``gm`` on ``fake_inputs`` (kiln fakes of one mode, or
-    numbers): forward only, or joint forward and backward. Returns the result and the
-    constant tensors its ``get_attr`` nodes name."""
+    numbers): forward only, or joint forward and backward; ops in ``decompositions``
+    (``_decompositions``) recorded as the ops their function calls. Returns the result and
+    the constant tensors its ``get_attr`` nodes name."""
     mode = next((f.fake_mode for f in fake_inputs if isinstance(f, FakeTensor)), None)
     if mode is None:
         mode = FakeTensorMode()
     graph = Graph()
-    recorder = _Recorder(graph, mode.shape_env)
+    recorder = _Recorder(graph, mode.shape_env, decompositions)
     primals = []
     for i, fake in enumerate(fake_inputs):
         node = graph.placeholder(f"primals_{i + 1}")
