@@ -376,3 +376,69 @@ def test_an_output_leaf_that_requires_grad_is_refused_and_aot_eager_matches_eage
     kiln.reset()
     a, b = kiln.compile(f, backend="aot_eager")(torch.randn(3))
     assert b.is_leaf and b.requires_grad and not a.requires_grad
+
+
+def test_write_through_a_view_of_an_intermediate_that_is_returned_with_it():
+    def f(x):
+        y = x * 1
+        v = y[0]
+        v.add_(1)
+        return y, v
+    _run(f, _x(3, 2))
+
+
+def test_slice_assignment_into_an_input():
+    def f(x, y):
+        x[1:3] = y
+        return x.sum(0)
+    _run(f, lambda: (torch.zeros(4, 2), torch.randn(2, 2)))
+
+
+def test_masked_fill_in_place_on_an_input():
+    def f(x, m):
+        x.masked_fill_(m, -1.0)
+        return x * 2
+    _run(f, lambda: (torch.randn(3, 3), torch.rand(3, 3) > 0.5))
+
+
+def test_augmented_assignment_on_an_input():
+    def f(x, y):
+        x += y
+        x *= 2
+        return x - y
+    _run(f, lambda: (torch.randn(4), torch.randn(4)))
+
+
+def test_writes_in_an_unrolled_loop():
+    def f(x):
+        for i in range(3):
+            x[i] += i
+        return x.sum()
+    _run(f, _x(4, 2))
+
+
+def test_a_buffer_written_with_a_symbolic_batch_while_training():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+            self.register_buffer("seen", torch.zeros(()))
+
+        def forward(self, x):
+            self.seen.add_(x.shape[0])
+            return self.lin(x)
+
+    kiln.reset()
+    torch.manual_seed(0)
+    m = M()
+    ref = M()
+    ref.load_state_dict(m.state_dict())
+    backend = _Aot()
+    compiled = kiln.compile(m, backend=backend, dynamic=True)
+    for batch in (4, 1, 6):
+        x = torch.randn(batch, 3)
+        compiled(x).sum().backward()
+        ref(x).sum().backward()
+    torch.testing.assert_close(m.lin.weight.grad, ref.lin.weight.grad)
+    assert float(m.seen) == float(ref.seen) == 11.0
+    assert len(backend.graphs) == 1
