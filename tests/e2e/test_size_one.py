@@ -234,3 +234,28 @@ def test_a_reshape_that_copies_unless_a_size_is_1_keeps_its_guard():
     """(n, 1).t() reshaped to one dim is a view only for n == 1: decided by the example value."""
     calls = _shapes([(5, 1)], [(3, 1)], [(1, 1)])
     assert _run(_flatten_transposed, calls, dynamic=True) == 2
+
+
+def _repeat_kv(x):
+    # Llama's grouped-query attention: (b, kv, t, d) -> (b, kv * 2, t, d) through an expand;
+    # a copy for every b and t (the expanded dim cannot merge), so no guard on b or t being 1
+    b, kv, t, d = x.shape
+    y = x[:, :, None, :, :].expand(b, kv, 2, t, d).reshape(b, kv * 2, t, d)
+    y.add_(1)  # a copy: the input is not written
+    return y
+
+
+def _marked(x, *dims):
+    for d in dims:
+        kiln.mark_dynamic(x, d)
+    return x
+
+
+def test_a_reshape_that_copies_for_every_size_needs_no_guard_on_1():
+    """Batch and length dynamic, heads and head size static (as in Llama): one graph. (With
+    a dynamic number of heads the reshape would be a view for 1 head: that one guards.)"""
+    torch.manual_seed(0)
+    calls = [(_marked(torch.randn(b, 2, t, 4), 0, 2),) for b, t in ((2, 5), (1, 7), (3, 1), (1, 1))]
+    assert _run(_repeat_kv, calls) == 1
+    calls = [(torch.randn(2, kv, 5, 4),) for kv in (2, 1, 3)]
+    assert _run(_repeat_kv, calls, dynamic=True) == 2

@@ -271,3 +271,35 @@ def test_a_call_the_dtype_probe_rejects_runs_the_meta_kernel():
         with pytest.raises((RuntimeError, ValueError), match="alpha"):
             torch.add(x, x, alpha=2.5)
     assert mode.fast_hits == 1
+
+
+@pytest.mark.parametrize("make, sizes, plan", [
+    (lambda: torch.randn(3, 5, 4), lambda x: (x.shape[0] * x.shape[1], 4), "view"),
+    (lambda: torch.randn(3, 5, 4).transpose(0, 1), lambda x: (x.shape[0], x.shape[1], 4), "view"),
+    (lambda: torch.randn(3, 2, 5, 4)[:, :, None].expand(3, 2, 2, 5, 4),
+     lambda x: (x.shape[0], 4, x.shape[3], 4), "copy"),
+    (lambda: torch.randn(3, 4, 6).transpose(1, 2), lambda x: (x.shape[0], 24), "copy"),
+    # a view when a symbolic size is 1: left to torch's kernel (guards)
+    (lambda: torch.randn(5, 3).t(), lambda x: (x.shape[0] * x.shape[1],), None),
+    (lambda: torch.randn(4, 3).t(), lambda x: (x.shape[0] * x.shape[1],), None),
+])
+def test_reshape_plan_matches_eager_for_the_traced_sizes(make, sizes, plan):
+    from kiln.symshapes.bridge import reshape_plan
+
+    real = make()
+    env, mode = _mode()
+    x = _fake(mode, real)
+    assert reshape_plan(x, sizes(x)) == plan
+    eager = real.reshape(sizes(real))
+    if plan is not None:
+        assert (eager.untyped_storage().data_ptr() == real.untyped_storage().data_ptr()) == (plan == "view")
+    assert env.guards == ()
+
+
+def test_reshape_plan_leaves_to_torch_what_depends_on_a_size_being_1():
+    """(n, 1).t() flattened: a view when n is 1, a copy otherwise."""
+    from kiln.symshapes.bridge import reshape_plan
+
+    _, mode = _mode()
+    x = mode.from_real(torch.randn(5, 1), dynamic_dims=(0, 1)).t()
+    assert reshape_plan(x, (x.shape[0] * x.shape[1],)) is None

@@ -38,7 +38,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kiln.fxgraph import Graph, GraphModule, Interpreter, Node
-from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, reshape_is_view
+from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, reshape_plan
 
 from ._functional import AotUnsupported, functional_variant
 
@@ -320,9 +320,9 @@ class _Recorder(TorchDispatchMode):
 
 
 class _Runner(Interpreter):
-    """Runs the torch-level graph on the fakes. A ``reshape`` that is a view for every size
-    runs as that view, as kiln.symexec traced it (torch's reshape kernel would ask about each
-    size being 1, guards the frame does not have)."""
+    """Runs the torch-level graph on the fakes. A ``reshape`` that is a view (or a copy) for
+    every size runs as that view (copy), as kiln.symexec traced it (torch's reshape kernel
+    would ask about each size being 1, guards the frame does not have)."""
 
     def call_method(self, target: str, args: tuple, kwargs: dict) -> Any:
         if target == "reshape":
@@ -343,9 +343,14 @@ def _reshape_as_view(args: tuple, kwargs: dict) -> Any:
     if kwargs or len(args) < 2 or not isinstance(args[0], FakeTensor):
         return None
     sizes = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list)) else args[1:]
-    if not all(isinstance(v, (int, torch.SymInt)) for v in sizes) or not reshape_is_view(args[0], sizes):
+    if not all(isinstance(v, (int, torch.SymInt)) for v in sizes):
         return None
-    return args[0].view(sizes)
+    plan = reshape_plan(args[0], sizes)
+    if plan == "view":
+        return args[0].view(sizes)
+    if plan == "copy":  # what torch's reshape does when there is no view
+        return torch.ops.aten._unsafe_view(args[0].clone(memory_format=torch.contiguous_format), sizes)
+    return None
 
 
 class _ExprBuilder:

@@ -38,7 +38,7 @@ from kiln.guards import (
     is_module_tensor,
 )
 from kiln.symshapes import ShapeEnv, ShapeEnvConfig
-from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, UnsupportedOpError, reshape_is_view
+from kiln.symshapes.bridge import FakeTensor, FakeTensorMode, UnsupportedOpError, reshape_plan
 
 from ._assumptions import Assumptions
 from ._autocast_state import AUTOCAST_DEVICES
@@ -675,9 +675,9 @@ def _fake_of(v: TensorVariable | SymNumberVariable) -> Any:
 
 def _reshape_as_view(op: str, target: Any, fake_args: tuple, fake_kwargs: dict) -> Any:
     """For ``reshape`` of a fake with symbolic sizes that is a view for every size the
-    symbols may take: a call computing it as ``view`` (the node stays ``reshape``, which at
-    run time returns that same view), sparing the guards torch's reshape kernel takes on
-    each size being 1; else None."""
+    symbols may take, or a copy for every size: a call computing it as ``view``, or as the
+    contiguous copy torch's reshape makes then (the node stays ``reshape``), sparing the
+    guards torch's reshape kernel takes on each size being 1; else None."""
     import torch
 
     if op == "call_method":
@@ -689,6 +689,11 @@ def _reshape_as_view(op: str, target: Any, fake_args: tuple, fake_kwargs: dict) 
         return None
     fake = fake_args[0]
     sizes = fake_args[1] if len(fake_args) == 2 and isinstance(fake_args[1], (tuple, list)) else fake_args[1:]
-    if not all(isinstance(v, (int, torch.SymInt)) for v in sizes) or not reshape_is_view(fake, sizes):
+    if not all(isinstance(v, (int, torch.SymInt)) for v in sizes):
         return None
-    return lambda: fake.view(sizes)
+    plan = reshape_plan(fake, sizes)
+    if plan == "view":
+        return lambda: fake.view(sizes)
+    if plan == "copy":  # what torch's reshape does when there is no view
+        return lambda: torch.ops.aten._unsafe_view(fake.clone(memory_format=torch.contiguous_format), sizes)
+    return None

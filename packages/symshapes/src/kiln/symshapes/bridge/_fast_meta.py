@@ -38,7 +38,7 @@ from kiln.symshapes.bridge._fake_tensor import FakeTensor
 from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
 from kiln.symshapes.bridge._torch_internals import no_python_dispatcher
 
-__all__ = ["fast_rule", "reshape_is_view"]
+__all__ = ["fast_rule", "reshape_is_view", "reshape_plan"]
 
 _CPU = torch.device("cpu")
 _ONE = sympy.Integer(1)
@@ -51,6 +51,10 @@ _KEEPS_LAYOUT = (None, torch.preserve_format, torch.contiguous_format)
 
 class _Bail(Exception):
     """The call is not one these rules answer: run the meta kernel."""
+
+
+class _NoView(Exception):
+    """``computeStride`` decided that there is no view (not a doubt: a definite no)."""
 
 
 def fast_rule(info) -> Callable | None:
@@ -392,34 +396,74 @@ def _view_layout(source: FakeTensor, sizes, mode) -> tuple[list, list] | None:
     return sizes, [_sym(mode, e) for e in strides]
 
 
-def reshape_is_view(fake: FakeTensor, sizes) -> bool:
-    """Whether ``fake.reshape(sizes)`` is a view of ``fake`` for every size its symbols may
-    take (a size that may be 1 included: a view for sizes >= 2 is one for 1 as well), so the
-    reshape can be traced as ``view`` without the guards torch's reshape kernel records
-    (computeStride asks about each size being 1). False when that needs a decision; the
-    caller then runs torch's reshape."""
+def reshape_plan(fake: FakeTensor, sizes) -> str | None:
+    """What ``fake.reshape(sizes)`` is for every size its symbols may take, decided without
+    a guard: ``"view"`` (a view for sizes >= 2 is one for sizes of 1 as well), ``"copy"`` (no
+    view, checked in every world where some of the sizes that may be 1 are 1: at most 6 such
+    symbols), or None when that needs a decision (the caller runs torch's reshape, whose
+    computeStride asks about each size being 1 and records guards)."""
     mode = fake.fake_mode
-    if mode.shape_env is None or not _symbolic([fake]):
-        return False
-    return _view_layout(fake, sizes, mode) is not None
+    env = mode.shape_env
+    if env is None or not _symbolic([fake]):
+        return None
+    if _view_layout(fake, sizes, mode) is not None:
+        return "view"
+    try:
+        old_sizes, old_strides = [_expr(v) for v in fake.shape], [_expr(v) for v in fake.stride()]
+        new_sizes = [_expr(v) for v in sizes]
+    except _Bail:
+        return None
+    if any(type(v) is int and v < 0 for v in sizes):
+        return None  # -1: the copy path would need the inferred size too
+    numel_old, numel_new = sympy.Mul(*old_sizes), sympy.Mul(*new_sizes)
+    if env.simplify(sympy.expand(numel_old - numel_new)) != 0:
+        return None
+    symbols = sorted({sym for e in (*old_sizes, *old_strides, *new_sizes) for sym in e.free_symbols
+                      if env.may_be_one(sym)}, key=str)
+    if len(symbols) > 6:
+        return None
+    for mask in range(1 << len(symbols)):
+        ones = {sym: _ONE for i, sym in enumerate(symbols) if mask >> i & 1}
+        try:
+            _compute_stride([e.xreplace(ones) for e in old_sizes], [e.xreplace(ones) for e in old_strides],
+                            [e.xreplace(ones) for e in new_sizes], env)
+        except _NoView:
+            continue  # a copy in this world too
+        except _Bail:
+            return None
+        return None  # a view in this world: copy or view depends on the sizes
+    return "copy"
+
+
+def reshape_is_view(fake: FakeTensor, sizes) -> bool:
+    """Whether ``reshape_plan`` says ``"view"``."""
+    return reshape_plan(fake, sizes) == "view"
 
 
 def _view_strides(source: FakeTensor, sizes, env) -> list:
     """torch's ``computeStride`` (whether ``source`` can be viewed with ``sizes``, and the
-    strides) over expressions: the old dims are cut into chunks that are contiguous among
-    themselves, each chunk must be covered by whole new dims, and a new dim's stride is the
-    product of the later new dims of its chunk times the chunk's innermost stride. Each
-    comparison is decided by the value ranges with sizes that may be 1 taken as >= 2 (where
-    one is 1 at run time the view still exists, and only that size-1 dim's stride may
-    differ); undecided, or no view: ``_Bail``."""
+    strides) over expressions: see ``_compute_stride``. Sizes that may be 1 are taken as
+    >= 2 (where one is 1 at run time the view still exists, and only that size-1 dim's
+    stride may differ); undecided, or no view: ``_Bail``."""
+    try:
+        return _compute_stride([_expr(v) for v in source.shape], [_expr(v) for v in source.stride()],
+                               [_expr(v) for v in sizes], env)
+    except _NoView:
+        raise _Bail from None
+
+
+def _compute_stride(old_sizes: list, old_strides: list, new_sizes: list, env) -> list:
+    """torch's ``computeStride`` over expressions: the old dims are cut into chunks that are
+    contiguous among themselves, each chunk must be covered by whole new dims, and a new
+    dim's stride is the product of the later new dims of its chunk times the chunk's
+    innermost stride. Each comparison is decided by the value ranges, sizes that may be 1
+    taken as >= 2: undecided, ``_Bail``; no view, ``_NoView``."""
     def known(relation) -> bool:
         answer = env.statically_known(relation, size_oblivious=True)
         if answer is None:
             raise _Bail
         return answer
 
-    old_sizes, old_strides = [_expr(v) for v in source.shape], [_expr(v) for v in source.stride()]
-    new_sizes = [_expr(v) for v in sizes]
     if not old_sizes:
         return [_ONE] * len(new_sizes)
     if any(known(sympy.Eq(s, 0)) for s in old_sizes):
@@ -437,12 +481,12 @@ def _view_strides(source: FakeTensor, sizes, env) -> list:
                 view_numel = view_numel * new_sizes[view_d]
                 view_d -= 1
             if not known(sympy.Eq(view_numel, tensor_numel)):
-                raise _Bail
+                raise _NoView
             if tensor_d > 0:
                 base = old_strides[tensor_d - 1]
                 tensor_numel, view_numel = _ONE, _ONE
     if view_d != -1:
-        raise _Bail
+        raise _NoView
     return strides
 
 
