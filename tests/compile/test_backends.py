@@ -15,6 +15,7 @@ import kiln.frameeval as fe
 from kiln._backends import backend_rules, compile_graph
 from kiln.fxgraph import Graph, GraphModule
 from kiln.fxgraph.torch_fx import to_torch_fx
+from kiln.symexec._capture_result import may_start_user_frames
 
 
 def _codes_compiled():
@@ -179,8 +180,29 @@ def _user_function(t):
 ], ids=["torch", "method", "operator", "module", "user function", "apply", "callable argument"])
 def test_the_graph_code_is_called_directly_only_when_it_starts_no_user_frame(build, direct):
     gm = _graph_of(build)
-    compiled = compile_graph(backend_rules["eager"], gm, [torch.randn(2)])
+    compiled = compile_graph(backend_rules["eager"], gm, [torch.randn(2)],
+                             may_start_user_frames=may_start_user_frames(gm.graph))  # symexec's answer
     assert (compiled is gm.forward) is direct
+
+
+def test_without_symexecs_answer_or_after_a_backend_rewrote_the_graph_its_code_runs_with_capture_off():
+    gm = _graph_of(lambda g, x: g.call_function(torch.relu, (x,)))
+    eager = backend_rules["eager"]
+    assert compile_graph(eager, gm, [torch.randn(2)], may_start_user_frames=False) is gm.forward
+    assert compile_graph(eager, gm, [torch.randn(2)]) is not gm.forward  # default: may start some
+
+    def rewriting(gm, example_inputs):
+        # adds a call of a user function: the graph symexec described is gone
+        (out,) = gm.graph.find_nodes("output")
+        with gm.graph.inserting_before(out):
+            out.args = (gm.graph.call_function(_user_function, (out.args[0],)),)
+        gm.recompile()
+        return gm.forward
+
+    compiled = compile_graph(rewriting, gm, [torch.randn(2)], may_start_user_frames=False)
+    assert compiled is not gm.forward
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x), torch.relu(x) + 1)
 
 
 def test_the_direct_call_starts_no_python_frame_but_torch_and_the_graph():

@@ -245,8 +245,7 @@ def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
         finally:
             reset()
         graphs = [c.graph_module for c in captures if c.op_count]
-        ops = [[_op_name(n) for n in gm.graph.nodes
-                if n.op in ("call_function", "call_method", "call_module")] for gm in graphs]
+        ops = [c.op_names for c in captures if c.op_count]
         guards = [g for c in captures for g in c.guards.ordered()]
         return ExplainOutput(graphs, len(graphs), len(breaks), breaks, sum(map(len, ops)), ops, guards)
 
@@ -257,8 +256,3 @@ def _break_reason(error: Unsupported | str) -> BreakReason:
     if isinstance(error, Unsupported):
         return BreakReason(error.reason, error.location, list(error.stack))
     return BreakReason(error, None)
-
-
-def _op_name(node: Any) -> str:
-    t = node.target
-    return t if isinstance(t, str) else getattr(t, "__qualname__", None) or repr(t)

@@ -15,7 +15,9 @@ never goes back to static. It is filled three ways:
    programs this is for, and the first change shows one of them: learning them one at a
    time costs a recompile each (a sweep over batches and lengths in random order: 3
    compiles, where 2 suffice). A dimension that never changes costs nothing but its shape
-   guards, and one the code needs as a value is specialized by a guard as before.
+   guards, and one the code needs as a value is specialized by a guard as before. What
+   each capture fixed is kiln.symexec's answer (``Capture.specializations``, kept per
+   capture in ``Stats.code_guards``); this module only compares it with the frame's values.
 2. **Inherited by resume functions** (``inherit_resume_inputs``): a capture that ends at a
    graph break says, for each resume function its replacement calls
    (``Capture.resumes``), which arguments hold tensors whose dimensions are symbols in the
@@ -48,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kiln.guards import EqualsMatch, ItemSource, LocalSource, Source, TensorMatch, is_module_tensor
+from kiln.guards import ItemSource, LocalSource, Source
 
 from ._logs import artifact_logger
 
@@ -63,25 +65,25 @@ Dims = Mapping[Source, frozenset[int]]
 def dynamic_numbers(stats: Stats, code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], *,
                     learn: bool) -> frozenset[Source]:
     """Sources whose numbers the next capture of ``code`` takes as graph inputs: those
-    remembered, and (``learn``) each int or float an earlier capture guarded by value that
-    holds another value of the same type now (bools stay constants)."""
+    remembered, and (``learn``) each int or float an earlier capture fixed by value
+    (kiln.symexec's ``Specializations.numbers``: bools stay constants) that holds another
+    value of the same type now."""
     known = stats.dynamic_numbers.get(code, frozenset())
     if not learn:
         return known
     changed = set(known)
-    for guards in stats.code_guards.get(code, ()):
-        for guard in guards:  # insertion order; ordered() would sort for nothing
-            if (type(guard) is not EqualsMatch or type(guard.value) not in (int, float)
-                    or guard.source in changed):
+    for fixed in stats.code_guards.get(code, ()):
+        for source, value in fixed.numbers():
+            if source in changed:
                 continue
             try:
-                now = guard.source.fetch(L, f_globals)
+                now = source.fetch(L, f_globals)
             except Exception:
                 continue
-            if type(now) is type(guard.value) and now != guard.value:
-                changed.add(guard.source)
+            if type(now) is type(value) and now != value:
+                changed.add(source)
                 _log().info("%s: %s is a graph input from now on (was %r, now %r)",
-                            code.co_qualname, guard.source, guard.value, now)
+                            code.co_qualname, source, value, now)
     stats.dynamic_numbers[code] = result = frozenset(changed)
     return result
 
@@ -89,32 +91,30 @@ def dynamic_numbers(stats: Stats, code: types.CodeType, L: dict[str, Any], f_glo
 def dynamic_dims(stats: Stats, code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], *,
                  learn: bool) -> dict[Source, frozenset[int]]:
     """Tensor dimensions the next capture of ``code`` makes symbols: those remembered, and
-    (``learn``) every dimension an earlier capture fixed (its tensor guard) of a tensor whose
-    size differs now in any dimension, for tensors that are not a module's parameters or
-    buffers."""
+    (``learn``) every dimension an earlier capture fixed (kiln.symexec's
+    ``Specializations.tensor_sizes``: never a module's parameters or buffers) of a tensor
+    whose size differs now in any dimension."""
     known = stats.dynamic_dims.get(code, {})
     if not learn:
         return dict(known)
     dims = {source: set(d) for source, d in known.items()}
-    for guards in stats.code_guards.get(code, ()):
-        for guard in guards:  # insertion order; ordered() would sort for nothing
-            if type(guard) is not TensorMatch or is_module_tensor(guard.source):
-                continue
+    for fixed in stats.code_guards.get(code, ()):
+        for source, sizes in fixed.tensor_sizes():
             try:
-                now = guard.source.fetch(L, f_globals)
+                now = source.fetch(L, f_globals)
             except Exception:
                 continue
             if not isinstance(now, torch.Tensor) or isinstance(now, torch.nn.Parameter) \
-                    or now.dim() != len(guard.sizes):
+                    or now.dim() != len(sizes):
                 continue
-            if all(size is None or now.shape[d] == size for d, size in enumerate(guard.sizes)):
+            if all(size is None or now.shape[d] == size for d, size in enumerate(sizes)):
                 continue
-            changed = {d for d, size in enumerate(guard.sizes) if size is not None}  # all of them
-            new = changed - dims.get(guard.source, set())
+            changed = {d for d, size in enumerate(sizes) if size is not None}  # all of them
+            new = changed - dims.get(source, set())
             if new:
-                dims.setdefault(guard.source, set()).update(new)
+                dims.setdefault(source, set()).update(new)
                 _log().info("%s: dims %s of %s are symbols from now on (sizes %s, now %s)", code.co_qualname,
-                            sorted(new), guard.source, guard.sizes, tuple(now.shape))
+                            sorted(new), source, sizes, tuple(now.shape))
     stats.dynamic_dims[code] = result = {source: frozenset(d) for source, d in dims.items()}
     return result
 

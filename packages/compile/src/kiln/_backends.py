@@ -17,9 +17,11 @@ until that lands.
   the original (``__cause__`` and ``inner_exception``).
 - Whatever callable the backend returns runs with the callback off too (what it runs is the
   backend's business: an AOT runtime wrapper, generated ``call`` code, kernels), except the
-  graph's own generated code (``gm`` or ``gm.forward``, written by kiln.fxgraph) when the
-  graph provably starts no frame of user code: that one is called directly, saving a wrapper
-  frame on every cache hit.
+  graph's own generated code (``gm`` or ``gm.forward``, written by kiln.fxgraph, as the
+  backend was given it) when the graph provably starts no frame of user code: that one is
+  called directly, saving a wrapper frame on every cache hit. Whether it can is kiln.symexec's
+  answer (``Capture.may_start_user_frames``), which the caller passes; this module never
+  looks inside the graph.
 - Exceptions the compiled callable raises while it runs pass through unchanged.
 - A graph with inputs that vary between the calls its guards admit (a size that is a
   symbol, a number taken as an input: ``kiln.compile_context()``) is only given as is to
@@ -41,7 +43,6 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
-from kiln.fxgraph import Node, map_aggregate
 
 from ._context import CompileContext, active, compile_context
 
@@ -168,16 +169,22 @@ def backend_name(backend: Any) -> str:
 
 
 def compile_graph(backend: Backend, gm: Any, example_inputs: list[Any],
-                  context: CompileContext | None = None) -> Callable[..., Any]:
+                  context: CompileContext | None = None, *,
+                  may_start_user_frames: bool = True) -> Callable[..., Any]:
     """Call ``backend(gm, example_inputs)`` with capture off, ``context`` as
     ``kiln.compile_context()``, and return the callable the replacement code should run (see
-    the module docstring). Raises ``BackendCompilerFailed`` when the backend raises."""
+    the module docstring). ``may_start_user_frames``: kiln.symexec's answer for ``gm``
+    (``Capture.may_start_user_frames``); the default, True, never calls the graph's code
+    directly. Raises ``BackendCompilerFailed`` when the backend raises."""
+    captured = getattr(type(gm), "forward", None)
     compiled = _call_backend(backend, gm, example_inputs, context)
     if not callable(compiled):
         raise BackendCompilerFailed(
             backend, TypeError(f"a backend must return a callable, got {type(compiled).__name__}"))
     if _is_graph_code(compiled, gm):
-        return compiled if not _may_start_user_frames(gm) else _capture_off(compiled)
+        # the answer is about the graph as captured: code a backend regenerated is not it
+        direct = not may_start_user_frames and getattr(type(gm), "forward", None) is captured
+        return compiled if direct else _capture_off(compiled)
     varying = context.varying_inputs() if context is not None else ()
     if varying and not getattr(backend, "handles_dynamic_inputs", False):
         compiled = specialized(backend, gm, example_inputs, context, compiled, varying)
@@ -237,41 +244,6 @@ def _is_graph_code(compiled: Any, gm: Any) -> bool:
     forward = getattr(type(gm), "forward", None)
     return (compiled is gm or compiled is forward) and isinstance(forward, types.FunctionType) \
         and forward.__code__.co_filename.startswith("<kiln.fxgraph ")
-
-
-_TRUSTED_MODULES = ("operator", "math", "builtins")
-
-
-def _may_start_user_frames(gm: Any) -> bool:
-    """Whether running the graph's generated code can start Python frames of code other than
-    torch's own: a submodule call, a call of anything but a C function or a function of torch
-    (or operator/math), such as an autograd.Function's ``apply`` or a custom op whose kernel
-    is Python, or a callable passed to a torch function."""
-    for node in gm.graph.nodes:
-        if node.op == "call_module":
-            return True
-        if node.op not in ("call_function", "call_method"):
-            continue
-        if any(callable(a) and not isinstance(a, (type, torch.Tensor)) for a in _flat_args(node)):
-            return True
-        if node.op == "call_method":
-            continue  # a Tensor method: C, or torch's own Python
-        target = node.target
-        if isinstance(target, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-            continue
-        module = getattr(target, "__module__", None) or ""
-        if isinstance(target, types.FunctionType) and (
-                module == "torch" or module.startswith("torch.") or module in _TRUSTED_MODULES):
-            continue
-        return True
-    return False
-
-
-def _flat_args(node: Any) -> list[Any]:
-    """The constant leaves of a node's arguments (a node is a value the graph computes)."""
-    out: list[Any] = []
-    map_aggregate((node.args, node.kwargs), lambda a: None if isinstance(a, Node) else out.append(a))
-    return out
 
 
 def _capture_off(compiled: Callable[..., Any]) -> Callable[..., Any]:

@@ -148,5 +148,4 @@ def active(context: CompileContext | None) -> Iterator[None]:
 def context_of(cap: Any, configs: StageConfigs = DEFAULT_CONFIGS,
                timings: dict[str, float] | None = None) -> CompileContext:
     """The context of a kiln.symexec Capture's graph, compiled with ``configs``."""
-    fakes = tuple(node.meta.get("val") for node in cap.graph_module.graph.find_nodes("placeholder"))
-    return CompileContext(cap.code, cap.shape_env, fakes, configs, GuardSink(), dict(timings or {}))
+    return CompileContext(cap.code, cap.shape_env, cap.fake_inputs, configs, GuardSink(), dict(timings or {}))

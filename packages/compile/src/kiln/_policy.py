@@ -16,7 +16,10 @@
    resume function, itself a frame compiled the same way.
 
 The backend is called through ``_backends.compile_graph``: it and what it returns run with
-the callback off. What kiln cannot capture (``Unsupported``) where no graph break is possible
+the callback off (but for the graph's own code where kiln.symexec says it starts no user
+frame, ``Capture.may_start_user_frames``). The policy asks the Capture what it needs (its
+fake inputs, what its guards fix for automatic dynamic) and never inspects guard kinds or
+graph nodes itself. What kiln cannot capture (``Unsupported``) where no graph break is possible
 falls back to eager for that code, logged once with the reason and the user's line; with
 ``fullgraph`` it raises ``kiln.Unsupported`` (no graph breaks). A backend's failure
 (``BackendCompilerFailed``: the user's callable raised) reaches the caller, as under
@@ -200,7 +203,7 @@ class FrameCompiler:
         cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=numbers,
                       dynamic_shapes=dynamic is True, dynamic_dims=dims, caches=current.symexec)
         context = context_of(cap, self.configs, {"capture": time.perf_counter() - start})
-        stats.code_guards.setdefault(code, []).append(cap.guards)
+        stats.code_guards.setdefault(code, []).append(cap.specializations)
         if dynamic is not False:
             inherit_resume_inputs(stats, cap, dims=automatic)
         if self.observer is not None:
@@ -214,7 +217,8 @@ class FrameCompiler:
         compiled = None
         if cap.op_count:
             with context.timed("backend"):
-                compiled = compile_graph(self.backend, gm, list(cap.example_inputs), context)
+                compiled = compile_graph(self.backend, gm, list(cap.example_inputs), context,
+                                         may_start_user_frames=cap.may_start_user_frames)
         replacement = cap.replacement(compiled)
         stats.originals[id(replacement)] = (replacement, code)
         with context.timed("guards"):

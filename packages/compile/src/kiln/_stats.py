@@ -32,7 +32,8 @@ class Stats:
     unique_graphs: int = 0
     eager_codes: dict[types.CodeType, str] = field(default_factory=dict)
     broken_codes: dict[types.CodeType, str] = field(default_factory=dict)  # an entry with a break
-    # per code: the guards of its captures, and the sources whose numbers are graph inputs now
+    # per code: what the guards of each of its captures fix (kiln.symexec's Specializations,
+    # one per capture), and the sources whose numbers are graph inputs now
     code_guards: dict[types.CodeType, list[Any]] = field(default_factory=dict)
     dynamic_numbers: dict[types.CodeType, frozenset[Any]] = field(default_factory=dict)
     # per code: the tensor dimensions that are symbols now (source -> dims); see _automatic_dynamic

@@ -4,7 +4,9 @@
   (no torch needed).
 - ``capture(code, L, f_globals)``: trace one frame into a torch-level graph, its guards and
   its replacement code (needs torch; imported on first use so the bytecode layer stays
-  torch-free).
+  torch-free). The ``Capture`` it returns answers the pipeline's questions about itself
+  (``fake_inputs``, ``may_start_user_frames``, ``specializations``, ``op_names``), so
+  that no caller inspects guard kinds or graph nodes.
   ``capture(..., graph_breaks=True)`` ends the graph where tracing fails and resumes after
   (``_breaks``).
 - ``SymexecCaches``: what captures share (decoded code, fake-op results, resume functions),

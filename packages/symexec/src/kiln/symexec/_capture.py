@@ -1,11 +1,11 @@
 """capture: trace one frame into a graph, its guards, and a recipe for its replacement code.
 
 ``capture(code, L, f_globals)`` runs the Translator over ``code`` with the frame's arguments
-``L`` (as kiln.frameeval passes them) and returns a ``Capture``: the torch-level
-GraphModule with its example inputs, the guards, and ``replacement(compiled)`` which builds
-the code object that loads the graph inputs from the frame, calls ``compiled`` (whatever the
-backend made of the graph), replays side effects on real objects (list and dict mutations)
-and rebuilds the Python return value.
+``L`` (as kiln.frameeval passes them) and returns a ``Capture`` (``_capture_result``): the
+torch-level GraphModule with its example inputs, the guards, and ``replacement(compiled)``
+which builds the code object that loads the graph inputs from the frame, calls ``compiled``
+(whatever the backend made of the graph), replays side effects on real objects (list and
+dict mutations) and rebuilds the Python return value.
 
 The replacement's order: read every graph input from the frame; replay the side effects eager
 made before the graph's first op that may raise at run time (``_split_effects``,
@@ -32,14 +32,15 @@ from typing import Any
 import torch
 
 from kiln.fxgraph import GraphModule, Node, eliminate_dead_code
-from kiln.guards import GuardSet, LocalSource, Source
+from kiln.guards import LocalSource, Source
 from kiln.symshapes.bridge import hide_user_state, no_frontend_import
 
 from . import _opcodes  # noqa: F401  (registers the opcode rules)
 from ._autocast_state import autocast_state, restore_autocast
 from ._breaks import ResumeInputs, break_point, break_tail
 from ._caches import SymexecCaches
-from ._codegen import ReplacementSource, build_replacement, render_source
+from ._capture_result import Capture
+from ._codegen import ReplacementSource, render_source
 from ._opcodes import MethodOf
 from ._output_graph import MUTATES, OutputGraph
 from ._run_time_errors import may_raise
@@ -65,35 +66,6 @@ _SET_GRAD = torch._C._set_grad_enabled
 _ENTER_AUTOCAST = torch.amp.autocast_mode._enter_autocast
 
 __all__ = ["Capture", "capture"]
-
-
-@dataclass(slots=True)
-class Capture:
-    """The result of tracing one frame; see the module docstring."""
-
-    code: types.CodeType
-    graph_module: GraphModule
-    example_inputs: list[Any]
-    input_sources: list[Source]
-    guards: GuardSet
-    op_count: int
-    body: ReplacementSource
-    graph_name: str
-    graph_break: Unsupported | None = None  # set when the capture ends at a graph break
-    # each call of a resume function the replacement makes: what its arguments are (_breaks)
-    resumes: tuple[ResumeInputs, ...] = ()
-    shape_env: Any = None  # the ShapeEnv of the graph's symbolic sizes (kiln.symshapes)
-
-    def replacement(self, compiled: Any) -> types.CodeType:
-        """The replacement code object calling ``compiled`` for the graph."""
-        body = ReplacementSource(list(self.body.lines), dict(self.body.objects))
-        body.objects[self.graph_name] = compiled
-        return build_replacement(self.code, body)
-
-    @property
-    def source_text(self) -> str:
-        """The replacement's body as text (for logs)."""
-        return "\n".join(self.body.lines)
 
 
 def capture(code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any], *,
