@@ -59,7 +59,8 @@ from .variables._containers import (
 )
 from .variables._dict_views import instance_dict
 from .variables._environ import EnvironVariable
-from .variables._functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .variables._functions import UserFunctionVariable, UserMethodVariable
+from .variables._functools import LruCacheVariable, PartialVariable
 from .variables._modules import NNModuleVariable
 from .variables._objects import (
     MISSING,
@@ -213,7 +214,12 @@ class VariableBuilder:
             args = self.wrap(value.args, AttrSource(source, "args"))
             keywords = self.wrap(value.keywords, AttrSource(source, "keywords"))
             return PartialVariable(func, args.iterate(None), {k: keywords.getitem(None, ConstantVariable(k))
-                                                              for k in value.keywords}, source)
+                                                              for k in value.keywords}, source, real=value)
+        if type(value) is functools._lru_cache_wrapper:  # the wrapped function is inlined
+            if g:
+                self._guard(IdMatch(source, value))
+            return LruCacheVariable(self.wrap(value.__wrapped__, AttrSource(source, "__wrapped__") if g else None),
+                                    value, source)
         if value is torch.finfo or value is torch.iinfo:
             return TorchFunctionVariable(value)  # evaluated at trace time
         if isinstance(value, types.FunctionType):
@@ -247,6 +253,10 @@ class VariableBuilder:
             if tp is list:
                 return ListVariable(items, source)
             return TupleVariable(items, source, tuple_type=tp)
+        if tp is collections.defaultdict and g:
+            from .variables._defaultdict import wrap_frame_defaultdict
+
+            return wrap_frame_defaultdict(self, value, source)
         if tp is dict or tp is collections.OrderedDict or (tp is types.MappingProxyType and g):
             # (a mappingproxy stays read-only: its tracker answers mutations with eager's errors)
             if not all(is_item_key(k) for k in value):

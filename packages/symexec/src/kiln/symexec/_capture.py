@@ -56,7 +56,8 @@ from .variables._containers import (
     TupleVariable,
 )
 from .variables._dict_views import DictViewVariable
-from .variables._functions import NestedFunctionVariable, PartialVariable, make_function
+from .variables._functions import NestedFunctionVariable, make_function
+from .variables._functools import PartialVariable
 from .variables._objects import NewObjectVariable, SuperVariable, lookup_class_attribute, new_object
 from .variables._symnumber import SymNumberVariable
 from .variables._tensor import TensorMethodVariable, TensorVariable
@@ -449,7 +450,9 @@ class _Writer:
             return self.hoisted(v, "[" + ", ".join(self.expr(i) for i in v.items) + "]")
         if isinstance(v, DictVariable):
             items = ", ".join(f"{self.key(k)}: {self.expr(i)}" for k, i in v.items.items())
-            return self.hoisted(v, "{" + items + "}")
+            literal = "{" + items + "}"
+            rebuild = getattr(v, "rebuild", None)  # defaultdict, OrderedDict: their own type
+            return self.hoisted(v, literal if rebuild is None else rebuild(literal, self.expr, self.body.ref))
         if isinstance(v, NewObjectVariable):
             return self.new_object(v)
         if isinstance(v, NestedFunctionVariable):

@@ -407,9 +407,14 @@ class Translator:
         if is_itertools_class(cls):
             return run_itertools(self, cls, args, kwargs)
         if cls is functools.partial and args:
-            from .variables._functions import PartialVariable
+            from .variables._functools import make_partial
 
-            return PartialVariable(args[0], list(args[1:]), dict(kwargs))
+            return make_partial(args[0], args[1:], kwargs)
+        from .variables._defaultdict import construct_dict
+
+        made = construct_dict(self, cls, args, kwargs)  # defaultdict, OrderedDict
+        if made is not None:
+            return made
         if can_construct(cls):
             obj = NewObjectVariable(cls)
             init = next(k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__)

@@ -160,6 +160,8 @@ class BuiltinVariable(VariableTracker):
             value = getattr(self.fn, name)
         except AttributeError as e:
             raise traced_error(e) from e
+        if _has_rule(value):  # a builtin's method with a rule of its own (``dict.fromkeys``)
+            return BuiltinVariable(value)
         return ConstantVariable(value) if is_constant_value(value) else tx.builder.wrap(value, None)
 
     def call(self, tx: Translator, args: list[VariableTracker],
@@ -173,6 +175,13 @@ class BuiltinVariable(VariableTracker):
         if _all_constant(args, kwargs) and self.fn not in _NEVER_FOLDED:
             return _fold(self.fn, args, kwargs)
         raise Unsupported(f"{self.describe()} with {', '.join(a.describe() for a in args)}")
+
+
+def _has_rule(value: Any) -> bool:
+    try:
+        return value in builtin_rules
+    except Exception:  # unhashable, or a __hash__ that fails
+        return False
 
 
 # What a call of these does depends on the calling frame or changes the world outside the
@@ -351,13 +360,19 @@ def _sum(tx, args, kwargs):
 @rule(sorted)
 def _sorted(tx, args, kwargs):
     items = args[0].iterate(tx)
-    if not all(i.is_constant() for i in items) or not _all_constant([], kwargs):
+    key = kwargs.get("key", ConstantVariable(None))
+    if not key.is_constant() or key.as_constant() is not None:
+        # the key function traced once per item, in order, as eager calls it; its results
+        # must be known at trace time (the order they give is then eager's)
+        keys = [key.call(tx, [i], {}) for i in items]
+    else:
+        keys = items
+    if not all(k.is_constant() for k in keys) or not _all_constant([], {k: v for k, v in kwargs.items() if k != "key"}):
         raise Unsupported("sorted() of values unknown at trace time")
-    if "key" in kwargs and kwargs["key"].as_constant() is not None:
-        raise Unsupported("sorted(key=...) on traced values")
     try:
-        ordered = sorted(items, key=lambda v: v.as_constant(), reverse=bool(
+        order = sorted(range(len(items)), key=lambda i: keys[i].as_constant(), reverse=bool(
             kwargs.get("reverse", ConstantVariable(False)).as_constant()))
+        ordered = [items[i] for i in order]
     except TypeError as e:  # values that do not compare, as in eager
         raise traced_error(e) from e
     return ListVariable(ordered)
@@ -631,5 +646,9 @@ def is_builtin_function(value: Any) -> bool:
     return module in ("builtins", "_operator", "math") and callable(value) and not isinstance(value, type)
 
 
-from . import _builtins_iteration, _builtins_mapping  # noqa: E402, F401  (register their rules)
+from . import (  # noqa: E402, F401  (register their rules)
+    _builtins_iteration,
+    _builtins_mapping,
+    _defaultdict,
+)
 from ._builtins_operators import values_equal  # noqa: E402  (registers the operator rules)

@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
     from .._translator import Translator
 
-__all__ = ["NestedFunctionVariable", "PartialVariable", "UserFunctionVariable", "UserMethodVariable",
-           "make_function"]
+__all__ = ["NestedFunctionVariable", "UserFunctionVariable", "UserMethodVariable", "make_function"]
 
 
 class UserFunctionVariable(VariableTracker):
@@ -61,6 +60,11 @@ class UserFunctionVariable(VariableTracker):
 
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
             return ConstantVariable(getattr(self.fn, name))  # the code is part of the guard
+        if name in self.fn.__dict__:  # ``__wrapped__`` (functools.wraps) and other function attributes
+            from kiln.guards import AttrSource
+
+            return tx.builder.wrap(self.fn.__dict__[name],
+                                   AttrSource(self.source, name) if self.source is not None else None)
         return super().get_attr(tx, name)
 
 
@@ -143,44 +147,6 @@ class NestedFunctionVariable(VariableTracker):
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         return tx.inline_nested(self, args, kwargs)
-
-
-class PartialVariable(VariableTracker):
-    """``functools.partial(func, *args, **keywords)``, read from the frame (its parts guarded
-    through their sources) or made while tracing: a call is a call of ``func`` with the
-    stored arguments first."""
-
-    __slots__ = ("args", "func", "keywords")
-
-    def __init__(self, func: VariableTracker, args: list[VariableTracker],
-                 keywords: dict[str, VariableTracker], source: Source | None = None) -> None:
-        super().__init__(source)
-        self.func = func
-        self.args = args
-        self.keywords = keywords
-
-    def python_type(self) -> type:
-        import functools
-
-        return functools.partial
-
-    def describe(self) -> str:
-        return f"partial of {self.func.describe()}"
-
-    def call(self, tx: Translator, args: list[VariableTracker],
-             kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
-
-    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
-        from ._containers import DictVariable, TupleVariable
-
-        if name == "func":
-            return self.func
-        if name == "args":
-            return TupleVariable(list(self.args))
-        if name == "keywords":
-            return DictVariable(dict(self.keywords))
-        return super().get_attr(tx, name)
 
 
 def make_function(code: types.CodeType, fn_globals: dict[str, Any], qualname: str,
