@@ -29,6 +29,7 @@ from kiln.guards._python_kinds import (
     NoHasAttr,
     NotNone,
     ObjectAliasing,
+    SetItemsMatch,
     TypeMatch,
 )
 from kiln.guards._shape_kinds import ShapeRelation
@@ -84,6 +85,7 @@ __all__ = [
     "NoStorageSharing",
     "NotNone",
     "ObjectAliasing",
+    "SetItemsMatch",
     "ShapeRelation",
     "Source",
     "TensorMatch",

@@ -30,6 +30,7 @@ __all__ = [
     "NoHasAttr",
     "NotNone",
     "ObjectAliasing",
+    "SetItemsMatch",
     "TypeMatch",
 ]
 
@@ -273,6 +274,33 @@ class DictKeysMatch(Guard):
         if found == self.keys:
             return None
         return f"{self.source} keys: expected {safe_repr(self.keys)}, got {safe_repr(found)}"
+
+
+@dataclass(frozen=True, slots=True)
+class SetItemsMatch(Guard):
+    """``source`` (a set or frozenset) iterates over ``items`` in this order: its contents and
+    the order iterating it gives, what a trace over a set passed in depends on."""
+
+    source: Source
+    items: tuple[Any, ...]
+    cost = 5
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(self.items))
+
+    def describe(self) -> str:
+        return f"tuple({self.source}) == {self.items!r}"
+
+    def emit(self, ctx: CodeContext, expr: str) -> list[str]:
+        # types too: ``{1} == {True}``, but a trace may depend on the item's type
+        return [f"[*{expr}] == {ctx.const(list(self.items), 'items')}",
+                f"[*map(type, {expr})] == {ctx.const([type(v) for v in self.items], 'item_types')}"]
+
+    def explain(self, value: Any) -> str | None:
+        found = tuple(value)
+        if found == self.items and [type(v) for v in found] == [type(v) for v in self.items]:
+            return None
+        return f"{self.source} items: expected {safe_repr(self.items)}, got {safe_repr(found)}"
 
 
 @dataclass(frozen=True, slots=True)

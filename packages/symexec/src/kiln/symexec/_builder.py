@@ -174,6 +174,10 @@ class VariableBuilder:
         if g and type(value) in (int, float) and source in self.output.dynamic_numbers:
             self._guard(TypeMatch(source, type(value)))
             return self.output.add_number_input(source, value)
+        if g and type(value) in (set, frozenset) and all(v is None or type(v) in (int, str, bytes) for v in value):
+            from .variables._sets import wrap_frame_set
+
+            return wrap_frame_set(self, value, source)  # its items, in their order, guarded
         if is_constant_value(value) and not isinstance(value, tuple):
             if g:
                 if value is None:

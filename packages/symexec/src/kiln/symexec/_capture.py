@@ -260,7 +260,8 @@ def _effects(output: OutputGraph, writer: _Writer, params: set[str], body: Repla
         if isinstance(tracker, (ListVariable, DictVariable)) and tracker.mutated and tracker.source is not None:
             effects.append(_Effect(output.effect_position("container", id(tracker)), writer.replay(tracker)))
     for owner, writes in output.attribute_writes.values():
-        target = render_source(owner.source, params, body)
+        # a tensor the trace made has no source: the graph's output (made one) is its target
+        target = render_source(owner.source, params, body) if owner.source is not None else writer.expr(owner)
         # A class with a Python __setattr__ had it inlined: what is left are its own
         # object.__setattr__ stores, replayed as such.
         raw = isinstance(lookup_class_attribute(owner.python_type(), "__setattr__"), types.FunctionType)
@@ -433,6 +434,8 @@ class _Writer:
             return self.tensor(v)
         if isinstance(v, (ListVariable, DictVariable)) and v.source is not None:
             return render_source(v.source, self.params, self.body)  # identity matters: the real object
+        if v.source is None and hasattr(type(v), "rebuild_text"):  # sets, deques: their own code
+            return self.hoisted(v, v.rebuild_text(self.expr, self.body.ref))
         if isinstance(v, (ConstantVariable, RangeVariable)):
             value = v.as_constant()
             return repr(value) if _literal(value) else self.body.ref(value)

@@ -281,7 +281,8 @@ class OutputGraph:
 
     def store_attribute(self, owner: VariableTracker, name: str, value: VariableTracker) -> None:
         """``owner.name = value``: seen by later reads in the trace, replayed after the graph."""
-        if owner.source is None:
+        # a tensor the trace made: replayed on the graph's output (variables._tensor_attributes)
+        if owner.source is None and not isinstance(owner, TensorVariable):
             raise Unsupported(f"assigning attribute {name!r} of {owner.describe()}")
         self.attribute_writes.setdefault(id(owner), (owner, {}))[1][name] = value
         self._effect_positions[("attribute", id(owner), name)] = self._ops

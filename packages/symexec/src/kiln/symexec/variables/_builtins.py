@@ -650,5 +650,6 @@ from . import (  # noqa: E402, F401  (register their rules)
     _builtins_iteration,
     _builtins_mapping,
     _defaultdict,
+    _deque,
 )
 from ._builtins_operators import values_equal  # noqa: E402  (registers the operator rules)

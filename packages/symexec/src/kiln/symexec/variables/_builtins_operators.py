@@ -173,6 +173,13 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
     seq = (TupleVariable, ListVariable)
     if isinstance(a, DictViewVariable) or isinstance(b, DictViewVariable):
         return _view_binary(tx, fn, a, b)
+    if fn is operator.add and (isinstance(a, TupleVariable) or isinstance(b, TupleVariable)):
+        a, b = _as_sequence(a) or a, _as_sequence(b) or b  # ``() + t``, ``t + (None,)``
+    if fn in _SET_OPS and (isinstance(a, SetVariable) or isinstance(b, SetVariable)):
+        from ._sets import as_set
+
+        a, b = (as_set(tx, v) if isinstance(v, SetVariable) or (
+            v.is_constant() and isinstance(v.as_constant(), (set, frozenset))) else v for v in (a, b))
     if fn is operator.add and isinstance(a, seq) and type(a) is type(b):
         return type(a)(a.items + b.items)
     if fn is operator.mul and isinstance(a, seq) and b.is_constant() and _is_index(b.as_constant()):
@@ -181,6 +188,9 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
         return type(b)(b.items * a.as_constant())
     if fn in _SET_OPS and isinstance(a, SetVariable) and isinstance(b, SetVariable):
         return a.combine(fn, b)
+    if fn in _ORDER and isinstance(a, SetVariable) and isinstance(b, SetVariable) \
+            and a.real is not None and b.real is not None:
+        return ConstantVariable(fn(a.real, b.real))  # subset / superset tests of constants
     if fn is operator.or_ and isinstance(a, DictVariable) and isinstance(b, DictVariable) \
             and a.python_type() is dict and b.python_type() is dict:
         merged = builtin_rules[dict](tx, [a], {})  # dict.__or__: a plain copy of a, then b's items
@@ -321,6 +331,8 @@ def _container_inplace(tx: Translator, plain: Any, a: VariableTracker, b: Variab
             and type(b.as_constant()) in (int, bool):
         a.call_method(tx, "__setitem__", [ConstantVariable(slice(None)), ListVariable(a.items * b.as_constant())], {})
         return a
+    if isinstance(a, SetVariable) and a.source is not None and not a.frozen and plain in _SET_OPS:
+        raise Unsupported(f"changing {a.describe()} (a set passed in)")
     if isinstance(a, SetVariable) and not a.frozen and plain in _SET_OPS and isinstance(b, SetVariable):
         changed = a.combine(plain, b, inplace=True)
         a.items, a.real = changed.items, changed.real

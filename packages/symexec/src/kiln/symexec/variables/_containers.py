@@ -88,7 +88,9 @@ class _Sequence(VariableTracker):
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         tp = self.python_type()
         if tp not in (list, tuple) and not hasattr(tuple, name):  # a namedtuple's own method
-            raise Unsupported(f"method {name!r} of {self.describe()} is not supported")
+            from ._namedtuple import namedtuple_method
+
+            return namedtuple_method(tx, self, name, args, kwargs)
         error = call_error(tp if tp in (list, tuple) else tuple, name, args, kwargs)
         if error is not None:
             raise error
@@ -176,6 +178,10 @@ class TupleVariable(_Sequence):
             return self.items[fields.index(name)]
         if self.tuple_type is tuple or hasattr(tuple, name):
             return container_attr(self, tuple, name)
+        if name == "_fields" and fields is not None:
+            return ConstantVariable(fields)
+        if callable(getattr(self.tuple_type, name, None)):
+            return ContainerMethodVariable(self, name)  # a namedtuple's method
         return super().get_attr(tx, name)
 
     def getitem(self, tx: Translator, key: VariableTracker) -> VariableTracker:
@@ -560,6 +566,22 @@ class SetVariable(VariableTracker):
     def python_type(self) -> type:
         return frozenset if self.frozen else set
 
+    def is_constant(self) -> bool:
+        # a frozenset of constants is one (a dict key, folded operators)
+        return self.frozen and self.real is not None and all(i.is_constant() for i in self.items)
+
+    def as_constant(self) -> Any:
+        return self.real if self.is_constant() else super().as_constant()
+
+    def rebuild_text(self, expr: Callable[[VariableTracker], str], ref: Callable[..., str]) -> str:
+        """Replacement code building the real set, its items added in the trace's order."""
+        try:
+            items = self.ordered()
+        except Unsupported:
+            items = self.items
+        text = "{" + ", ".join(expr(i) for i in items) + "}" if items else "set()"
+        return f"{ref(frozenset, 'type')}({text})" if self.frozen else text
+
     @staticmethod
     def _key(item: VariableTracker) -> Any:
         if item.is_constant():
@@ -669,6 +691,14 @@ class SetVariable(VariableTracker):
             return ConstantVariable(len(self.items))
         if name == "__iter__":
             return self.get_iter(tx)
+        from ._sets import SET_METHODS, set_method
+
+        if name in SET_METHODS:
+            if self.source is not None and name.endswith("_update"):
+                raise Unsupported(f"changing {self.describe()} (a set passed in)")
+            return set_method(tx, self, name, args)
+        if self.source is not None and name in ("add", "update", "discard", "remove", "pop", "clear"):
+            raise Unsupported(f"changing {self.describe()} (a set passed in)")
         if name == "copy":
             if self.frozen:
                 return self

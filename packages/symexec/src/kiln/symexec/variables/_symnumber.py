@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from kiln.guards import Source
 
     from .._output_graph import OutputGraph
+    from .._translator import Translator
 
 __all__ = ["NUMBER_OPS", "SCALAR_SAFE_METHODS", "SIZE_OPS", "SymNumberVariable", "SymSliceVariable",
            "assume", "compare", "convert", "is_unbacked", "keeps_numbers_symbolic"]
@@ -128,6 +129,13 @@ class SymNumberVariable(VariableTracker):
             self.output.note_specialization(self.example)
             return _concrete_type(self.example)(self.example)
         return self.example
+
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        """``n.bit_length()``, ``f.is_integer()``, ``n.real``, ...: answered for this value
+        (specialized: a guard on it, so another value recompiles), as torch.compile does."""
+        from ._constant import ConstantVariable
+
+        return ConstantVariable(self.as_constant()).get_attr(tx, name)
 
     def describe(self) -> str:
         kind = _concrete_type(self.example).__name__

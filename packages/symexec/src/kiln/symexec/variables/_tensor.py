@@ -80,6 +80,11 @@ class TensorVariable(VariableTracker):
         if name == "__class__":
             return ConstantVariable(self.pytype)
         if not hasattr(type(fake), name):
+            from ._tensor_attributes import read_set_attribute
+
+            found_attr = read_set_attribute(tx, self, name)
+            if found_attr is not None:
+                return found_attr
             self._instance_attribute(tx, name)
         found = next((k.__dict__[name] for k in type(fake).__mro__ if name in k.__dict__), None)
         if found is None or inspect.isdatadescriptor(found):
@@ -106,15 +111,21 @@ class TensorVariable(VariableTracker):
         if self.source is not None and output.is_input(self.source):
             from kiln.guards import AttrSource, KeyAbsent
 
-            real = output.example_of(self.source)
-            if name in real.__dict__:
-                raise Unsupported(f"reading attribute {name!r} set on {self.describe()}")
             # "missing" holds while nobody sets it on this tensor
             output.guards.add(KeyAbsent(AttrSource(self.source, "__dict__"), name))
         raise MissingAttribute(f"{self.describe()} has no attribute {name!r}")
 
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
+        from ._tensor_attributes import store_tensor_attribute
+
+        store_tensor_attribute(tx, self, name, value)
+
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name == "type":
+            from ._tensor_attributes import tensor_type
+
+            return tensor_type(tx, self, args, kwargs)
         if name in ("item", "tolist") and not args and not kwargs and tx.output.scalar_outputs:
             if name == "tolist":
                 return self._tolist(tx)
