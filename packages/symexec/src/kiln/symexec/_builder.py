@@ -72,6 +72,7 @@ from .variables._objects import (
     lookup_class_attribute,
     read_through_hooks,
 )
+from .variables._operator_getters import GETTER_TYPES, GetterVariable
 from .variables._torch import (
     ExitVariable,
     GradModeExit,
@@ -191,6 +192,10 @@ class VariableBuilder:
             if g:
                 self._guard(IdMatch(source, value))
             return PythonModuleVariable(value, source)
+        if type(value) in GETTER_TYPES:  # operator.itemgetter / attrgetter: immutable
+            if g:
+                self._guard(IdMatch(source, value))
+            return GetterVariable(value, source)
         if is_builtin_function(value):
             if g:
                 self._guard(IdMatch(source, value))

@@ -23,6 +23,7 @@ from .variables._builtins import builtin_rules
 from .variables._constant import ConstantVariable
 from .variables._containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
+from .variables._iterators import GeneratorVariable
 from .variables._symnumber import SymNumberVariable, SymSliceVariable
 from .variables._wrap import wrap_trace_value
 
@@ -617,6 +618,36 @@ def _yield_value(tx, instr):
         raise Unsupported("yield outside a traced generator")
     tx.yields.append(tx.pop())
     tx.push(ConstantVariable(None))  # what next() sends back
+
+
+@rule("GET_YIELD_FROM_ITER")
+def _get_yield_from_iter(tx, instr):
+    v = tx.pop()
+    tx.push(v if isinstance(v, IteratorVariable) else _builtin(tx, iter, v))
+
+
+@rule("SEND")
+def _send(tx, instr):
+    # ``yield from`` (the loop SEND / YIELD_VALUE / JUMP_BACKWARD_NO_INTERRUPT): what is sent
+    # is what a traced yield receives, None; the delegate's next item is yielded, and once it
+    # is exhausted its return value replaces it (3.12+: then END_SEND, skipped as FOR_ITER
+    # skips END_FOR).
+    sent = tx.pop()
+    if not (sent.is_constant() and sent.as_constant() is None):
+        raise Unsupported("send() of a value into a traced generator")
+    it = tx.stack[-1]
+    if not isinstance(it, IteratorVariable):
+        raise Unsupported(f"yield from {it.describe()}")
+    item = it.next_item(tx)
+    if item is not None:
+        tx.push(item)
+        return
+    tx.pop()
+    tx.push(it.value if isinstance(it, GeneratorVariable) else ConstantVariable(None))
+    tx.jump(instr.arg)
+    target = tx.instruction_at(instr.arg)
+    if target is not None and target.name == "END_SEND":
+        tx.ip += 1
 
 
 from . import _opcodes_exceptions, _opcodes_imports  # noqa: E402, F401  (register their rules)

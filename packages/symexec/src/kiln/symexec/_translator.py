@@ -27,8 +27,9 @@ from ._output_graph import OutputGraph
 from ._unsupported import SourceLocation, TracedException, Unsupported
 from .bytecode import Bytecode, Instr, Label, decode
 from .variables._base import VariableTracker
-from .variables._containers import DictVariable, IteratorVariable, TupleVariable
+from .variables._containers import DictVariable, TupleVariable
 from .variables._functions import NestedFunctionVariable
+from .variables._iterators import GeneratorVariable
 
 __all__ = ["MAX_INLINE_DEPTH", "NULL", "CellVariable", "LazyVariable", "StopTracing", "Translator", "lazy_local",
            "opcode_rules"]
@@ -384,8 +385,8 @@ class Translator:
         if code.co_flags & inspect.CO_GENERATOR:
             # Run the generator to its end at once; the caller iterates over its yields.
             child.yields = []
-            child.run()
-            return IteratorVariable(child.yields)
+            value = child.run()
+            return GeneratorVariable(child.yields, value)
         return child.run()
 
     def construct(self, cls: type, args: list[VariableTracker],

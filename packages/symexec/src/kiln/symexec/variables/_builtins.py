@@ -615,7 +615,7 @@ def _static_numel(t: TensorVariable) -> int | None:
     return n if type(n) is int else None
 
 
-for _fn in (int, float, str, complex):
+for _fn in (int, float, complex):  # str: _builtins_text
     builtin_rules[_fn] = _converter(_fn)
 
 
@@ -649,7 +649,10 @@ def is_builtin_function(value: Any) -> bool:
 from . import (  # noqa: E402, F401  (register their rules)
     _builtins_iteration,
     _builtins_mapping,
+    _builtins_text,
     _defaultdict,
     _deque,
+    _itertools,
+    _operator_getters,
 )
 from ._builtins_operators import values_equal  # noqa: E402  (registers the operator rules)

@@ -129,6 +129,12 @@ class ConstantMethodVariable(VariableTracker):
 
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from ._builtins import builtin_rules
+
+        # a method with a rule of its own (``"_".join(parts)`` over a list of constants)
+        r = builtin_rules.get(getattr(type(self.obj), self.name, None))
+        if r is not None:
+            return r(tx, [ConstantVariable(self.obj), *args], kwargs)
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(f"{self.describe()} called with values unknown at trace time")
         try:

@@ -782,6 +782,8 @@ def run_itertools(tx: Translator, cls: Any, args: list[VariableTracker],
     if values is None:
         raise Unsupported(f"{cls.__name__}() with arguments unknown at trace time")
     options = {k: (v if k == "fillvalue" else v.as_constant()) for k, v in kwargs.items()}
+    if cls is itertools.zip_longest:
+        options.setdefault("fillvalue", ConstantVariable(None))  # a tracker, as every item
     out = []
     for item in cls(*real_args, *values, **options):
         out.append(TupleVariable(list(item)) if isinstance(item, tuple) else item)

@@ -7,6 +7,12 @@ and a dict iterator raises ``RuntimeError`` when the dict changed size since it 
 The trackers here do the same on trackers: each ``next_item(tx)`` reads the container as it
 is at that point of the trace.
 
+A traced generator (``GeneratorVariable``) is run to its end when it is called: it is
+its yields, and the value its ``return`` gave (what ``x = yield from gen()`` receives). An
+object of a user class with a Python ``__next__`` (``UserIteratorVariable``, made when its
+class's ``__iter__`` returns such an object) is advanced by inlining ``__next__`` one item
+at a time; the StopIteration it raises ends it.
+
 Invariants: an exhausted iterator stays exhausted (as CPython's do, even if its list grows
 later); ``reconstruct`` rebuilds, in replacement code, a real iterator positioned where the
 trace left this one (at a graph break, or when it is returned), from the real container.
@@ -17,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._unsupported import Unsupported
+from .._unsupported import TracedException, Unsupported
 from ._base import VariableTracker
 from ._constant import ConstantVariable
 from ._containers import IteratorVariable, TupleVariable
@@ -26,8 +32,9 @@ from ._errors import traced_error
 if TYPE_CHECKING:
     from .._translator import Translator
 
-__all__ = ["DictIteratorVariable", "EnumerateVariable", "FilterVariable", "MapVariable",
-           "SequenceIteratorVariable", "SetIteratorVariable", "ZipVariable", "advanced"]
+__all__ = ["DictIteratorVariable", "EnumerateVariable", "FilterVariable", "GeneratorVariable", "MapVariable",
+           "SequenceIteratorVariable", "SetIteratorVariable", "UserIteratorVariable", "ZipVariable",
+           "advanced"]
 
 Expr = Callable[[VariableTracker], str]
 Ref = Callable[[Any], str]
@@ -248,3 +255,60 @@ class FilterVariable(IteratorVariable):
 
     def reconstruct(self, expr: Expr, ref: Ref) -> str:
         return f"filter({expr(self.fn)}, {self.inner.reconstruct(expr, ref)})"
+
+
+class GeneratorVariable(IteratorVariable):
+    """A traced generator, run to its end when called: its yields, and ``value``, the
+    tracker of what its ``return`` gave (the StopIteration's value)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, items: list[VariableTracker], value: VariableTracker) -> None:
+        super().__init__(items)
+        self.value = value
+
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if name == "__next__" and not args and not kwargs:
+            item = self.next_item(tx)
+            if item is None:
+                raise self.stop_iteration()
+            return item
+        return super().call_method(tx, name, args, kwargs)
+
+    def stop_iteration(self) -> TracedException:
+        """The StopIteration an exhausted ``__next__`` raises, carrying the return value."""
+        from ._objects import ExceptionVariable
+
+        plain = self.value.is_constant() and self.value.as_constant() is None
+        return TracedException("StopIteration", StopIteration,
+                               ExceptionVariable(StopIteration, [] if plain else [self.value]))
+
+
+class UserIteratorVariable(IteratorVariable):
+    """An object whose class defines ``__next__`` in Python, iterated: ``next_method`` (the
+    bound ``__next__``'s tracker) is called for each item, also after a StopIteration (as
+    CPython calls it again: the class decides whether it stays exhausted)."""
+
+    __slots__ = ("next_method", "obj")
+
+    def __init__(self, obj: VariableTracker, next_method: VariableTracker) -> None:
+        super().__init__([], pytype=obj.python_type())
+        self.obj = obj
+        self.next_method = next_method
+
+    def describe(self) -> str:
+        return f"the iterator {self.obj.describe()}"
+
+    def next_item(self, tx: Translator) -> VariableTracker | None:
+        try:
+            item = self.next_method.call(tx, [], {})
+        except TracedException as e:
+            if not issubclass(e.exc_type, StopIteration):
+                raise
+            return None
+        self.index += 1
+        return item
+
+    def reconstruct(self, expr: Expr, ref: Ref) -> str:
+        return expr(self.obj)  # the object is its own iterator, in the state the trace left it

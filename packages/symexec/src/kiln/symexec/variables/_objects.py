@@ -398,7 +398,24 @@ def call_special_method(tx: Translator, v: VariableTracker, name: str,
         return None
     from ._functions import UserMethodVariable
 
-    return UserMethodVariable(fn, v).call(tx, args, {})
+    result = UserMethodVariable(fn, v).call(tx, args, {})
+    if name == "__iter__":
+        return _as_iterator(result)
+    return result
+
+
+def _as_iterator(it: VariableTracker) -> VariableTracker:
+    """What ``__iter__`` returned, as an iterator tracker when its class defines ``__next__``
+    in Python (advanced by inlining ``__next__``); otherwise unchanged."""
+    from ._containers import IteratorVariable
+
+    next_fn = None if isinstance(it, IteratorVariable) else user_special_method(it, "__next__")
+    if next_fn is None:
+        return it
+    from ._functions import UserMethodVariable
+    from ._iterators import UserIteratorVariable
+
+    return UserIteratorVariable(it, UserMethodVariable(next_fn, it))
 
 
 def _iterate_object(tx: Translator, v: VariableTracker) -> list[VariableTracker]:
@@ -551,6 +568,8 @@ class ExceptionVariable(VariableTracker):
             from ._containers import TupleVariable
 
             return TupleVariable(list(self.args))
+        if name == "value" and issubclass(self.cls, StopIteration) and self.args:
+            return self.args[0]  # without arguments it may be a generator's (``next()`` drops it)
         return super().get_attr(tx, name)
 
 
