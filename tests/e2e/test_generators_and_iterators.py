@@ -219,3 +219,53 @@ def test_user_iterator_raising_is_caught_as_in_eager(counting):
         return x
 
     _check(counting, fn, torch.randn(3))
+
+
+class _Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __next__(self):
+        if self.n == 0:
+            raise StopIteration("done")
+        self.n -= 1
+        return self.n
+
+
+def test_next_directly_on_a_user_iterator_object(counting):
+    def f(x):
+        c = _Countdown(2)
+        a = next(c)
+        b = next(c)
+        last = next(c, -1)
+        try:
+            next(c)
+        except StopIteration as e:
+            why = e.value
+        return x * a + b + last, why
+
+    compiled = kiln.compile(f, backend=counting, fullgraph=True)
+    x = torch.ones(2)
+    assert_same(compiled(x), f(x))
+    assert len(counting.graphs) == 1
+
+
+def _gen():
+    yield 1
+    return "finished"
+
+
+def test_next_of_a_finished_generator_carries_its_return_value(counting):
+    def f(x):
+        g = _gen()
+        first = next(g)
+        try:
+            next(g)
+        except StopIteration as e:
+            value = e.value
+        return x + first, value
+
+    compiled = kiln.compile(f, backend=counting, fullgraph=True)
+    x = torch.ones(2)
+    assert_same(compiled(x), f(x))
+    assert len(counting.graphs) == 1

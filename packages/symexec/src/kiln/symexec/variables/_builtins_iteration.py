@@ -20,6 +20,7 @@ from ._iterators import (
     DictIteratorVariable,
     EnumerateVariable,
     FilterVariable,
+    GeneratorVariable,
     MapVariable,
     SequenceIteratorVariable,
     ZipVariable,
@@ -61,6 +62,9 @@ def _iter(tx, args, kwargs):
 def _next(tx, args, kwargs):
     it = args[0]
     if not isinstance(it, IteratorVariable):
+        next_fn = user_special_method(it, "__next__")
+        if next_fn is not None:  # an object whose class defines __next__ in Python
+            return _user_next(tx, it, next_fn, args[1] if len(args) == 2 else None)
         if isinstance(it, (ListVariable, TupleVariable, DictVariable, SetVariable)) or it.is_constant():
             sample = it.as_constant() if it.is_constant() else it.python_type()()
             raise raised_error(lambda: next(sample))  # 'list' object is not an iterator
@@ -70,7 +74,26 @@ def _next(tx, args, kwargs):
         return item
     if len(args) == 2:
         return args[1]
+    if isinstance(it, GeneratorVariable):
+        raise it.stop_iteration()  # with the generator's return value, as in eager
     raise traced_error(StopIteration())
+
+
+def _user_next(tx, it, next_fn, default):
+    """``next(obj)`` of an object whose ``__next__`` is Python: that method, inlined; its
+    StopIteration (value included) goes on as raised, or gives ``default``."""
+    from .._unsupported import TracedException
+    from ._functions import UserMethodVariable
+
+    method = UserMethodVariable(next_fn, it)
+    if default is None:
+        return method.call(tx, [], {})
+    try:
+        return method.call(tx, [], {})
+    except TracedException as e:
+        if not issubclass(e.exc_type, StopIteration):
+            raise
+        return default
 
 
 @rule(zip)
