@@ -5,8 +5,10 @@ over tuple and list iterators, and sets passed in (guarded on their contents). C
 eager, in one graph, with no break."""
 
 import collections
+import typing
 from collections import deque, namedtuple
 
+import pytest
 import torch
 from e2e_support import assert_same
 
@@ -269,3 +271,35 @@ def test_a_set_of_bools_does_not_pass_the_guard_of_a_set_of_ints(counting):
     assert_same(compiled(x, {1}), f(x, {1}))
     assert_same(compiled(x, {True}), f(x, {True}))
     assert len(counting.graphs) == 2
+
+
+_P = namedtuple("_P", ["x", "y"], defaults=[0])
+
+
+class _Q(typing.NamedTuple):
+    a: torch.Tensor
+    b: int = 3
+
+    def total(self):
+        return self.a + self.b
+
+
+def test_namedtuples_constructed_in_the_trace_with_defaults_and_keywords(counting):
+    """Fields bound as the generated __new__ binds them (a missing field takes its default:
+    a too-short tuple used to fail inside kiln, whole frame eager)."""
+    def f(t):
+        return _P(t), _P(y=t, x=1), _Q(t * 2), _Q(t, b=5).total()
+
+    compiled = kiln.compile(f, backend=counting, fullgraph=True)
+    x = torch.ones(2)
+    assert_same(compiled(x), f(x))
+    assert len(counting.graphs) == 1
+
+
+def test_a_namedtuple_call_eager_refuses_raises_as_in_eager(counting):
+    def f(t):
+        return _P(t, 1, 2)
+
+    compiled = kiln.compile(f, backend=counting)
+    with pytest.raises(TypeError, match="positional argument"):
+        compiled(torch.ones(2))

@@ -395,8 +395,7 @@ class Translator:
         import torch
 
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-            bound = [*args, *[kwargs[f] for f in cls._fields[len(args):] if f in kwargs]]
-            return TupleVariable(bound, tuple_type=cls)
+            return TupleVariable(_namedtuple_items(cls, args, kwargs), tuple_type=cls)
         if cls in (torch.Size,) and len(args) == 1:
             return TupleVariable(args[0].iterate(self), tuple_type=torch.Size)
         from .variables._objects import ExceptionVariable, NewObjectVariable, can_construct
@@ -507,3 +506,32 @@ def bind_arguments(code: types.CodeType, qualname: str, args: list[VariableTrack
     if has_varkw:
         bound[names[index]] = DictVariable(extra_kw)
     return bound
+
+
+def _namedtuple_items(cls: type, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> list[VariableTracker]:
+    """The items of namedtuple class ``cls`` called with ``args``/``kwargs``, bound as its
+    generated ``__new__`` binds them (fields in order, then ``_field_defaults``). A class
+    with a ``__new__`` or ``__init__`` of its own, or a call eager would refuse, is
+    Unsupported (eager then runs it, and raises its own error)."""
+    from .variables._constant import ConstantVariable, is_constant_value
+
+    new = cls.__new__
+    if getattr(new, "__globals__", {}).get("_tuple_new") is not tuple.__new__:
+        raise Unsupported(f"{cls.__qualname__} has a __new__ of its own")
+    if any("__init__" in k.__dict__ for k in cls.__mro__[:cls.__mro__.index(tuple)]):
+        raise Unsupported(f"{cls.__qualname__} has an __init__ of its own")
+    fields = cls._fields
+    if len(args) > len(fields):
+        raise Unsupported(f"{cls.__qualname__}() with {len(args)} positional arguments (it has {len(fields)} fields)")
+    values = dict(zip(fields, args, strict=False))
+    for name, value in kwargs.items():
+        if name not in fields or name in values:
+            raise Unsupported(f"{cls.__qualname__}() with an unexpected or repeated argument {name!r}")
+        values[name] = value
+    defaults = getattr(cls, "_field_defaults", {})
+    for name in fields:
+        if name not in values:
+            if name not in defaults or not is_constant_value(defaults[name]):
+                raise Unsupported(f"{cls.__qualname__}() without a value for {name!r}")
+            values[name] = ConstantVariable(defaults[name])
+    return [values[name] for name in fields]
