@@ -78,3 +78,15 @@ def assert_same(actual, expected, path="result"):
         assert_same(vars(actual), vars(expected), f"{path}.__dict__")
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def check_one_graph(counting, fn, *args, graphs=1):
+    """``fn`` compiled with ``counting``: the result equals eager's, the compile made exactly
+    ``graphs`` graphs and took no graph break. Returns the compiled function."""
+    import kiln
+
+    compiled = kiln.compile(fn, backend=counting)
+    assert_same(compiled(*args), fn(*args))
+    assert len(counting.graphs) == graphs
+    assert kiln.session().stats.breaks == []
+    return compiled

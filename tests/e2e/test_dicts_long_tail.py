@@ -7,7 +7,7 @@ import collections
 from collections import OrderedDict, defaultdict
 
 import torch
-from e2e_support import assert_same
+from e2e_support import assert_same, check_one_graph
 
 import kiln
 
@@ -23,12 +23,7 @@ class Config(dict):
     """A dict subclass constructed with keywords."""
 
 
-def _check(counting, fn, *args, graphs=1):
-    compiled = kiln.compile(fn, backend=counting)
-    assert_same(compiled(*args), fn(*args))
-    assert len(counting.graphs) == graphs
-    assert kiln.session().stats.breaks == []
-    return compiled
+_check = check_one_graph
 
 
 def test_defaultdict_list_appended_in_a_loop(counting):

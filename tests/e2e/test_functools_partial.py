@@ -5,7 +5,7 @@ Each is compared with eager, in the number of graphs asked, with no graph break.
 import functools
 
 import torch
-from e2e_support import assert_same
+from e2e_support import assert_same, check_one_graph
 
 import kiln
 
@@ -18,12 +18,7 @@ def scaled_sub(a, b, *, scale=1):
     return (a - b) * scale
 
 
-def _check(counting, fn, *args, graphs=1):
-    compiled = kiln.compile(fn, backend=counting)
-    assert_same(compiled(*args), fn(*args))
-    assert len(counting.graphs) == graphs
-    assert kiln.session().stats.breaks == []
-    return compiled
+_check = check_one_graph
 
 
 # -- attributes --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections import deque, namedtuple
 
 import pytest
 import torch
-from e2e_support import assert_same
+from e2e_support import assert_same, check_one_graph
 
 import kiln
 
@@ -27,12 +27,7 @@ class Vec(namedtuple("Vec", "a b")):
         return (self.a * k, self.b * k)
 
 
-def _check(counting, fn, *args, graphs=1):
-    compiled = kiln.compile(fn, backend=counting)
-    assert_same(compiled(*args), fn(*args))
-    assert len(counting.graphs) == graphs
-    assert kiln.session().stats.breaks == []
-    return compiled
+_check = check_one_graph
 
 
 def test_set_add_discard_remove(counting):

@@ -8,7 +8,7 @@ import itertools
 import operator
 
 import torch
-from e2e_support import assert_same
+from e2e_support import assert_same, check_one_graph
 
 import kiln
 
@@ -22,12 +22,7 @@ class Point:
         self.inner = self
 
 
-def _check(counting, fn, *args, graphs=1):
-    compiled = kiln.compile(fn, backend=counting)
-    assert_same(compiled(*args), fn(*args))
-    assert len(counting.graphs) == graphs
-    assert kiln.session().stats.breaks == []
-    return compiled
+_check = check_one_graph
 
 
 # -- strings -------------------------------------------------------------------------------

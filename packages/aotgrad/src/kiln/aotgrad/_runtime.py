@@ -45,13 +45,14 @@ class RuntimeMeta:
 
 def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | None, meta: RuntimeMeta) -> Callable:
     n_out = meta.num_outputs
+    aliased = any(a is not None for a in meta.output_aliases)  # once, not per call
     if backward is None:
         no_grad = torch.no_grad
 
         def call(*args: Any) -> tuple:
             with no_grad():  # what eager computes here records no gradient either
                 outs = forward(*args)
-            return _views_of_inputs(args, outs, meta)
+            return _views_of_inputs(args, outs, meta, aliased)
 
         return call
 
@@ -86,15 +87,15 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
             return tuple(result)
 
     def call(*args: Any) -> tuple:
-        return _views_of_inputs(args, CompiledFunction.apply(*args), meta)
+        return _views_of_inputs(args, CompiledFunction.apply(*args), meta, aliased)
 
     return call
 
 
-def _views_of_inputs(args: tuple, outs: Any, meta: RuntimeMeta) -> tuple:
+def _views_of_inputs(args: tuple, outs: Any, meta: RuntimeMeta, aliased: bool) -> tuple:
     if meta.final_grad_mode is not None:
         torch._C._set_grad_enabled(meta.final_grad_mode)
-    if any(a is not None for a in meta.output_aliases):
+    if aliased:
         outs = list(outs)
         for k, i in enumerate(meta.output_aliases):
             if i is None or not isinstance(outs[k], torch.Tensor):

@@ -387,8 +387,6 @@ class _ExprBuilder:
         if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
             return self._op(operator.pow, args[0], int(expr.exp))
         if name in ("Max", "Min"):
-            import torch.fx.experimental.sym_node as _sym  # noqa: F401  (sym_max/sym_min exist)
-
             fn = torch.sym_max if name == "Max" else torch.sym_min
             result = args[0]
             for a in args[1:]:

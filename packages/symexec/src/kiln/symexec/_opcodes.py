@@ -531,6 +531,15 @@ def _get_iter(tx, instr):
     tx.push(_builtin(tx, iter, tx.pop()))
 
 
+def _leave_loop(tx, instr, end: str) -> None:
+    """An exhausted iterator: jump to the loop's exit, past its ``end`` instruction (3.12+:
+    ``END_FOR``/``END_SEND``, whose pops the trace already did)."""
+    tx.jump(instr.arg)
+    target = tx.instruction_at(instr.arg)
+    if target is not None and target.name == end:
+        tx.ip += 1
+
+
 @rule("FOR_ITER")
 def _for_iter(tx, instr):
     it = tx.stack[-1]
@@ -541,10 +550,7 @@ def _for_iter(tx, instr):
         tx.push(item)
         return
     tx.pop()
-    tx.jump(instr.arg)
-    target = tx.instruction_at(instr.arg)
-    if target is not None and target.name == "END_FOR":
-        tx.ip += 1  # 3.12: an exhausted FOR_ITER skips its END_FOR
+    _leave_loop(tx, instr, "END_FOR")  # 3.12: an exhausted FOR_ITER skips its END_FOR
 
 
 # -- calls -------------------------------------------------------------------------------------
@@ -644,10 +650,7 @@ def _send(tx, instr):
         return
     tx.pop()
     tx.push(it.value if isinstance(it, GeneratorVariable) else ConstantVariable(None))
-    tx.jump(instr.arg)
-    target = tx.instruction_at(instr.arg)
-    if target is not None and target.name == "END_SEND":
-        tx.ip += 1
+    _leave_loop(tx, instr, "END_SEND")
 
 
 from . import _opcodes_exceptions, _opcodes_imports  # noqa: E402, F401  (register their rules)

@@ -38,7 +38,7 @@ from kiln.symshapes.bridge._fake_tensor import FakeTensor
 from kiln.symshapes.bridge._sym_node import KilnSymNode, to_torch
 from kiln.symshapes.bridge._torch_internals import no_python_dispatcher
 
-__all__ = ["fast_rule", "reshape_is_view", "reshape_plan"]
+__all__ = ["fast_rule", "reshape_plan"]
 
 _CPU = torch.device("cpu")
 _ONE = sympy.Integer(1)
@@ -433,11 +433,6 @@ def reshape_plan(fake: FakeTensor, sizes) -> str | None:
             return None
         return None  # a view in this world: copy or view depends on the sizes
     return "copy"
-
-
-def reshape_is_view(fake: FakeTensor, sizes) -> bool:
-    """Whether ``reshape_plan`` says ``"view"``."""
-    return reshape_plan(fake, sizes) == "view"
 
 
 def _view_strides(source: FakeTensor, sizes, env) -> list:
