@@ -21,7 +21,7 @@ from kiln.symshapes.bridge._fake_mode import (
     data_dependent_rules,
 )
 from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
-from kiln.symshapes.bridge._fast_meta import reshape_plan
+from kiln.symshapes.bridge._fast_reshape import reshape_plan
 from kiln.symshapes.bridge._frontend import no_frontend_import
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._sym_node import KilnSymNode, from_torch, to_torch
