@@ -4,6 +4,12 @@ answer breaks a kernel's check."""
 
 from __future__ import annotations
 
+import _thread
+import functools
+import itertools
+import sys
+import threading
+
 import pytest
 import sympy
 import torch
@@ -88,3 +94,33 @@ def test_matmul_of_a_batch_that_may_be_1_guards_nothing_about_it(n):
     b = from_torch(q.shape[0]).expr
     assert not [g for g in _guards(env) if sympy.sympify(g).free_symbols == {b}], _guards(env)
     assert att.dim() == 4
+
+
+
+def _call_from_a_bare_thread(fn, args, monkeypatch):
+    """fn(*args) called straight from C on a new thread, no Python frame beneath it (as on the
+    autograd engine's device threads, where the backward of CUDA tensors runs while aotgrad
+    traces): the thread's target and the call are C (partial, list.extend, starmap)."""
+    results, errors, done = [], [], threading.Event()
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: errors.append(u.exc_value))
+
+    def finish():
+        done.set()
+
+    target = functools.partial(results.extend, itertools.chain(itertools.starmap(fn, [args]),
+                                                               itertools.starmap(finish, [()])))
+    _thread.start_new_thread(target, ())
+    done.wait(10)
+    return results, errors
+
+
+def test_decisions_asked_from_a_thread_with_no_python_frames_beneath(monkeypatch):
+    env, mode = _mode()
+    x = mode.from_real(torch.randn(1, 4), dynamic_dims=(0,))
+    node = (x.shape[0] == 1).node
+    calls = {"guard_or_false": (node.guard_or_false, ("", 0)), "guard_or_true": (node.guard_or_true, ("", 0)),
+             "bool": (node.bool_, ()), "evaluate_sym_node": (node.shape_env.evaluate_sym_node, (node, False, False))}
+    for name, (fn, args) in calls.items():
+        results, errors = _call_from_a_bare_thread(fn, args, monkeypatch)
+        assert errors == [], f"{name}: {errors!r}"
+        assert len(results) == 2 and isinstance(results[0], bool), name

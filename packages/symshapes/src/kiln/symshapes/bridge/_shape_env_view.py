@@ -18,7 +18,6 @@ is a cache: the node each symbolic operation made, by operation and operands (se
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import sympy
@@ -27,7 +26,7 @@ from kiln.symshapes._errors import GuardOnDataDependentError
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes._sym_ops import is_boolean_expr
 from kiln.symshapes._value_ranges import ValueRange
-from kiln.symshapes.bridge._torch_internals import oblivious_site
+from kiln.symshapes.bridge._torch_internals import caller_frame, oblivious_site
 
 __all__ = ["ShapeEnvView"]
 
@@ -62,7 +61,7 @@ class ShapeEnvView:
                 return static
             # torch's guard_or_false/guard_or_true: a size that may be 1 gets the default
             # only where the caller is listed as valid for that (oblivious_site)
-            oblivious = self.env.may_be_one(node.expr) and oblivious_site(sys._getframe(1))
+            oblivious = self.env.may_be_one(node.expr) and oblivious_site(caller_frame(1))
             return self.env.guard_or(node.expr, fallback_value, oblivious=oblivious)
         return self.env.evaluate(node.expr, node.hint, size_oblivious=size_oblivious)
 

@@ -18,15 +18,13 @@ Invariants:
 
 from __future__ import annotations
 
-import sys
-
 import sympy
 import torch
 
 from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes._sym_ops import sym_op_rules, to_sympy
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
-from kiln.symshapes.bridge._torch_internals import oblivious_site, stride_only_caller
+from kiln.symshapes.bridge._torch_internals import caller_frame, oblivious_site, stride_only_caller
 
 __all__ = ["KilnSymNode", "from_torch", "to_torch", "wrap_expr"]
 
@@ -139,7 +137,7 @@ class KilnSymNode:
     def _guard_or(self, default: bool, file: str, line: int) -> bool:
         # torch's C++ TORCH_GUARD_OR_FALSE/TRUE: the default for a size that may be 1 only
         # where the C++ file (and the Python code that called into it) is listed
-        oblivious = self.env.may_be_one(self.expr) and oblivious_site(sys._getframe(2), file=file)
+        oblivious = self.env.may_be_one(self.expr) and oblivious_site(caller_frame(2), file=file)
         return self.env.guard_or(self.expr, default, origin=_origin(file, line), oblivious=oblivious)
 
     def statically_known_true(self, file: str = "", line: int = 0) -> bool:
@@ -159,7 +157,7 @@ class KilnSymNode:
     def bool_(self) -> bool:
         # A size that may be 1 (ShapeEnvConfig.oblivious_one) asked about by one of torch's
         # stride-only decisions is decided as for a size >= 2 (see stride_only_caller).
-        if self.env.may_be_one(self.expr) and stride_only_caller(sys._getframe(2)):
+        if self.env.may_be_one(self.expr) and stride_only_caller(caller_frame(2)):
             return self.guard_size_oblivious()
         return self.guard_bool()
 

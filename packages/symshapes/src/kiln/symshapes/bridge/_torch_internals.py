@@ -95,6 +95,7 @@ Invariant: no other kiln.symshapes module touches an underscore-prefixed torch n
 from __future__ import annotations
 
 import functools
+import sys
 
 import torch
 from torch._dispatch.python import enable_python_dispatcher, no_python_dispatcher
@@ -337,10 +338,20 @@ def _is_site(code, pairs: tuple) -> bool:
     return (code.co_filename, code.co_name) in _py_sites(pairs)
 
 
+def caller_frame(depth: int):
+    """The frame ``depth`` calls above the function that asks, or None where the Python stack
+    is shallower: a call straight from C++ on a thread of its own (the autograd engine runs
+    the backward of CUDA tensors on its device threads, with no Python frame beneath)."""
+    try:
+        return sys._getframe(depth + 1)
+    except ValueError:
+        return None
+
+
 def stride_only_caller(frame) -> bool:
     """Whether ``frame`` runs a torch function whose plain ``bool`` of a SymBool only picks a
     stride (see the module docstring)."""
-    return _is_site(frame.f_code, _STRIDE_ONLY_PY)
+    return frame is not None and _is_site(frame.f_code, _STRIDE_ONLY_PY)
 
 
 def oblivious_site(frame=None, file: str = "") -> bool:
