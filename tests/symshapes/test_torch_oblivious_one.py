@@ -115,7 +115,7 @@ def _call_from_a_bare_thread(fn, args, monkeypatch):
 
 
 def test_decisions_asked_from_a_thread_with_no_python_frames_beneath(monkeypatch):
-    env, mode = _mode()
+    _, mode = _mode()
     x = mode.from_real(torch.randn(1, 4), dynamic_dims=(0,))
     node = (x.shape[0] == 1).node
     calls = {"guard_or_false": (node.guard_or_false, ("", 0)), "guard_or_true": (node.guard_or_true, ("", 0)),

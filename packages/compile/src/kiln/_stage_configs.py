@@ -7,9 +7,9 @@ reads its own config there and nothing else (no config read from the environment
 
 - ``capture`` (``CaptureConfig``): the frontend's, from ``kiln.compile``'s own arguments
   (``fullgraph``, ``dynamic``).
-- ``aotgrad`` (``AotgradConfig``) and ``inductor`` (``InductorConfig``): the backend stages';
-  placeholders until kiln.aotgrad and kiln.inductor land (then each package owns its config
-  type, and this module only builds it).
+- ``aotgrad`` (``kiln.aotgrad.AotgradConfig``, owned by that package: this module only
+  builds it) and ``inductor`` (``InductorConfig``: a placeholder here until kiln.inductor
+  lands and owns it).
 
 ``options`` keys are ``"<stage>.<field>"`` (``{"aotgrad.partitioner": "save_all"}``); an
 unknown key, or a value of the wrong type or outside a field's choices, is a ValueError
@@ -24,6 +24,8 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from kiln.aotgrad import AotgradConfig
 
 __all__ = ["DEFAULT_CONFIGS", "MODE_PRESETS", "AotgradConfig", "CaptureConfig", "InductorConfig", "StageConfigs",
            "stage_configs"]
@@ -41,17 +43,6 @@ class CaptureConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class AotgradConfig:
-    """kiln.aotgrad's (reserved: not built yet)."""
-
-    partitioner: str = field(default="min_cut", metadata={
-        "help": "how the joint graph splits into forward and backward: min_cut recomputes "
-                "cheap ops in backward instead of saving them; save_all saves every "
-                "intermediate the backward reads",
-        "choices": ("min_cut", "save_all")})
-
-
-@dataclass(frozen=True, slots=True)
 class InductorConfig:
     """kiln.inductor's (reserved: not built yet)."""
 
@@ -66,7 +57,7 @@ class StageConfigs:
     """One config per stage: ``capture``, ``aotgrad``, ``inductor``."""
 
     capture: CaptureConfig = CaptureConfig()
-    aotgrad: AotgradConfig = AotgradConfig()
+    aotgrad: AotgradConfig = field(default_factory=AotgradConfig)
     inductor: InductorConfig = InductorConfig()
 
 
