@@ -11,7 +11,9 @@ for backward, against eager and torch.compile(backend="aot_eager") in the same p
 - Saved for backward: one training step of a 12-layer MLP with GELU (width 256, batch 64):
   the bytes of the distinct storages autograd keeps for backward other than the parameters'
   and the input's (counted with ``torch.autograd.graph.saved_tensors_hooks``), with kiln's
-  min-cut and save-all partitions, and the step's time.
+  min-cut and save-all partitions, and the step's time; on CUDA also the step's peak memory
+  (``torch.cuda.max_memory_allocated`` above what was allocated before it: parameters'
+  gradients, activations, temporaries).
 
 Run: ``python benchmarks/aotgrad_bench.py`` (``--quick`` for a smoke run).
 """
@@ -112,6 +114,53 @@ def _compile_times(quick: bool) -> None:
         print(f"| {name} | {eager:.3f} | {ours:.3f} | {theirs:.3f} | {ours / theirs:.2f} |")
 
 
+def _peak_bytes(step, device: str) -> int:
+    """Peak bytes the caching allocator handed out during ``step()`` above what was allocated
+    before it (CUDA only: the CPU allocator keeps no such count)."""
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    step()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
+def _saved_and_peak(device: str, quick: bool) -> None:
+    torch.manual_seed(0)
+    model = MLP().to(device)
+    x = torch.randn(64, 256, device=device)
+    kiln.reset()
+    torch._dynamo.reset()
+    models = {"eager": model,
+              "kiln aot_eager (min cut)": kiln.compile(model, backend="aot_eager"),
+              "kiln aot_eager (save_all)": kiln.compile(model, backend="aot_eager",
+                                                       options={"aotgrad.partitioner": "save_all"}),
+              "torch.compile aot_eager": torch.compile(model, backend="aot_eager")}
+    cuda = device == "cuda"
+    print(f"\n| 12-layer MLP + GELU, one training step on {device} | activations saved for backward MB "
+          f"| {'peak memory of the step MB | ' if cuda else ''}step ms |")
+    print("|---|---|---|" + ("---|" if cuda else ""))
+    for name, m in models.items():
+        def step(m=m):
+            m(x).square().mean().backward()
+            model.zero_grad(set_to_none=True)
+
+        kiln.reset()
+        step()  # compile
+        saved = _saved_bytes(step, [x, *model.parameters()])
+        peak = f"{_peak_bytes(step, device) / 2**20:.2f} | " if cuda else ""
+        times = []
+        for _ in range(3 if quick else 15):
+            if cuda:
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            step()
+            if cuda:
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - start)
+        print(f"| {name} | {saved / 2**20:.2f} | {peak}{statistics.median(times) * 1e3:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -138,33 +187,9 @@ def main() -> None:
 
     _compile_times(args.quick)
 
-    torch.manual_seed(0)
-    model = MLP()
-    x = torch.randn(64, 256)
-    kiln.reset()
-    torch._dynamo.reset()
-    models = {"eager": model,
-              "kiln aot_eager (min cut)": kiln.compile(model, backend="aot_eager"),
-              "kiln aot_eager (save_all)": kiln.compile(model, backend="aot_eager",
-                                                       options={"aotgrad.partitioner": "save_all"}),
-              "torch.compile aot_eager": torch.compile(model, backend="aot_eager")}
-    print("\n| 12-layer MLP + GELU, one training step | activations saved for backward MB | step ms |")
-    print("|---|---|---|")
-    for name, m in models.items():
-        def step(m=m):
-            m(x).square().mean().backward()
-            model.zero_grad()
-
-        kiln.reset()
-        step()  # compile
-        saved = _saved_bytes(step, [x, *model.parameters()])
-        times = []
-        for _ in range(3 if args.quick else 15):
-            start = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - start)
-        print(f"| {name} | {saved / 2**20:.2f} | {statistics.median(times) * 1e3:.2f} |")
-
+    _saved_and_peak("cpu", args.quick)
+    if torch.cuda.is_available():
+        _saved_and_peak("cuda", args.quick)
 
 if __name__ == "__main__":
     main()
