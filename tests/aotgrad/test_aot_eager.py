@@ -6,10 +6,12 @@ of inputs stay views, and sizes that are symbols are served by one graph."""
 from __future__ import annotations
 
 import copy
+import weakref
 
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import kiln
 
@@ -253,3 +255,53 @@ def test_integer_outputs_are_not_differentiable():
     assert y.requires_grad and not idx.requires_grad and idx.dtype == torch.int64
     y.sum().backward()
     torch.testing.assert_close(w.grad, x.t() @ torch.ones(3, 5))
+
+
+def test_backward_frees_each_saved_activation_after_its_last_use():
+    # The backward graph gets the only references to what the forward saved and frees each
+    # after its last use (as eager's autograd frees a node's saved tensors once it ran), not
+    # all of them when the whole backward returns: the peak memory of a training step.
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(6):
+        layers += [nn.Linear(32, 32), nn.GELU()]
+    model = nn.Sequential(*layers)
+    x = torch.randn(8, 32)
+    kiln.reset()
+    compiled = kiln.compile(model, backend="aot_eager")
+    compiled(x).sum().backward()
+    model.zero_grad()
+
+    ops, deaths, saved = [0], [], []
+
+    class CountOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops[0] += 1
+            return func(*args, **(kwargs or {}))
+
+    alive_anyway = {p.untyped_storage().data_ptr() for p in (x, *model.parameters())}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in alive_anyway:  # activations, not parameters
+            saved.append(1)
+            weakref.finalize(t, lambda: deaths.append(ops[0]))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = compiled(x)
+    assert type(out.grad_fn).__name__ == "CompiledFunctionBackward"
+    loss = out.sum()
+    del out
+    with CountOps():
+        loss.backward()
+    total = ops[0]
+    assert len(saved) >= 6 and len(deaths) == len(saved), (len(saved), deaths, total)
+    # each dies at its own point of the backward (before: all at its end); the last layer's,
+    # used first, in the first half of it
+    assert len(set(deaths)) == len(deaths) and min(deaths) < total // 2, (deaths, total)
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).sum().backward()
+    for got, expected in zip(grads, (p.grad for p in model.parameters()), strict=True):
+        torch.testing.assert_close(got, expected)
+

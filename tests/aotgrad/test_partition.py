@@ -86,3 +86,17 @@ def test_both_partitions_train_like_eager(partitioner):
 def test_an_unknown_partitioner_is_an_error():
     with pytest.raises(ValueError, match="partitioner"):
         partition(_joint(_Gelu(), torch.randn(2, 16)), "greedy")
+
+
+def test_recomputed_ops_run_just_before_their_first_use_in_backward():
+    # placed at the start of the backward, every recomputed gelu would stay alive until the
+    # backward reached its layer: as much memory as saving them
+    cut = partition(_joint(_Gelu(layers=4), torch.randn(8, 16)), "min_cut")
+    nodes = list(cut.backward.nodes)
+    gelus = [i for i, n in enumerate(nodes) if n.target == torch.ops.aten.gelu.default]
+    assert len(gelus) >= 3
+    for i in gelus:
+        first_user = min(nodes.index(u) for u in nodes[i].users)
+        assert first_user == i + 1, (nodes[i].name, [n.name for n in nodes[i:first_user + 1]])
+    first_backward_op = next(i for i, n in enumerate(nodes) if n.op == "call_function")
+    assert gelus[0] > first_backward_op

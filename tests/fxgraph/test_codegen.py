@@ -178,3 +178,37 @@ def test_tracebacks_show_generated_source():
         text = traceback.format_exc()
     assert "truediv = 1 / x" in text
     assert sys.exc_info() == (None, None, None)
+
+
+def test_boxed_code_empties_its_list_and_frees_each_input_after_its_last_use():
+    import weakref
+
+    class Box:
+        pass
+
+    alive: list = []
+
+    def a_is_gone(_):
+        return alive[0]() is None
+
+    g = Graph()
+    a, b, _unused = g.placeholder("a"), g.placeholder("b"), g.placeholder("unused")
+    first = g.call_function(type, (a,))
+    second = g.call_function(a_is_gone, (b,))
+    g.output((first, second))
+    assert g.python_code(boxed=True).src.splitlines()[1].strip() == "a, b, unused = args;  args.clear();  del unused"
+    fn = GraphModule({}, g).boxed_forward()
+    assert fn.boxed_call is True
+    box = Box()
+    alive.append(weakref.ref(box))
+    args = [box, 0, Box()]
+    del box
+    assert fn(args) == (Box, True) and args == []  # `a` freed after its last use, before `b`'s op
+    box = Box()
+    alive[0] = weakref.ref(box)
+    assert GraphModule({}, g)(box, 0, None) == (Box, False)  # unboxed: the caller holds its inputs
+    with pytest.raises(GraphError, match="default"):
+        g2 = Graph()
+        g2.placeholder("x", default=1)
+        g2.output(None)
+        g2.python_code(boxed=True)

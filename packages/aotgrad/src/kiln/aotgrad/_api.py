@@ -3,7 +3,8 @@
 Steps: fresh fake inputs (the compile context's, with their symbolic sizes, or made from the
 real example inputs), ``trace`` (forward only when no input requires grad or grad mode is
 off, else the joint graph), ``partition``, a compiler for each half (default: the graph's
-own generated Python, which is the ``aot_eager`` backend), ``make_runtime``.
+own generated Python, which is the ``aot_eager`` backend; the backward's boxed: it takes one
+list and frees each saved tensor after its last use), ``make_runtime``.
 
 The trace must not decide anything about a symbolic size that the frame's guards do not
 check: a relation it decided beyond them is offered to ``accept_guards`` (kiln's backend adds
@@ -40,8 +41,13 @@ def _generated_code(gm: GraphModule) -> Callable[..., Any]:
     return gm.forward
 
 
+def _boxed_generated_code(gm: GraphModule) -> Callable[..., Any]:
+    # takes the list of saved tensors and tangents, freeing each after its last use
+    return gm.boxed_forward()
+
+
 def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None, *,
-                fw_compiler: Compiler = _generated_code, bw_compiler: Compiler = _generated_code,
+                fw_compiler: Compiler = _generated_code, bw_compiler: Compiler = _boxed_generated_code,
                 partitioner: str = "min_cut",
                 accept_guards: Callable[[list[Any]], bool] | None = None,
                 decompositions: dict | None = None) -> Callable[..., tuple]:

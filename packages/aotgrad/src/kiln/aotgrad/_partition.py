@@ -73,11 +73,18 @@ def partition(result: TraceResult, partitioner: str = "min_cut") -> Partition:
         if node.op == "placeholder" and node in backward_nodes:
             env[node] = backward.placeholder(node.name)
             env[node].meta.update(node.meta)
-    for node in recompute:  # forward ops run again in backward, in forward order
-        env[node] = backward.node_copy(node, lambda n: _lookup(env, backward, n))
+    # forward ops run again in backward just before the first backward op that reads them
+    # (not all at its start, where each would stay alive through the whole backward)
+    recomputed = set(recompute)
+
+    def lookup(n: Node) -> Node:
+        if n in recomputed and n not in env:
+            _emit_recomputed(n, recomputed, env, backward)
+        return _lookup(env, backward, n)
+
     for node in joint.nodes:
         if node in backward_nodes and node.op != "placeholder":
-            env[node] = backward.node_copy(node, lambda n: _lookup(env, backward, n))
+            env[node] = backward.node_copy(node, lookup)
     backward.output(tuple(map_arg(tuple(grad_values), lambda n: _lookup(env, backward, n))))
     eliminate_dead_code(backward)
     return Partition(forward, backward, saved, n_out)
@@ -101,6 +108,23 @@ def _closure(forward_nodes: list[Node], needed: list[Node], cut: set[Node]) -> t
         recompute.add(node)
         stack.extend(n for n in node.all_input_nodes if n in forward)
     return [n for n in forward_nodes if n in saved], [n for n in forward_nodes if n in recompute]
+
+
+def _emit_recomputed(root: Node, recomputed: set[Node], env: dict[Node, Node], graph: Graph) -> None:
+    """Copy ``root`` into ``graph``, after the recomputed values it reads that are not there
+    yet (iteratively: a long chain of pointwise ops must not hit the recursion limit)."""
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        if node in env:
+            stack.pop()
+            continue
+        missing = [n for n in node.all_input_nodes if n in recomputed and n not in env]
+        if missing:
+            stack.extend(reversed(missing))
+            continue
+        stack.pop()
+        env[node] = graph.node_copy(node, lambda n: _lookup(env, graph, n))
 
 
 def _lookup(env: dict[Node, Node], graph: Graph, node: Node) -> Node:

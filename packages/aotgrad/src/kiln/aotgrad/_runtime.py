@@ -6,7 +6,10 @@
 - With one, an ``autograd.Function`` runs the forward graph, keeps what the backward needs
   (tensors through ``save_for_backward``, sizes as numbers) and, in ``backward``, runs the
   backward graph on them and the incoming gradients (made contiguous, as the tangents were
-  traced; zeros for an output that got none). Outputs that need no gradient are marked
+  traced; zeros for an output that got none). A backward with ``boxed_call`` (the default
+  compiler's ``GraphModule.boxed_forward``) is handed one list holding the only references
+  to the saved tensors (autograd's are released first, unless ``retain_graph``), so each is
+  freed after its last use in the backward graph, not when the whole backward returns. Outputs that need no gradient are marked
   non-differentiable; double backward raises (``once_differentiable``).
 - Inputs the program writes are written by the forward graph itself, where the program
   wrote them (``copy_``); what the backward needs of them was copied before.
@@ -57,6 +60,7 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
         return call
 
     diff = frozenset(meta.diff_outputs)
+    boxed = getattr(backward, "boxed_call", False)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -75,12 +79,18 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
         @once_differentiable
         def backward(ctx: Any, *grads: Any) -> tuple:
             tensors, numbers = iter(ctx.saved_tensors), iter(ctx.numbers)
-            saved = [next(tensors) if t else next(numbers) for t in meta.saved_tensor]
-            tangents = []
+            args = [next(tensors) if t else next(numbers) for t in meta.saved_tensor]
+            del tensors
             for i, (shape, dtype, device) in zip(meta.diff_outputs, ctx.tangent_meta, strict=True):
                 g = grads[i]
-                tangents.append(torch.zeros(shape, dtype=dtype, device=device) if g is None else g.contiguous())
-            grads_in = backward(*saved, *tangents)
+                args.append(torch.zeros(shape, dtype=dtype, device=device) if g is None else g.contiguous())
+            if boxed:
+                # the list holds the only references left: the graph frees each saved
+                # activation after its last use (ctx's own go now, unless retain_graph)
+                ctx.maybe_clear_saved_tensors()
+                grads_in = backward(args)
+            else:
+                grads_in = backward(*args)
             result: list[Any] = [None] * meta.num_inputs
             for i, g in zip(meta.grad_inputs, grads_in, strict=True):
                 result[i] = g

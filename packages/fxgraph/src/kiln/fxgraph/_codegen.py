@@ -173,14 +173,20 @@ class _Renderer:
         return f"{self.glob.reference(target)}({self.call_args(args, kwargs)})"
 
 
-def python_code(graph: Any, root_name: str = "self", root_param: bool = True) -> PythonCode:
+def python_code(graph: Any, root_name: str = "self", root_param: bool = True, boxed: bool = False) -> PythonCode:
     """The source of ``def forward(<root_name>, <placeholders>): ...`` for ``graph``.
 
     Attributes are read as ``<root_name>.weight``; with ``root_param=False`` the root is not a
     parameter and the caller binds ``root_name`` in the globals instead.
+
+    ``boxed=True``: the function takes one list of the inputs, ``forward(args)``, unpacks it
+    and empties it, and deletes each input after its last use as it does intermediates: a
+    caller that hands over its only references (a backward's saved activations) has each
+    freed as soon as the graph is done with it. Placeholders with defaults are refused there.
     """
     nodes = list(graph.nodes)
-    glob = _Globals({n.name for n in nodes} | {root_name})
+    names = {n.name for n in nodes}
+    glob = _Globals(names | {root_name})
     r = _Renderer(glob)
 
     last_use: dict[Node, Node] = {}
@@ -189,25 +195,28 @@ def python_code(graph: Any, root_name: str = "self", root_param: bool = True) ->
             if inp not in last_use:
                 last_use[inp] = n
     # Intermediates are deleted after their last use so that memory (activations) is released
-    # as early as in eager code. Inputs are not: the caller still holds them.
+    # as early as in eager code. Inputs are not (the caller still holds them), unless boxed.
     to_free: dict[Node, list[str]] = {}
     for value, user in last_use.items():
-        if user.op != "output" and value.op != "placeholder":
+        if user.op != "output" and (boxed or value.op != "placeholder"):
             to_free.setdefault(user, []).append(value.name)
 
     params = [root_name] if root_param else []
+    inputs: list[str] = []
     body: list[str] = []
     seen_default = False
     result = "None"
     for n in nodes:
         if n.op == "placeholder":
+            if n.args and boxed:
+                raise GraphError(f"placeholder {n.name!r} has a default: boxed code takes one list of inputs")
             if n.args:
                 seen_default = True
                 params.append(f"{n.name}={r.arg(n.args[0])}")
             elif seen_default:
                 raise GraphError(f"placeholder {n.name!r} without a default follows one with a default")
             else:
-                params.append(n.name)
+                (inputs if boxed else params).append(n.name)
         elif n.op == "output":
             result = r.arg(n.args[0])
         else:
@@ -217,6 +226,14 @@ def python_code(graph: Any, root_name: str = "self", root_param: bool = True) ->
             if freed:
                 line += ";  del " + ", ".join(freed)
             body.append(line)
+    if boxed:
+        box = next(c for c in ("args", *(f"args_{i}" for i in range(len(names) + 1))) if c not in names | {root_name})
+        params.append(box)
+        unused = [n.name for n in nodes if n.op == "placeholder" and n not in last_use]
+        unpack = f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = {box};  {box}.clear()" if inputs else f"{box}.clear()"
+        if unused:
+            unpack += ";  del " + ", ".join(unused)
+        body.insert(0, unpack)
     body.append(f"return {result}")
     src = f"def forward({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)
     return PythonCode(src, glob.values)

@@ -289,11 +289,11 @@ class Graph:
 
     # -- code --------------------------------------------------------------------------------
 
-    def python_code(self, root_name: str = "self", root_param: bool = True) -> Any:
+    def python_code(self, root_name: str = "self", root_param: bool = True, boxed: bool = False) -> Any:
         """Generate the Python source of this graph (see ``kiln.fxgraph.python_code``)."""
         from ._codegen import python_code
 
-        return python_code(self, root_name, root_param)
+        return python_code(self, root_name, root_param, boxed)
 
     def __str__(self) -> str:
         lines = ["graph():"]

@@ -126,6 +126,22 @@ class GraphModule:
         # instance whose ``__call__`` is a staticmethod skips binding it, which keeps
         # ``gm(*args)`` as cheap as calling a plain function.
         code = self._graph.python_code("self", root_param=False)
+        fn = self._function(code, "forward")
+        cls = type(self)
+        cls.forward = staticmethod(fn)
+        cls.__call__ = staticmethod(fn)
+        self._code = code.src
+        return code.src
+
+    def boxed_forward(self) -> Any:
+        """A new function computing ``forward`` from one list of the inputs, which it empties,
+        deleting each input after its last use (``python_code(boxed=True)``); its
+        ``boxed_call`` attribute is True. The module keeps no reference to it."""
+        fn = self._function(self._graph.python_code("self", root_param=False, boxed=True), "boxed_forward")
+        fn.boxed_call = True
+        return fn
+
+    def _function(self, code: Any, name: str) -> Any:
         digest = hashlib.sha1(code.src.encode()).hexdigest()[:12]
         filename = f"<kiln.fxgraph {self._class_name} {digest}>"
         linecache.cache[filename] = (len(code.src), None, code.src.splitlines(True), filename)
@@ -133,12 +149,8 @@ class GraphModule:
         namespace["self"] = self
         exec(compile(code.src, filename, "exec"), namespace)
         fn = namespace[code.fn_name]
-        fn.__qualname__ = f"{self._class_name}.forward"
-        cls = type(self)
-        cls.forward = staticmethod(fn)
-        cls.__call__ = staticmethod(fn)
-        self._code = code.src
-        return code.src
+        fn.__qualname__ = f"{self._class_name}.{name}"
+        return fn
 
     def print_readable(self) -> str:
         """The class as source text: its name and its generated forward."""
