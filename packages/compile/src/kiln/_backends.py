@@ -6,8 +6,9 @@ returning a callable. A named backend is a list of stages, readable as data (``S
 is ``[aotgrad]``: kiln.aotgrad's functional forward and backward ATen graphs, run as their
 generated Python by an ``autograd.Function``; a graph aotgrad cannot take (it says why,
 ``AotUnsupported``) runs as captured, with the reason logged. ``"inductor"`` (``[aotgrad,
-inductor]``) is reserved for kiln.inductor: ``kiln.compile`` raises a clear error for it
-until that lands.
+inductor]``, the default) has kiln.inductor compile aotgrad's forward and backward ATen
+graphs into C++ kernels (CPU tensors; ops without a lowering, and other devices, run as ATen
+calls from its wrapper).
 
 ``compile_graph`` is the one place a backend is called. Invariants (as under torch.compile):
 
@@ -69,14 +70,15 @@ class BackendCompilerFailed(RuntimeError):
         super().__init__(f"backend={self.backend_name!r} raised:\n{type(inner).__name__}: {inner}")
 
 
-def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None) -> Callable[..., Any]:
-    """kiln.aotgrad's forward/backward graphs of ``gm``; ``gm.forward`` where it cannot."""
+def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None, **compilers: Any) -> Callable[..., Any]:
+    """kiln.aotgrad's forward/backward graphs of ``gm``; ``gm.forward`` where it cannot.
+    ``compilers``: ``fw_compiler``, ``bw_compiler`` and ``decompositions`` (a later stage's)."""
     from kiln.aotgrad import AotUnsupported, aot_compile
 
     partitioner = context.configs.aotgrad.partitioner if context is not None else "min_cut"
     try:
         return aot_compile(gm, example_inputs, context, partitioner=partitioner,
-                           accept_guards=_guard_sink(context))
+                           accept_guards=_guard_sink(context), **compilers)
     except AotUnsupported as e:
         _log.warning("kiln.aotgrad cannot take this graph (%s); it runs as captured", e)
         return gm.forward
@@ -88,6 +90,29 @@ def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None)
         _log.warning("kiln.aotgrad failed on this graph (an error of kiln's); it runs as captured",
                      exc_info=True)
         return gm.forward
+
+
+def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None) -> Callable[..., Any]:
+    """aotgrad, with kiln.inductor compiling its forward and backward ATen graphs; an ATen
+    graph inductor fails on runs as its generated code (the reason logged)."""
+    from kiln.inductor import InductorConfig, aten_compiler, decompositions
+
+    compile_aten = aten_compiler(context.configs.inductor if context is not None else InductorConfig())
+
+    def compiler(aten_gm: Any) -> Callable[..., Any]:
+        try:
+            return compile_aten(aten_gm)
+        except Exception:
+            from ._config import config
+
+            if config.raise_internal_errors:
+                raise
+            _log.warning("kiln.inductor failed on this ATen graph (an error of kiln's); it runs as "
+                         "generated Python", exc_info=True)
+            return aten_gm.forward
+
+    return _aotgrad(gm, example_inputs, context, fw_compiler=compiler, bw_compiler=compiler,
+                    decompositions=decompositions())
 
 
 def _guard_sink(context: CompileContext | None) -> Callable[[list[Any]], bool] | None:
@@ -122,6 +147,7 @@ def _guard_sink(context: CompileContext | None) -> Callable[[list[Any]], bool] |
 STAGES: dict[str, tuple[Callable[..., Any], ...]] = {
     "eager": (),
     "aot_eager": (_aotgrad,),
+    "inductor": (_aotgrad, _inductor),  # the last stage runs the ones before it
 }
 
 
@@ -142,7 +168,7 @@ def _staged(name: str) -> Backend:
 
 backend_rules: dict[str, Backend] = {name: _staged(name) for name in STAGES}
 # Names reserved for backends still to come, with what they need.
-_PLANNED = {"inductor": "kiln.aotgrad and kiln.inductor"}
+_PLANNED: dict[str, str] = {}
 
 
 def resolve_backend(backend: str | Backend) -> Backend:

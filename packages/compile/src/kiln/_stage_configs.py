@@ -7,9 +7,8 @@ reads its own config there and nothing else (no config read from the environment
 
 - ``capture`` (``CaptureConfig``): the frontend's, from ``kiln.compile``'s own arguments
   (``fullgraph``, ``dynamic``).
-- ``aotgrad`` (``kiln.aotgrad.AotgradConfig``, owned by that package: this module only
-  builds it) and ``inductor`` (``InductorConfig``: a placeholder here until kiln.inductor
-  lands and owns it).
+- ``aotgrad`` (``kiln.aotgrad.AotgradConfig``) and ``inductor``
+  (``kiln.inductor.InductorConfig``): each owned by its package; this module only builds them.
 
 ``options`` keys are ``"<stage>.<field>"`` (``{"aotgrad.partitioner": "save_all"}``); an
 unknown key, or a value of the wrong type or outside a field's choices, is a ValueError
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln.aotgrad import AotgradConfig
+from kiln.inductor import InductorConfig
 
 __all__ = ["DEFAULT_CONFIGS", "MODE_PRESETS", "AotgradConfig", "CaptureConfig", "InductorConfig", "StageConfigs",
            "stage_configs"]
@@ -43,22 +43,12 @@ class CaptureConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class InductorConfig:
-    """kiln.inductor's (reserved: not built yet)."""
-
-    cudagraphs: bool = field(default=False, metadata={
-        "help": "replay CUDA graphs of the compiled kernels (cuts launch overhead)"})
-    max_autotune: bool = field(default=False, metadata={
-        "help": "search kernel configurations (and vendor libraries) for the fastest"})
-
-
-@dataclass(frozen=True, slots=True)
 class StageConfigs:
     """One config per stage: ``capture``, ``aotgrad``, ``inductor``."""
 
     capture: CaptureConfig = CaptureConfig()
     aotgrad: AotgradConfig = field(default_factory=AotgradConfig)
-    inductor: InductorConfig = InductorConfig()
+    inductor: InductorConfig = field(default_factory=InductorConfig)
 
 
 DEFAULT_CONFIGS = StageConfigs()  # no mode, no options (frozen: shared freely)

@@ -9,7 +9,8 @@
   traced; zeros for an output that got none). A backward with ``boxed_call`` (the default
   compiler's ``GraphModule.boxed_forward``) is handed one list holding the only references
   to the saved tensors (autograd's are released first, unless ``retain_graph``), so each is
-  freed after its last use in the backward graph, not when the whole backward returns. Outputs that need no gradient are marked
+  freed after its last use in the backward graph, not when the whole backward returns. A
+  boxed forward (``boxed_call``) is handed a new list of the inputs. Outputs that need no gradient are marked
   non-differentiable; double backward raises (``once_differentiable``).
 - Inputs the program writes are written by the forward graph itself, where the program
   wrote them (``copy_``); what the backward needs of them was copied before.
@@ -49,12 +50,13 @@ class RuntimeMeta:
 def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | None, meta: RuntimeMeta) -> Callable:
     n_out = meta.num_outputs
     aliased = any(a is not None for a in meta.output_aliases)  # once, not per call
+    fw_boxed = getattr(forward, "boxed_call", False)
     if backward is None:
         no_grad = torch.no_grad
 
         def call(*args: Any) -> tuple:
             with no_grad():  # what eager computes here records no gradient either
-                outs = forward(*args)
+                outs = forward(list(args)) if fw_boxed else forward(*args)
             return _views_of_inputs(args, outs, meta, aliased)
 
         return call
@@ -65,7 +67,7 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> tuple:
-            results = forward(*args)
+            results = forward(list(args)) if fw_boxed else forward(*args)
             outs = results[:n_out]
             saved = results[n_out:]
             ctx.save_for_backward(*(s for s, t in zip(saved, meta.saved_tensor, strict=True) if t))

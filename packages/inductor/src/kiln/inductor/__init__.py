@@ -1,4 +1,33 @@
-"""kiln.inductor: Lowering ATen graphs to loop-level IR, fusion, memory planning, Triton and C++ codegen, kernel cache, autotuning, CUDA graphs. (not built yet)."""
+"""kiln.inductor: ATen graphs to loop-level IR (``_ir``, ``_lowering`` and its rule modules),
+kernels by fusion (``_scheduler``), C++ for CPU tensors (``cpp``), and the Python wrapper
+that runs them (``_wrapper``); see the package README.
+
+Names load on first use (PEP 562): ``InductorConfig`` is read by the umbrella at every
+``kiln.compile`` and must not pull in sympy or the lowering tables.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from kiln.inductor._config import InductorConfig
 
 __version__ = "0.1.0"
-__all__: list[str] = []
+
+_WHERE = {
+    "CompiledGraph": "_compile", "compile_graph": "_compile", "aten_compiler": "_api",
+    "decompositions": "_api", "FusionPolicy": "_policy", "lower_graph": "_graph", "schedule": "_scheduler",
+}
+__all__ = ["InductorConfig", *sorted(_WHERE)]
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"kiln.inductor.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'kiln.inductor' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

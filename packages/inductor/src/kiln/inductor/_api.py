@@ -1,0 +1,40 @@
+"""What a backend needs of kiln.inductor: ``aten_compiler(config)``, the compiler aotgrad
+calls on each forward and backward ATen graph, and ``decompositions()``, the table aotgrad
+traces with (torch's core ATen map, less the ops inductor lowers whole or calls as ATen)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._compile import compile_graph
+from ._config import InductorConfig
+
+__all__ = ["aten_compiler", "decompositions"]
+
+aten = torch.ops.aten
+
+# lowered whole (one kernel where torch's decomposition would give several) or an ATen call
+_KEEP = (aten.var_mean, aten.var, aten.logsumexp, aten.baddbmm, aten.addmm)
+
+
+def decompositions() -> dict[Any, Callable[..., Any]]:
+    from kiln.aotgrad import core_aten_decompositions
+
+    return core_aten_decompositions(keep=_KEEP)
+
+
+def aten_compiler(config: InductorConfig | None = None) -> Callable[[Any], Callable[..., Any]]:
+    """``compiler(gm)``: the compiled callable of an ATen graph, taking one list of inputs
+    (``boxed_call``); ``.compiled`` holds the ``CompiledGraph`` (its code, kernel counts)."""
+
+    def compiler(gm: Any) -> Callable[..., Any]:
+        compiled = compile_graph(gm, config)
+        call = compiled.call  # a new function per graph: its attributes are its own
+        call.boxed_call = True  # type: ignore[attr-defined]
+        call.compiled = compiled  # type: ignore[attr-defined]
+        return call
+
+    return compiler

@@ -1,0 +1,283 @@
+"""Lowering one ATen graph: every node to ``TensorValue``s (``lowering_rules``) or to an
+ATen call, and the decisions of what lives in memory (realization).
+
+``lower_graph(gm, policy)`` returns a ``LoweredGraph``: the inputs, the buffers in the order
+they are computed (``ComputedBuffer``s for kernels, ``ExternBuffer``s for ATen calls), and the
+outputs, each a buffer read with the traced sizes and strides (or a plain value).
+
+What is realized (a buffer in memory, computed once): a reduction; the input of an ATen
+call; a graph output; a pointwise value read by more than one node when it costs more than
+``policy.inline_max_ops`` operations per element, or read inside a reduction's loop by more
+than one node; any value whose expression grew past ``policy.realize_ops``. Everything else
+is inlined into its readers (recomputed where it is read), which is what fuses chains of
+pointwise ops into one loop.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from kiln.fxgraph import GraphModule, Node
+
+from . import _lower_reductions, _lower_views  # noqa: F401 - they register their rules
+from ._ir import (
+    Buffer,
+    ComputedBuffer,
+    ExternBuffer,
+    InputBuffer,
+    Pointwise,
+    Reduction,
+    TensorValue,
+    contiguous_strides,
+    sym,
+)
+from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, lowering_rules
+from ._policy import FusionPolicy
+
+__all__ = ["GraphOutput", "LoweredGraph", "lower_graph"]
+
+
+@dataclass(slots=True)
+class GraphOutput:
+    """An output: ``buffer`` read with ``sizes``/``strides``/``offset`` (a view of it), or
+    ``constant`` (a number, None, a size expression) when ``buffer`` is None."""
+
+    buffer: str | None
+    sizes: tuple[sympy.Expr, ...] = ()
+    strides: tuple[sympy.Expr, ...] = ()
+    offset: sympy.Expr = sympy.S.Zero
+    constant: Any = None
+    items: list[GraphOutput] | None = None  # a tuple output (a multi-output op's result, saved whole)
+
+
+@dataclass(slots=True)
+class LoweredGraph:
+    inputs: list[Any]  # per placeholder: an InputBuffer, a tuple of them (and None), a size symbol, or None
+    buffers: list[Buffer]
+    outputs: list[GraphOutput]
+    constants: dict[str, Any] = field(default_factory=dict)  # get_attr tensors, by buffer name
+    fallbacks: dict[str, str] = field(default_factory=dict)  # ATen op -> why it was not lowered
+
+
+class _Lowering(LoweringContext):
+    def __init__(self, gm: GraphModule, policy: FusionPolicy) -> None:
+        self.gm = gm
+        self.policy = policy
+        self.buffers: list[Buffer] = []
+        self.by_name: dict[str, Buffer] = {}
+        self.fallbacks: dict[str, str] = {}
+        self.current: Node | None = None
+
+    # ---------------------------------------------------------------- context
+    def _new_name(self, prefix: str) -> str:
+        return f"{prefix}{len(self.buffers)}"
+
+    def _add(self, buffer: Buffer) -> Buffer:
+        self.buffers.append(buffer)
+        self.by_name[buffer.name] = buffer
+        return buffer
+
+    def realize(self, value: TensorValue) -> TensorValue:
+        if value.view is not None:
+            return value
+        origin = [self.current.name] if self.current is not None else []
+        buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
+                                          origins=origin))
+        return buffer.value()
+
+    def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
+                  reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype) -> TensorValue:
+        origin = [self.current.name] if self.current is not None else []
+        body = Reduction(reduction_type, tuple(reduced), loader, src_dtype)
+        buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=origin))
+        return buffer.value()
+
+    def storage_base(self, value: TensorValue) -> tuple[str, sympy.Expr] | None:
+        if value.view is None:
+            return None
+        buffer = self.by_name[value.view[0]]
+        if isinstance(buffer, (InputBuffer, ExternBuffer)):
+            return buffer.name, buffer.storage_offset
+        return buffer.name, sympy.S.Zero
+
+    # ---------------------------------------------------------------- nodes
+    def run(self) -> LoweredGraph:
+        env: dict[Node, Any] = {}
+        inputs: list[Any] = []
+        constants: dict[str, Any] = {}
+        reads: dict[Node, int] = {}
+        for node in self.gm.graph.nodes:
+            for inp in node.all_input_nodes:
+                reads[inp] = reads.get(inp, 0) + 1
+        for node in self.gm.graph.nodes:
+            self.current = node
+            if node.op == "placeholder":
+                env[node] = self._placeholder(node, inputs)
+            elif node.op == "get_attr":
+                value = self.gm.get_attr(node.target)
+                if not isinstance(value, torch.Tensor):
+                    env[node] = value
+                    continue
+                buffer = self._input_buffer(f"const{len(constants)}", value)
+                constants[buffer.name] = value
+                env[node] = buffer.value()
+            elif node.op == "call_function":
+                env[node] = self._call(node, env)
+                env[node] = self._maybe_realize(env[node], reads.get(node, 0), node)
+            elif node.op == "output":
+                outputs = [self._output(v, env) for v in node.args[0]]
+                return LoweredGraph(inputs, self.buffers, outputs, constants, self.fallbacks)
+            else:
+                raise Fallback(f"node kind {node.op}")
+        raise AssertionError("graph without output")
+
+    def _input_buffer(self, name: str, val: torch.Tensor) -> InputBuffer:
+        buffer = InputBuffer(name, tuple(sym(s) for s in val.shape), val.dtype,
+                             stride=tuple(sym(s) for s in val.stride()), storage_offset=sym(val.storage_offset()))
+        self._add(buffer)
+        return buffer
+
+    def _placeholder(self, node: Node, inputs: list[Any]) -> Any:
+        val = node.meta.get("val")
+        k = len(inputs)
+        if isinstance(val, torch.Tensor):
+            buffer = self._input_buffer(f"arg{k}", val)
+            inputs.append(buffer)
+            return TensorValue.strided(buffer.name, buffer.sizes, buffer.stride, sympy.S.Zero, buffer.dtype)
+        if isinstance(val, (tuple, list)):
+            # a multi-output op's result saved whole for backward: one buffer per tensor
+            items = tuple(self._input_buffer(f"arg{k}_{i}", v) if isinstance(v, torch.Tensor) else None
+                          for i, v in enumerate(val))
+            inputs.append(items)
+            return tuple(b.value() if b is not None else v for b, v in zip(items, val, strict=True))
+        inputs.append(sym(val) if isinstance(val, torch.SymInt) else None)
+        return val
+
+    def _call(self, node: Node, env: dict[Node, Any]) -> Any:
+        args = _map(node.args, env)
+        kwargs = _map(node.kwargs, env)
+        if node.target is operator.getitem:
+            return args[0][args[1]]
+        rule = lowering_rules.get(node.target)
+        reason = "no lowering"
+        if rule is not None and self._on_cpu(node):
+            try:
+                return rule(self, node, *args, **kwargs)
+            except Fallback as e:
+                reason = str(e)
+        self.fallbacks.setdefault(str(node.target), reason)
+        return self._extern(node, args, kwargs)
+
+    def _on_cpu(self, node: Node) -> bool:
+        vals = node.meta.get("val")
+        vals = vals if isinstance(vals, (tuple, list)) else [vals]
+        return all(not isinstance(v, torch.Tensor) or (v.device.type == "cpu" and v.dtype in KERNEL_DTYPES)
+                   for v in vals)
+
+    def _extern(self, node: Node, args: Any, kwargs: Any) -> Any:
+        realized = _map_values(args, self.realize), _map_values(kwargs, self.realize)
+        node.meta["inductor_args"] = realized
+        val = node.meta.get("val")
+
+        def out(v: Any, item: int | None) -> Any:
+            if not isinstance(v, torch.Tensor):
+                return v
+            buffer = self._add(ExternBuffer(self._new_name("buf"), tuple(sym(s) for s in v.shape), v.dtype,
+                                            stride=tuple(sym(s) for s in v.stride()),
+                                            storage_offset=sym(v.storage_offset()), node=node, item=item))
+            return buffer.value()
+
+        if isinstance(val, (tuple, list)):
+            return tuple(out(v, i) for i, v in enumerate(val))
+        return out(val, None)
+
+    def _maybe_realize(self, value: Any, readers: int, node: Node) -> Any:
+        if isinstance(value, tuple):
+            return tuple(self._maybe_realize(v, readers, node) for v in value)
+        if not isinstance(value, TensorValue) or value.view is not None:
+            return value
+        if value.ops_count > self.policy.realize_ops:
+            return self.realize(value)
+        if readers > 1 and value.ops_count > self.policy.inline_max_ops:
+            return self.realize(value)
+        if readers > 1 and any(_is_reduction(u) for u in node.users):
+            return self.realize(value)
+        return value
+
+    def _output(self, v: Any, env: dict[Node, Any]) -> GraphOutput:
+        value = env[v] if isinstance(v, Node) else v
+        if isinstance(value, tuple) and isinstance(v, Node):
+            vals = v.meta.get("val")
+            return GraphOutput(None, items=[self._output_value(item, val) for item, val in zip(value, vals, strict=True)])
+        return self._output_value(value, v.meta.get("val") if isinstance(v, Node) else None)
+
+    def _output_value(self, value: Any, val: Any) -> GraphOutput:
+        if not isinstance(value, TensorValue):
+            return GraphOutput(None, constant=sym(value) if isinstance(value, torch.SymInt) else value)
+        strides = tuple(sym(s) for s in val.stride()) if isinstance(val, torch.Tensor) else contiguous_strides(value.sizes)
+        if value.view is None:
+            value = self._realize_as(value, strides)
+        name, view_strides, offset = value.view
+        return GraphOutput(name, value.sizes, tuple(view_strides), offset)
+
+    def _realize_as(self, value: TensorValue, strides: tuple[sympy.Expr, ...]) -> TensorValue:
+        """An output not in memory, computed into a buffer with the traced strides when they
+        are dense (eager's layout), else contiguous."""
+        realized = self.realize(value)
+        if _dense(value.sizes, strides) and strides != contiguous_strides(value.sizes):
+            buffer = self.by_name[realized.view[0]]
+            buffer.layout_strides = strides
+            return TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
+        return realized
+
+
+def _is_reduction(node: Node) -> bool:
+    target = node.target
+    name = getattr(getattr(target, "overloadpacket", None), "__name__", "")
+    return name in {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var", "var_mean",
+                    "_softmax", "_log_softmax", "native_layer_norm", "logsumexp", "any", "all"}
+
+
+def _dense(sizes: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
+    """Whether (sizes, strides) is a permutation of a contiguous layout (static only)."""
+    if not all(isinstance(v, sympy.Integer) for v in (*sizes, *strides)):
+        return False
+    dims = sorted((int(st), int(sz)) for sz, st in zip(sizes, strides, strict=True) if int(sz) != 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True
+
+
+def _map(value: Any, env: dict[Node, Any]) -> Any:
+    if isinstance(value, Node):
+        return env[value]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map(v, env) for v in value)
+    if isinstance(value, dict):
+        return {k: _map(v, env) for k, v in value.items()}
+    return value
+
+
+def _map_values(value: Any, fn: Callable[[TensorValue], Any]) -> Any:
+    if isinstance(value, TensorValue):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_values(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_values(v, fn) for k, v in value.items()}
+    return value
+
+
+def lower_graph(gm: GraphModule, policy: FusionPolicy | None = None) -> LoweredGraph:
+    """The loop-level IR of an ATen graph (see the module docstring)."""
+    return _Lowering(gm, policy or FusionPolicy()).run()
+

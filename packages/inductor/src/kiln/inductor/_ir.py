@@ -1,0 +1,166 @@
+"""The loop-level IR: buffers defined by index functions over sympy loop variables.
+
+A value in a lowered graph is a ``TensorValue``: its sizes (sympy expressions over the
+graph's size symbols), its dtype, and a ``loader``: ``loader(index, ops) -> handle`` computes
+the element at ``index`` (one sympy expression per dimension) through an ops handler
+(``_ops.py``: one that writes C++, one that records what is read). A loader never touches
+memory itself; it asks ``ops.load(buffer_name, flat_index)``. So pointwise ops compose
+loaders, views remap the index, and nothing is computed until a buffer is realized.
+
+Buffers (what exists in memory at run time):
+- ``InputBuffer``: a graph input, with the sizes and strides it was traced with.
+- ``ComputedBuffer``: written by a kernel; its ``body`` is a ``Pointwise`` (one element per
+  index) or a ``Reduction`` (one element per index, folding ``reduction_type`` over a
+  reduced range). Stored contiguously.
+- ``ExternBuffer``: the result of an ATen call in the wrapper (matrix products,
+  convolutions, and every op without a lowering); its layout is the traced one (the wrapper
+  copies into it when the call returns another).
+
+Invariants: sizes are sympy expressions; a loader reads only through ``ops.load`` of a
+buffer's name with a flat element offset; a ``ComputedBuffer`` is contiguous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+__all__ = ["Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Pointwise", "Reduction",
+           "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
+
+Loader = Callable[[Sequence[sympy.Expr], Any], Any]
+
+
+def sym(value: Any) -> sympy.Expr:
+    """An int, a torch SymInt (kiln's or torch's) or a sympy expression, as sympy."""
+    if isinstance(value, sympy.Basic):
+        return value
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    if isinstance(value, torch.SymInt):
+        node = value.node
+        expr = getattr(node, "expr", None)
+        if expr is not None:
+            return expr
+    raise TypeError(f"not a size: {value!r} ({type(value).__name__})")
+
+
+def loop_vars(prefix: str, n: int) -> tuple[sympy.Symbol, ...]:
+    """``n`` loop variables (``x0, x1, ...``): nonnegative integers."""
+    return tuple(sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n))
+
+
+def contiguous_strides(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
+    strides, step = [], sympy.Integer(1)
+    for size in reversed(sizes):
+        strides.append(step)
+        step = step * size
+    return tuple(reversed(strides))
+
+
+def flat_index(index: Sequence[sympy.Expr], strides: Sequence[sympy.Expr], offset: sympy.Expr = sympy.S.Zero) -> sympy.Expr:
+    return sympy.expand(offset + sum((i * s for i, s in zip(index, strides, strict=True)), sympy.Integer(0)))
+
+
+@dataclass(slots=True, eq=False)
+class Buffer:
+    name: str
+    sizes: tuple[sympy.Expr, ...]
+    dtype: torch.dtype
+
+    def strides(self) -> tuple[sympy.Expr, ...]:
+        return contiguous_strides(self.sizes)
+
+    def offset(self) -> sympy.Expr:
+        return sympy.S.Zero
+
+    def value(self) -> TensorValue:
+        """The buffer's elements as a value: a strided read of its memory."""
+        return TensorValue.strided(self.name, self.sizes, self.strides(), self.offset(), self.dtype)
+
+
+@dataclass(slots=True, eq=False)
+class InputBuffer(Buffer):
+    """A graph input. Kernels get its ``data_ptr()``, which already points at element
+    ``storage_offset`` of its storage: reads are relative to it (``offset()`` is 0), and
+    ``storage_offset`` only serves ``as_strided``, whose offsets count from the storage."""
+
+    stride: tuple[sympy.Expr, ...] = ()
+    storage_offset: sympy.Expr = sympy.S.Zero
+
+    def strides(self) -> tuple[sympy.Expr, ...]:
+        return self.stride
+
+
+@dataclass(slots=True)
+class Pointwise:
+    loader: Loader
+
+
+@dataclass(slots=True)
+class Reduction:
+    """``reduction_type`` folded over ``reduced`` (sizes); ``loader(index, rindex, ops)``
+    gives the element for an output index and a reduced index. Types: ``sum``, ``prod``,
+    ``max``, ``min`` (NaN-propagating), ``argmax``, ``argmin`` (first index of the extreme,
+    NaN counts as the extreme), ``any``, ``all``."""
+
+    reduction_type: str
+    reduced: tuple[sympy.Expr, ...]
+    loader: Callable[[Sequence[sympy.Expr], Sequence[sympy.Expr], Any], Any]
+    src_dtype: torch.dtype
+
+
+@dataclass(slots=True, eq=False)
+class ComputedBuffer(Buffer):
+    body: Pointwise | Reduction | None = None
+    origins: list[str] = field(default_factory=list)  # the ATen nodes it computes, for comments
+    layout_strides: tuple[sympy.Expr, ...] | None = None  # a graph output's eager layout; else contiguous
+
+    def strides(self) -> tuple[sympy.Expr, ...]:
+        return self.layout_strides if self.layout_strides is not None else contiguous_strides(self.sizes)
+
+
+@dataclass(slots=True, eq=False)
+class ExternBuffer(Buffer):
+    """One output of an ATen call the wrapper makes (``call`` is the node; ``item`` which
+    output of a tuple-returning op, or None)."""
+
+    stride: tuple[sympy.Expr, ...] = ()
+    storage_offset: sympy.Expr = sympy.S.Zero
+    node: Any = None
+    item: int | None = None
+
+    def strides(self) -> tuple[sympy.Expr, ...]:
+        return self.stride
+
+
+@dataclass(slots=True, eq=False)
+class TensorValue:
+    """A lazy tensor of the lowering: sizes, dtype, and how to compute an element. ``view``
+    is ``(buffer name, strides, offset)`` when the value is exactly a strided window of a
+    buffer's memory (then the wrapper can hand it out without copying); ``ops_count`` is
+    about how much work one element costs (realization heuristics)."""
+
+    sizes: tuple[sympy.Expr, ...]
+    dtype: torch.dtype
+    loader: Loader
+    view: tuple[str, tuple[sympy.Expr, ...], sympy.Expr] | None = None
+    ops_count: int = 0
+
+    @staticmethod
+    def strided(name: str, sizes: Sequence[sympy.Expr], strides: Sequence[sympy.Expr], offset: sympy.Expr,
+                dtype: torch.dtype) -> TensorValue:
+        strides, offset = tuple(strides), offset
+
+        def load(index: Sequence[sympy.Expr], ops: Any) -> Any:
+            return ops.load(name, flat_index(index, strides, offset), dtype)
+
+        return TensorValue(tuple(sizes), dtype, load, (name, strides, offset), 0)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.sizes)

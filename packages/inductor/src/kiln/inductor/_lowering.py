@@ -1,0 +1,417 @@
+"""Lowering rules: an ATen op to ``TensorValue``s (``lowering_rules``), and the helpers they
+share (broadcasting, type conversion, scalar operands).
+
+A rule is ``rule(ctx, node, *args, **kwargs)`` where tensor arguments arrive as
+``TensorValue``s and everything else as traced (numbers, lists, dtypes); ``node`` is the ATen
+node (``node.meta["val"]`` holds the traced result: its dtype and sizes are authoritative).
+It returns a ``TensorValue`` or a tuple of them. A rule that cannot take its arguments
+raises ``Fallback``: the node then runs as an ATen call (never an error).
+
+Type conversions are explicit: a pointwise rule computes in one dtype (``compute_dtype``:
+the traced result's for arithmetic, the promoted operand type for comparisons) and the
+loaders convert each operand to it. Broadcasting follows torch (sizes aligned from the
+right, a size 1 repeats).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from ._ir import TensorValue, sym
+
+__all__ = ["Fallback", "LoweringContext", "broadcast", "lowering_rules", "pointwise", "register"]
+
+aten = torch.ops.aten
+lowering_rules: dict[Any, Callable[..., Any]] = {}
+
+# dtypes the C++ kernels compute in (others fall back to ATen)
+KERNEL_DTYPES = frozenset({torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8,
+                           torch.uint8, torch.bool})
+_FLOAT = frozenset({torch.float32, torch.float64})
+
+
+class Fallback(Exception):
+    """This op (with these arguments) has no lowering: call ATen for it."""
+
+
+class LoweringContext:
+    """What rules may ask of the graph being lowered: ``realize(value)`` (a value in memory,
+    as a strided read of a buffer) and ``reduction(...)`` (a new reduction buffer)."""
+
+    def realize(self, value: TensorValue) -> TensorValue:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
+                  reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype) -> TensorValue:
+        raise NotImplementedError  # pragma: no cover - interface
+
+
+def register(*ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def add(rule: Callable[..., Any]) -> Callable[..., Any]:
+        for op in ops:
+            lowering_rules[op] = rule
+        return rule
+
+    return add
+
+
+def out_dtype(node: Any, item: int | None = None) -> torch.dtype:
+    val = node.meta["val"]
+    return (val[item] if item is not None else val).dtype
+
+
+# ---------------------------------------------------------------- operands
+def broadcast_sizes(*shapes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
+    ndim = max((len(s) for s in shapes), default=0)
+    out: list[sympy.Expr] = []
+    for d in range(ndim):
+        size = sympy.Integer(1)
+        for s in shapes:
+            k = d - (ndim - len(s))
+            if k < 0 or s[k] == 1:
+                continue
+            if size != 1 and size != s[k]:
+                raise Fallback(f"sizes {size} and {s[k]} do not broadcast provably")
+            size = s[k]
+        out.append(size)
+    return tuple(out)
+
+
+def broadcast(value: TensorValue, sizes: Sequence[sympy.Expr]) -> TensorValue:
+    """``value`` read as if expanded to ``sizes``."""
+    sizes = tuple(sizes)
+    if value.sizes == sizes:
+        return value
+    lead = len(sizes) - value.ndim
+    keep = tuple(value.sizes[k] != 1 or sizes[lead + k] == 1 for k in range(value.ndim))
+    load = value.loader
+
+    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        own = [index[lead + k] if keep[k] else sympy.Integer(0) for k in range(len(keep))]
+        return load(own, ops)
+
+    return TensorValue(sizes, value.dtype, loader, None, value.ops_count)
+
+
+def scalar(value: Any, dtype: torch.dtype) -> TensorValue:
+    """A number (or a SymInt / SymFloat) as a 0-dim value of ``dtype``."""
+    if isinstance(value, torch.SymInt):
+        expr = sym(value)
+
+        def load_sym(index: Sequence[sympy.Expr], ops: Any) -> Any:
+            return ops.to_dtype(ops.index_expr(expr, torch.int64), dtype)
+
+        return TensorValue((), dtype, load_sym)
+    if not isinstance(value, (bool, int, float)):
+        raise Fallback(f"operand {value!r} is not a number")
+
+    def load(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        return ops.constant(value, dtype)
+
+    return TensorValue((), dtype, load)
+
+
+def _operand(value: Any, dtype: torch.dtype) -> TensorValue:
+    return value if isinstance(value, TensorValue) else scalar(value, dtype)
+
+
+def compute_dtype(node: Any, args: Sequence[Any], comparison: bool) -> torch.dtype:
+    """The dtype a pointwise op computes in: the traced result's, or for a comparison the
+    operands' promoted type (torch's rules: a 0-dim tensor or a number does not raise a
+    dimensioned tensor's category)."""
+    if not comparison:
+        return out_dtype(node)
+    metas: list[Any] = []
+    for a in args:
+        if isinstance(a, TensorValue):
+            metas.append(torch.empty((1,) * min(a.ndim, 1), dtype=a.dtype, device="meta"))
+        elif isinstance(a, (torch.SymInt, torch.SymFloat)):
+            metas.append(0 if isinstance(a, torch.SymInt) else 0.0)
+        else:
+            metas.append(a)
+    if len(metas) == 1:
+        return metas[0].dtype
+    return torch.result_type(metas[0], metas[1])
+
+
+def pointwise(node: Any, fn: Callable[..., Any], *args: Any, dtype: torch.dtype | None = None,
+              comparison: bool = False, cost: int = 1) -> TensorValue:
+    """The elementwise ``fn(ops, *handles)`` of ``args`` (values and numbers), broadcast,
+    each operand converted to the compute dtype (``dtype``, else ``compute_dtype``)."""
+    compute = dtype or compute_dtype(node, args, comparison)
+    result = torch.bool if comparison else (dtype if dtype is not None else out_dtype(node))
+    for d in (result, compute):
+        if d not in KERNEL_DTYPES:
+            raise Fallback(f"dtype {d}")
+    operands = [_operand(a, compute) for a in args]
+    sizes = broadcast_sizes(*(o.sizes for o in operands))
+    loaders = [broadcast(o, sizes).loader for o in operands]
+    dtypes = [o.dtype for o in operands]
+
+    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        handles = []
+        for load, d in zip(loaders, dtypes, strict=True):
+            h = load(index, ops)
+            handles.append(h if d == compute else ops.to_dtype(h, compute))
+        return fn(ops, *handles)
+
+    return TensorValue(sizes, result, loader, None, cost + sum(o.ops_count for o in operands))
+
+
+# ---------------------------------------------------------------- pointwise rules
+def _unary(op: Any, name: str, floats_only: bool = True) -> None:
+    def rule(ctx: LoweringContext, node: Any, x: TensorValue) -> TensorValue:
+        if floats_only and out_dtype(node) not in _FLOAT:
+            raise Fallback(f"{name} of {out_dtype(node)}")
+        return pointwise(node, lambda ops, a: getattr(ops, name)(a), x)
+
+    lowering_rules[op] = rule
+
+
+for _name in ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan",
+              "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
+              "sigmoid", "reciprocal", "lgamma", "round"):
+    _unary(getattr(aten, _name).default, _name)
+for _name in ("floor", "ceil", "trunc"):
+    _unary(getattr(aten, _name).default, _name)  # integer inputs: ATen returns them unchanged
+_unary(aten.neg.default, "neg", floats_only=False)
+_unary(aten.abs.default, "abs", floats_only=False)
+_unary(aten.sign.default, "sign", floats_only=False)
+_unary(aten.bitwise_not.default, "bitwise_not", floats_only=False)
+
+
+@register(aten.logical_not.default)
+def _logical_not(ctx: LoweringContext, node: Any, x: TensorValue) -> TensorValue:
+    return pointwise(node, lambda ops, a: ops.logical_not(a), x, dtype=torch.bool)
+
+
+@register(aten.isnan.default, aten.isinf.default)
+def _isnan(ctx: LoweringContext, node: Any, x: TensorValue) -> TensorValue:
+    name = node.target.overloadpacket.__name__
+    if x.dtype not in _FLOAT:
+        raise Fallback(f"{name} of {x.dtype}")
+    return pointwise(node, lambda ops, a: getattr(ops, name)(a), x, dtype=x.dtype, comparison=True)
+
+
+def _binary(op: Any, name: str, comparison: bool = False, floats_only: bool = False) -> None:
+    def rule(ctx: LoweringContext, node: Any, a: Any, b: Any) -> TensorValue:
+        dtype = compute_dtype(node, (a, b), comparison)
+        if floats_only and dtype not in _FLOAT:
+            raise Fallback(f"{name} of {dtype}")
+        return pointwise(node, lambda ops, x, y: getattr(ops, name)(x, y), a, b, dtype=dtype, comparison=comparison)
+
+    lowering_rules[op] = rule
+
+
+for _packet, _name in ((aten.mul, "mul"), (aten.maximum, "maximum"), (aten.minimum, "minimum")):
+    for _overload in ("Tensor", "Scalar", "default"):
+        if hasattr(_packet, _overload):
+            _binary(getattr(_packet, _overload), _name)
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    for _overload in ("Tensor", "Scalar"):
+        _binary(getattr(getattr(aten, _name), _overload), _name, comparison=True)
+_binary(aten.atan2.default, "atan2", floats_only=True)
+_binary(aten.hypot.default, "hypot", floats_only=True)
+_binary(aten.copysign.Tensor, "copysign", floats_only=True)
+_binary(aten.copysign.Scalar, "copysign", floats_only=True)
+_binary(aten.fmod.Tensor, "fmod_float", floats_only=True)
+_binary(aten.fmod.Scalar, "fmod_float", floats_only=True)
+_binary(aten.remainder.Tensor, "remainder_float", floats_only=True)
+_binary(aten.remainder.Scalar, "remainder_float", floats_only=True)
+for _packet, _name in ((aten.bitwise_and, "bitwise_and"), (aten.bitwise_or, "bitwise_or"),
+                       (aten.bitwise_xor, "bitwise_xor")):
+    _binary(_packet.Tensor, _name)
+    _binary(_packet.Scalar, _name)
+
+
+@register(aten.logical_and.default, aten.logical_or.default, aten.logical_xor.default)
+def _logical(ctx: LoweringContext, node: Any, a: Any, b: Any) -> TensorValue:
+    name = node.target.overloadpacket.__name__
+
+    def fn(ops: Any, x: Any, y: Any) -> Any:
+        return getattr(ops, name)(x, y)
+
+    return pointwise(node, fn, _as_bool(a), _as_bool(b), dtype=torch.bool)
+
+
+def _as_bool(x: Any) -> Any:
+    if not isinstance(x, TensorValue) or x.dtype == torch.bool:
+        return bool(x) if not isinstance(x, TensorValue) else x
+    load = x.loader
+
+    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        return ops.ne(load(index, ops), ops.constant(0, x.dtype))
+
+    return TensorValue(x.sizes, torch.bool, loader, None, x.ops_count + 1)
+
+
+@register(aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar)
+def _add(ctx: LoweringContext, node: Any, a: Any, b: Any, alpha: Any = 1) -> TensorValue:
+    name = node.target.overloadpacket.__name__
+    if out_dtype(node) == torch.bool:
+        raise Fallback("add of bools")
+    if alpha != 1:
+        b = _scaled(node, b, alpha)
+
+    def fn(ops: Any, x: Any, y: Any) -> Any:
+        return getattr(ops, name)(x, y)
+
+    return pointwise(node, fn, a, b)
+
+
+def _scaled(node: Any, b: Any, alpha: Any) -> Any:
+    if not isinstance(b, TensorValue):
+        return b * alpha
+    dtype = out_dtype(node)
+    return pointwise(node, lambda ops, x, y: ops.mul(x, y), b, alpha, dtype=dtype)
+
+
+@register(aten.div.Tensor, aten.div.Scalar)
+def _div(ctx: LoweringContext, node: Any, a: Any, b: Any) -> TensorValue:
+    if out_dtype(node) not in _FLOAT:
+        raise Fallback("integer division")
+    return pointwise(node, lambda ops, x, y: ops.truediv(x, y), a, b)
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(ctx: LoweringContext, node: Any, a: Any, b: Any, *, rounding_mode: str | None = None) -> TensorValue:
+    if out_dtype(node) not in _FLOAT:
+        raise Fallback("integer division")
+    if rounding_mode is None:
+        return pointwise(node, lambda ops, x, y: ops.truediv(x, y), a, b)
+    if rounding_mode == "trunc":
+        return pointwise(node, lambda ops, x, y: ops.trunc(ops.truediv(x, y)), a, b, cost=2)
+    return pointwise(node, lambda ops, x, y: ops.floordiv_float(x, y), a, b)
+
+
+@register(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
+def _pow(ctx: LoweringContext, node: Any, a: Any, b: Any) -> TensorValue:
+    if out_dtype(node) not in _FLOAT:
+        raise Fallback("integer pow")
+    if b == 2 and isinstance(a, TensorValue):
+        return pointwise(node, lambda ops, x: ops.mul(x, x), a)
+    if b == 0.5 and isinstance(a, TensorValue):
+        return pointwise(node, lambda ops, x: ops.sqrt(x), a)
+    return pointwise(node, lambda ops, x, y: ops.pow(x, y), a, b)
+
+
+@register(aten.where.self)
+def _where(ctx: LoweringContext, node: Any, cond: Any, a: Any, b: Any) -> TensorValue:
+    dtype = out_dtype(node)
+    cond = _as_bool(cond)
+    operands = [_operand(cond, torch.bool), _operand(a, dtype), _operand(b, dtype)]
+    sizes = broadcast_sizes(*(o.sizes for o in operands))
+    c_load, a_load, b_load = (broadcast(o, sizes).loader for o in operands)
+    a_dtype, b_dtype = operands[1].dtype, operands[2].dtype
+    if dtype not in KERNEL_DTYPES:
+        raise Fallback(f"dtype {dtype}")
+
+    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        x, y = a_load(index, ops), b_load(index, ops)
+        x = x if a_dtype == dtype else ops.to_dtype(x, dtype)
+        y = y if b_dtype == dtype else ops.to_dtype(y, dtype)
+        return ops.where(c_load(index, ops), x, y)
+
+    return TensorValue(sizes, dtype, loader, None, 1 + sum(o.ops_count for o in operands))
+
+
+@register(aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default)
+def _clamp(ctx: LoweringContext, node: Any, x: TensorValue, lo: Any = None, hi: Any = None) -> TensorValue:
+    if node.target is aten.clamp_max.default:
+        lo, hi = None, lo
+
+    def fn(ops: Any, v: Any, *bounds: Any) -> Any:
+        k = 0
+        if lo is not None:
+            v, k = ops.maximum(v, bounds[0]), 1
+        if hi is not None:
+            v = ops.minimum(v, bounds[k])
+        return v
+
+    return pointwise(node, fn, x, *(b for b in (lo, hi) if b is not None), cost=2)
+
+
+@register(aten.relu.default)
+def _relu(ctx: LoweringContext, node: Any, x: TensorValue) -> TensorValue:
+    return pointwise(node, lambda ops, v, z: ops.maximum(v, z), x, 0)
+
+
+@register(aten.leaky_relu.default)
+def _leaky_relu(ctx: LoweringContext, node: Any, x: TensorValue, slope: float = 0.01) -> TensorValue:
+    return pointwise(node, lambda ops, v, z, s: ops.where(ops.gt(v, z), v, ops.mul(v, s)), x, 0, slope, cost=3)
+
+
+@register(aten.hardtanh.default)
+def _hardtanh(ctx: LoweringContext, node: Any, x: TensorValue, lo: float = -1.0, hi: float = 1.0) -> TensorValue:
+    return pointwise(node, lambda ops, v, a, b: ops.minimum(ops.maximum(v, a), b), x, lo, hi, cost=2)
+
+
+@register(aten.silu.default)
+def _silu(ctx: LoweringContext, node: Any, x: TensorValue) -> TensorValue:
+    return pointwise(node, lambda ops, v: ops.mul(v, ops.sigmoid(v)), x, cost=3)
+
+
+@register(aten.gelu.default)
+def _gelu(ctx: LoweringContext, node: Any, x: TensorValue, *, approximate: str = "none") -> TensorValue:
+    if out_dtype(node) not in _FLOAT:
+        raise Fallback("gelu of integers")
+    dtype = out_dtype(node)
+
+    def exact(ops: Any, v: Any) -> Any:
+        c = ops.constant
+        return ops.mul(ops.mul(v, c(0.5, dtype)), ops.add(c(1.0, dtype), ops.erf(ops.mul(v, c(math.sqrt(0.5), dtype)))))
+
+    def tanh(ops: Any, v: Any) -> Any:
+        c = ops.constant
+        inner = ops.mul(c(math.sqrt(2 / math.pi), dtype), ops.add(v, ops.mul(c(0.044715, dtype), ops.mul(v, ops.mul(v, v)))))
+        return ops.mul(ops.mul(v, c(0.5, dtype)), ops.add(c(1.0, dtype), ops.tanh(inner)))
+
+    return pointwise(node, exact if approximate == "none" else tanh, x, cost=6)
+
+
+@register(aten._to_copy.default, aten.to.dtype, aten.clone.default, aten.lift_fresh_copy.default,
+          aten.alias.default, aten.detach.default)
+def _copy(ctx: LoweringContext, node: Any, x: TensorValue, *args: Any, **kwargs: Any) -> TensorValue:
+    dtype = out_dtype(node)
+    val = node.meta["val"]
+    if val.device.type != "cpu" or dtype not in KERNEL_DTYPES or x.dtype not in KERNEL_DTYPES:
+        raise Fallback(f"copy to {val.device} {dtype}")
+    if node.target in (aten.alias.default, aten.detach.default):
+        return x
+    if dtype == x.dtype:
+        return TensorValue(x.sizes, x.dtype, x.loader, None, x.ops_count)
+    load = x.loader
+
+    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        return ops.to_dtype(load(index, ops), dtype)
+
+    return TensorValue(x.sizes, dtype, loader, None, x.ops_count + 1)
+
+
+@register(aten.full.default, aten.scalar_tensor.default)
+def _full(ctx: LoweringContext, node: Any, size: Any, value: Any = None, **kwargs: Any) -> TensorValue:
+    if node.target is aten.scalar_tensor.default:
+        size, value = (), size
+    val = node.meta["val"]
+    if val.device.type != "cpu" or val.dtype not in KERNEL_DTYPES:
+        raise Fallback("full on another device or dtype")
+    v = scalar(value, val.dtype)
+    return TensorValue(tuple(sym(s) for s in size), val.dtype, lambda index, ops: v.loader((), ops))
+
+
+@register(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default)
+def _full_like(ctx: LoweringContext, node: Any, x: TensorValue, value: Any = None, **kwargs: Any) -> TensorValue:
+    if node.target is aten.zeros_like.default:
+        value = 0
+    elif node.target is aten.ones_like.default:
+        value = 1
+    val = node.meta["val"]
+    if val.device.type != "cpu" or val.dtype not in KERNEL_DTYPES:
+        raise Fallback("full_like on another device or dtype")
+    v = scalar(value, val.dtype)
+    return TensorValue(x.sizes, val.dtype, lambda index, ops: v.loader((), ops))

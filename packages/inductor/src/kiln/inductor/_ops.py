@@ -1,0 +1,70 @@
+"""The element operations a loader may ask of an ops handler, and the handler that only
+records what a loader reads.
+
+Every handler answers the same calls (``ops.<name>(*handles)`` for the names in
+``OP_ARITY``, plus ``load``, ``constant``, ``index_expr``, ``to_dtype``); what a handle is
+belongs to the handler: ``ReadsOps`` returns ``None`` for everything and records the loads
+and the number of operations; the C++ handler returns named temporaries. Lowerings insert
+every type conversion themselves (``to_dtype``), so a handler never promotes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+__all__ = ["COMPARISONS", "OP_ARITY", "Read", "ReadsOps"]
+
+# name -> number of operands
+OP_ARITY: dict[str, int] = {
+    **dict.fromkeys((
+        "neg", "abs", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos",
+        "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "floor",
+        "ceil", "trunc", "round", "sigmoid", "reciprocal", "sign", "logical_not", "bitwise_not", "isnan", "isinf",
+        "signbit", "lgamma", "square"), 1),
+    **dict.fromkeys((
+        "add", "sub", "mul", "truediv", "pow", "maximum", "minimum", "atan2", "fmod_float", "remainder_float",
+        "floordiv_float", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+        "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "hypot"), 2),
+    "where": 3,
+}
+COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    name: str
+    index: sympy.Expr
+
+
+@dataclass(slots=True)
+class ReadsOps:
+    """Records the loads (buffer name and flat index) of the loaders it is given, and counts
+    their operations."""
+
+    reads: list[Read] = field(default_factory=list)
+    count: int = 0
+
+    def load(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> None:
+        self.reads.append(Read(name, index))
+
+    def constant(self, value: Any, dtype: torch.dtype) -> None:
+        return None
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> None:
+        self.count += 1
+
+    def to_dtype(self, x: Any, dtype: torch.dtype) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in OP_ARITY:
+            raise AttributeError(name)
+
+        def op(*args: Any) -> None:
+            self.count += 1
+
+        return op

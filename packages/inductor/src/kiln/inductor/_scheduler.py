@@ -1,0 +1,206 @@
+"""The scheduler: the lowered graph's buffers grouped into kernels, in execution order.
+
+A ``Kernel`` is one loop nest over an ``outer`` range (the sizes of its outer loops, which
+run in parallel) holding ``Stage``s run one after the other in each outer iteration: a
+pointwise stage loops over its ``inner`` sizes, a reduction stage folds over its reduced
+sizes into one value per outer iteration. So softmax (a max, a sum, a division over each
+row) is one kernel of three stages, and a chain of pointwise ops that the lowering inlined
+is one stage.
+
+A buffer joins the kernel before it when (``_fits``):
+- its sizes (size-1 dimensions aside) start with the kernel's outer sizes (a reduction's
+  result has exactly them), and
+- every element it reads of a buffer of that kernel was written in the same outer
+  iteration: the read index equals the writer's index with the same outer variables (and,
+  for a pointwise writer with inner loops, the same inner sizes and variables). Outer
+  iterations then share nothing, so they can run on different threads.
+ATen calls (``ExternBuffer``) are steps of their own and end the kernel before them.
+
+A reduction result read only inside its kernel stays a local variable of the loop
+(``Stage.local``): no memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from ._graph import LoweredGraph
+from ._ir import ComputedBuffer, ExternBuffer, Reduction, flat_index, loop_vars
+from ._ops import ReadsOps
+from ._policy import FusionPolicy
+
+__all__ = ["Kernel", "Stage", "schedule"]
+
+
+@dataclass(slots=True)
+class Stage:
+    buffer: ComputedBuffer
+    inner: tuple[sympy.Expr, ...]  # pointwise: inner loop sizes; reduction: the reduced sizes
+    index: list[sympy.Expr]  # the buffer's index in the kernel's outer (x) and inner (r) variables
+    local: bool = False
+
+
+@dataclass(slots=True)
+class Kernel:
+    name: str
+    outer: tuple[sympy.Expr, ...]
+    stages: list[Stage] = field(default_factory=list)
+
+    def buffers(self) -> list[str]:
+        return [s.buffer.name for s in self.stages]
+
+
+def _non_one(sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
+    return [s for s in sizes if s != 1]
+
+
+def _spread(sizes: Sequence[sympy.Expr], variables: Sequence[sympy.Expr]) -> list[sympy.Expr]:
+    """The full index of a buffer of ``sizes`` from one variable per non-1 dimension."""
+    it = iter(variables)
+    return [sympy.S.Zero if s == 1 else next(it) for s in sizes]
+
+
+def _reads(stage: Stage, outer_vars: Sequence[sympy.Symbol]) -> list[Any]:
+    ops = ReadsOps()
+    inner_vars = loop_vars("r", len(stage.inner))
+    body = stage.buffer.body
+    if isinstance(body, Reduction):
+        body.loader(stage.index, list(inner_vars), ops)
+    else:
+        body.loader(stage.index, ops)
+    return ops.reads
+
+
+def _place(buffer: ComputedBuffer, outer: tuple[sympy.Expr, ...]) -> Stage | None:
+    """``buffer`` as a stage of a kernel over ``outer``, or None where its sizes do not fit."""
+    sizes = _non_one(buffer.sizes)
+    k = len(outer)
+    outer_vars = loop_vars("x", k)
+    if isinstance(buffer.body, Reduction):
+        if tuple(sizes) != outer:
+            return None
+        reduced = tuple(buffer.body.reduced)
+        return Stage(buffer, reduced, _spread(buffer.sizes, outer_vars))
+    if tuple(sizes[:k]) != outer:
+        return None
+    inner = tuple(sizes[k:])
+    return Stage(buffer, inner, _spread(buffer.sizes, [*outer_vars, *loop_vars("r", len(inner))]))
+
+
+def _new_kernel(buffer: ComputedBuffer, n: int) -> Kernel:
+    sizes = _non_one(buffer.sizes)
+    outer = tuple(sizes) if isinstance(buffer.body, Reduction) else tuple(sizes[:-1])
+    kernel = Kernel(f"kernel{n}", outer)
+    stage = _place(buffer, outer)
+    kernel.stages.append(stage)
+    return kernel
+
+
+def _fits(kernel: Kernel, stage: Stage, written: dict[str, Stage]) -> bool:
+    outer_vars = loop_vars("x", len(kernel.outer))
+    for read in _reads(stage, outer_vars):
+        writer = written.get(read.name)
+        if writer is None:
+            continue
+        if not isinstance(writer.buffer.body, Reduction) and writer.inner != stage.inner:
+            return False
+        store = flat_index(writer.index, writer.buffer.strides())
+        if sympy.expand(read.index - store) != 0:
+            return False
+    return True
+
+
+def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Kernel | ExternBuffer]:
+    """The steps that compute ``graph``'s buffers: kernels and ATen calls, in order."""
+    policy = policy or FusionPolicy()
+    steps: list[Kernel | ExternBuffer] = []
+    written: dict[str, Stage] = {}  # buffers of the last kernel
+    for buffer in graph.buffers:
+        if isinstance(buffer, ExternBuffer):
+            steps.append(buffer)
+            written = {}
+            continue
+        if not isinstance(buffer, ComputedBuffer):
+            continue
+        last = steps[-1] if steps else None
+        if policy.fuse and isinstance(last, Kernel):
+            stage = _place(buffer, last.outer)
+            if stage is not None and _fits(last, stage, written):
+                last.stages.append(stage)
+                written[buffer.name] = stage
+                continue
+        kernel = _new_kernel(buffer, sum(isinstance(s, Kernel) for s in steps))
+        steps.append(kernel)
+        written = {buffer.name: kernel.stages[0]}
+    _mark_locals(steps, graph)
+    return steps
+
+
+def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:
+    """Reduction results read only by later stages of their own kernel stay in registers."""
+    readers: dict[str, set[int]] = {}
+    for k, step in enumerate(steps):
+        if isinstance(step, Kernel):
+            for stage in step.stages:
+                for read in _reads(stage, loop_vars("x", len(step.outer))):
+                    readers.setdefault(read.name, set()).add(k)
+        else:
+            for name in _extern_reads(step):
+                readers.setdefault(name, set()).add(k)
+    outputs = output_buffers(graph)
+    for k, step in enumerate(steps):
+        if not isinstance(step, Kernel):
+            continue
+        for stage in step.stages:
+            name = stage.buffer.name
+            if isinstance(stage.buffer.body, Reduction) and name not in outputs and readers.get(name, set()) <= {k}:
+                stage.local = True
+
+
+def output_buffers(graph: LoweredGraph) -> set[str]:
+    names: set[str] = set()
+    stack = list(graph.outputs)
+    while stack:
+        out = stack.pop()
+        if out.items is not None:
+            stack.extend(out.items)
+        elif out.buffer is not None:
+            names.add(out.buffer)
+    return names
+
+
+def _extern_reads(buffer: ExternBuffer) -> list[str]:
+    names: list[str] = []
+
+    def visit(value: Any) -> None:
+        view = getattr(value, "view", None)
+        if view is not None:
+            names.append(view[0])
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+
+    visit(buffer.node.meta["inductor_args"])
+    return names
+
+
+def buffer_readers(steps: Sequence[Kernel | ExternBuffer]) -> dict[str, int]:
+    """For each buffer, the index of the last step that reads it (memory planning)."""
+    last: dict[str, int] = {}
+    for k, step in enumerate(steps):
+        if isinstance(step, Kernel):
+            for stage in step.stages:
+                for read in _reads(stage, loop_vars("x", len(step.outer))):
+                    last[read.name] = k
+        else:
+            for name in _extern_reads(step):
+                last[name] = k
+    return last
+

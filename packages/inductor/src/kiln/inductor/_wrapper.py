@@ -1,0 +1,224 @@
+"""The wrapper: the Python function that runs a compiled graph. It binds the size symbols
+from the inputs, allocates each buffer a kernel writes, calls the kernels (through ctypes)
+and the ATen calls in order, deletes every buffer after its last reader (memory is released
+as early as in eager code), and returns the outputs with their traced sizes and strides.
+
+The source is readable (``KILN_LOGS=output_code``): one statement per step, buffers by name.
+``call(args)`` takes one list, which it empties (the caller's references go with it); an
+ATen call's result with other strides than traced is copied into the traced layout before a
+kernel reads it (the kernels index memory by the traced strides).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from ._graph import LoweredGraph
+from ._ir import ExternBuffer, InputBuffer, TensorValue, sym
+from ._scheduler import Kernel, buffer_readers, output_buffers
+
+__all__ = ["WrapperSource", "render_wrapper"]
+
+
+def pyexpr(expr: Any) -> str:
+    """A size expression as Python (``floor`` of a fraction as ``//``)."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return expr.name
+    if expr.is_Add:
+        return "(" + " + ".join(pyexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
+    if expr.is_Mul:
+        return "(" + " * ".join(pyexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
+    if isinstance(expr, sympy.floor):
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        return f"({pyexpr(num)} // {pyexpr(den)})"
+    if isinstance(expr, sympy.Mod):
+        return f"({pyexpr(expr.args[0])} % {pyexpr(expr.args[1])})"
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+        return f"({pyexpr(expr.base)} ** {int(expr.exp)})"
+    raise ValueError(f"no Python for the size expression {expr}")
+
+
+def _tuple(exprs: Sequence[Any]) -> str:
+    items = [pyexpr(e) for e in exprs]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _reinterpret(t: torch.Tensor, sizes: tuple, strides: tuple, offset: int) -> torch.Tensor:
+    return t.as_strided(sizes, strides, t.storage_offset() + offset)
+
+
+def _to_layout(t: torch.Tensor, sizes: tuple, strides: tuple) -> torch.Tensor:
+    out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+@dataclass(slots=True)
+class WrapperSource:
+    code: str
+    globals: dict[str, Any] = field(default_factory=dict)
+
+
+class _Globals:
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self._by_id: dict[int, str] = {}
+
+    def ref(self, obj: Any, hint: str) -> str:
+        name = self._by_id.get(id(obj))
+        if name is None:
+            name = f"_{hint}{len(self.values)}"
+            self.values[name] = obj
+            self._by_id[id(obj)] = name
+        return name
+
+
+def _literal(value: Any, glob: _Globals) -> str:
+    if isinstance(value, TensorValue):
+        name, strides, offset = value.view
+        return f"_reinterpret({name}, {_tuple(value.sizes)}, {_tuple(strides)}, {pyexpr(offset)})"
+    if isinstance(value, (bool, type(None))) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return repr(value) if not (isinstance(value, float) and (value != value or abs(value) == float("inf"))) \
+            else f"float({str(value)!r})"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, torch.SymInt):
+        return pyexpr(sym(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v, glob) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_literal(v, glob) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return glob.ref(value, type(value).__name__.lower())
+
+
+def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], kernels: dict[str, Any],
+                   params: dict[str, list[Any]]) -> WrapperSource:
+    """The source of ``call(args)`` for ``graph`` run as ``steps``; ``kernels``: the loaded
+    C++ function of each kernel by name; ``params``: each kernel's parameters."""
+    glob = _Globals()
+    glob.values.update({"_reinterpret": _reinterpret, "_to_layout": _to_layout, "_empty": torch.empty_strided,
+                        "_threads": torch.get_num_threads})
+    by_name = {b.name: b for b in graph.buffers}
+    args = [b.name if isinstance(b, InputBuffer) else f"arg{k}" for k, b in enumerate(graph.inputs)]
+    lines = [f"{', '.join(args)}{',' if len(args) == 1 else ''} = args; args.clear()" if args else "args.clear()"]
+    flat_args, flat_inputs = [], []
+    for arg, inp in zip(args, graph.inputs, strict=True):
+        if isinstance(inp, tuple):  # a tuple saved whole: its tensors by name
+            names = [b.name if b is not None else "_" for b in inp]
+            lines.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {arg}; del {arg}")
+            flat_args += [b.name for b in inp if b is not None]
+            flat_inputs += [b for b in inp if b is not None]
+        else:
+            flat_args.append(arg)
+            flat_inputs.append(inp)
+    lines += _bind_sizes(flat_inputs, flat_args, graph)
+    lines.append("threads = _threads()")
+    for name, tensor in graph.constants.items():
+        lines.append(f"{name} = {glob.ref(tensor, 'const')}")
+    last = buffer_readers(steps)
+    outputs = output_buffers(graph)
+    freed: set[str] = set()
+    for k, step in enumerate(steps):
+        if isinstance(step, ExternBuffer):
+            lines += _extern(step, glob, by_name)
+        else:
+            lines += _kernel_call(step, kernels, params, glob)
+        dead = sorted(n for n, at in last.items() if at == k and n not in outputs and n not in freed
+                      and n in by_name and not _is_local(n, steps))
+        if dead:
+            lines.append(f"del {', '.join(dead)}")
+            freed.update(dead)
+    lines.append("return " + _tuple_code([_output(o, by_name, glob) for o in graph.outputs]))
+    code = "def call(args):\n" + "".join(f"    {line}\n" for line in lines)
+    return WrapperSource(code, glob.values)
+
+
+def _tuple_code(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _is_local(name: str, steps: Sequence[Any]) -> bool:
+    return any(isinstance(s, Kernel) and any(st.local and st.buffer.name == name for st in s.stages) for s in steps)
+
+
+def _bind_sizes(inputs: list[Any], args: list[str], graph: LoweredGraph) -> list[str]:
+    bound: set[sympy.Symbol] = set()
+    lines = []
+    for arg, inp in zip(args, inputs, strict=True):
+        if isinstance(inp, InputBuffer):
+            for d, size in enumerate(inp.sizes):
+                if isinstance(size, sympy.Symbol) and size not in bound:
+                    lines.append(f"{size.name} = {arg}.size({d})")
+                    bound.add(size)
+            for d, stride in enumerate(inp.stride):
+                if isinstance(stride, sympy.Symbol) and stride not in bound:
+                    lines.append(f"{stride.name} = {arg}.stride({d})")
+                    bound.add(stride)
+        elif isinstance(inp, sympy.Symbol) and inp not in bound:
+            lines.append(f"{inp.name} = {arg}")
+            bound.add(inp)
+    needed: set[sympy.Symbol] = set()
+    for b in graph.buffers:
+        for e in (*b.sizes, *b.strides()):
+            needed |= sympy.sympify(e).free_symbols
+    missing = needed - bound
+    if missing:
+        raise ValueError(f"size symbols {sorted(map(str, missing))} are not sizes of any input")
+    return lines
+
+
+def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list[Any]], glob: _Globals) -> list[str]:
+    lines = []
+    for stage in kernel.stages:
+        b = stage.buffer
+        if not stage.local:
+            lines.append(f"{b.name} = _empty({_tuple(b.sizes)}, {_tuple(b.strides())}, "
+                         f"dtype={glob.ref(b.dtype, 'dtype')})")
+    fn = glob.ref(kernels[kernel.name], kernel.name)
+    call_args = [f"{p.name}.data_ptr()" if p.kind != "size" else p.name for p in params[kernel.name]]
+    lines.append(f"{fn}({', '.join([*call_args, 'threads'])})")
+    return lines
+
+
+def _extern(buffer: ExternBuffer, glob: _Globals, by_name: dict[str, Any]) -> list[str]:
+    node = buffer.node
+    op = glob.ref(node.target, str(node.target).replace(".", "_"))
+    args, kwargs = node.meta["inductor_args"]
+    call = ", ".join([*(_literal(a, glob) for a in args), *(f"{k}={_literal(v, glob)}" for k, v in kwargs.items())])
+    if buffer.item is None:
+        lines = [f"{buffer.name} = {op}({call})"]
+    else:
+        items = sorted((b.item, b.name) for b in by_name.values() if isinstance(b, ExternBuffer) and b.node is node)
+        result = f"{items[0][1]}_all"
+        lines = [f"{result} = {op}({call})"] if buffer.item == items[0][0] else []
+        lines.append(f"{buffer.name} = {result}[{buffer.item}]")
+        if buffer.item == items[-1][0]:
+            lines.append(f"del {result}")
+    strides = _tuple(buffer.stride)
+    lines.append(f"if {buffer.name}.stride() != {strides}: "
+                 f"{buffer.name} = _to_layout({buffer.name}, {_tuple(buffer.sizes)}, {strides})")
+    return lines
+
+
+def _output(out: Any, by_name: dict[str, Any], glob: _Globals) -> str:
+    if out.items is not None:
+        return _tuple_code([_output(o, by_name, glob) for o in out.items])
+    if out.buffer is None:
+        value = out.constant
+        if isinstance(value, sympy.Basic):
+            return pyexpr(value)
+        return _literal(value, glob)
+    buffer = by_name[out.buffer]
+    if (tuple(out.sizes) == tuple(buffer.sizes) and tuple(out.strides) == tuple(buffer.strides())
+            and out.offset == 0):
+        return out.buffer
+    return f"_reinterpret({out.buffer}, {_tuple(out.sizes)}, {_tuple(out.strides)}, {pyexpr(out.offset)})"
+

@@ -1,0 +1,185 @@
+"""One scheduled ``Kernel`` as a C++ function: the outer loops (OpenMP-parallel when the
+kernel touches enough elements), then each stage in order in the outer loop's body.
+
+A pointwise stage is a ``#pragma omp simd`` loop over its inner sizes storing one element
+per iteration; a reduction stage folds its reduced range into an accumulator (``omp simd``
+reductions for sums, products and boolean folds; the NaN-propagating max/min and the
+arg-reductions step element by element) and stores it, or keeps it in a local variable
+when only later stages of the kernel read it.
+
+The function is ``extern "C" void <name>(<pointers>, <sizes>, int64_t kiln_threads)``;
+``KernelSource.params`` lists the parameters for the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from .._ir import ComputedBuffer, Reduction, contiguous_strides, flat_index, loop_vars
+from .._policy import FusionPolicy
+from .._scheduler import Kernel, Stage
+from ._ops import CTYPES, CppOps, CppVar, cconst, cexpr
+
+__all__ = ["KernelSource", "Param", "render_kernel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    kind: str  # "in" (read-only pointer), "out" (written pointer), "size" (int64)
+    dtype: torch.dtype | None = None
+
+
+@dataclass(slots=True)
+class KernelSource:
+    name: str
+    code: str
+    params: list[Param] = field(default_factory=list)
+
+
+_SIMD_REDUCTION = {"sum": "+", "prod": "*", "any": "||", "all": "&&"}
+
+
+def _init(kind: str, dtype: torch.dtype) -> str:
+    ctype = CTYPES[dtype]
+    if kind in ("sum", "any"):
+        return cconst(0, dtype)
+    if kind in ("prod", "all"):
+        return cconst(1, dtype)
+    if kind in ("max", "argmax"):
+        if dtype.is_floating_point:
+            return f"-std::numeric_limits<{ctype}>::infinity()"
+        return "false" if dtype == torch.bool else f"std::numeric_limits<{ctype}>::lowest()"
+    if dtype.is_floating_point:
+        return f"std::numeric_limits<{ctype}>::infinity()"
+    return "true" if dtype == torch.bool else f"std::numeric_limits<{ctype}>::max()"
+
+
+def _loops(variables: tuple[sympy.Symbol, ...], sizes: tuple[sympy.Expr, ...], indent: str) -> list[str]:
+    return [f"{indent}for (int64_t {v} = 0; {v} < {cexpr(s)}; ++{v})" for v, s in zip(variables, sizes, strict=True)]
+
+
+def _block(body: list[str], indent: str) -> list[str]:
+    return [f"{indent}{{", *(f"{indent}    {line}" for line in body), f"{indent}}}"]
+
+
+class _Writer:
+    def __init__(self, kernel: Kernel, policy: FusionPolicy) -> None:
+        self.kernel = kernel
+        self.policy = policy
+        self.locals: dict[str, CppVar] = {}
+        self.counter = [0]
+        self.reads: set[str] = set()
+        self.writes: dict[str, torch.dtype] = {}
+        self.symbols: set[sympy.Symbol] = set()
+        self.parallel = ""  # the OpenMP clauses of a lone pointwise stage with no outer loop
+
+    def ops(self) -> CppOps:
+        return CppOps(locals=self.locals, _counter=self.counter)
+
+    def absorb(self, ops: CppOps) -> None:
+        self.reads |= ops.reads
+        self.symbols |= ops.symbols
+
+    def stage(self, stage: Stage) -> list[str]:
+        buffer = stage.buffer
+        inner_vars = loop_vars("r", len(stage.inner))
+        comment = f"// {buffer.name}: {_describe(buffer)}"
+        if isinstance(buffer.body, Reduction):
+            return [comment, *self.reduction(stage, buffer, buffer.body, inner_vars)]
+        ops = self.ops()
+        value = ops.to_dtype(buffer.body.loader(stage.index, ops), buffer.dtype)
+        self.absorb(ops)
+        store = flat_index(stage.index, buffer.strides())
+        self.symbols |= store.free_symbols
+        self.writes[buffer.name] = buffer.dtype
+        body = [*ops.lines, f"{buffer.name}[{cexpr(store)}] = {value.name};"]
+        if not stage.inner:
+            return [comment, *_block(body, "")]
+        simd = f"omp parallel for simd {self.parallel}" if self.parallel else "omp simd"
+        pragma = f"#pragma {simd}" + (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")
+        return [comment, pragma, *_loops(inner_vars, stage.inner, ""), *_block(body, "")]
+
+    def reduction(self, stage: Stage, buffer: ComputedBuffer, body: Reduction,
+                  inner_vars: tuple[sympy.Symbol, ...]) -> list[str]:
+        kind = body.reduction_type
+        arg = kind in ("argmax", "argmin")
+        src = body.src_dtype
+        acc, best = f"acc_{buffer.name}", f"best_{buffer.name}"
+        ops = self.ops()
+        value = body.loader(stage.index, list(inner_vars), ops)
+        self.absorb(ops)
+        lines: list[str]
+        if arg:
+            flat = flat_index(list(inner_vars), contiguous_strides(stage.inner))
+            better = ">" if kind == "argmax" else "<"
+            update = (f"if ({value.name} {better} {best} || ({value.name} != {value.name} && {best} == {best})) "
+                      f"{{ {best} = {value.name}; {acc} = {cexpr(flat)}; }}")
+            lines = [f"{CTYPES[src]} {best} = {_init(kind, src)};", f"int64_t {acc} = 0;"]
+            pragma = []
+        else:
+            ctype = CTYPES[buffer.dtype]
+            op = _SIMD_REDUCTION.get(kind)
+            if op is not None:
+                update = f"{acc} = {acc} {op} {value.name};"
+                pragma = [f"#pragma omp simd reduction({op}:{acc})" +
+                          (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")]
+            else:
+                update = f"{acc} = kiln_{kind}<{ctype}>({acc}, {value.name});"
+                pragma = []
+            lines = [f"{ctype} {acc} = {_init(kind, buffer.dtype)};"]
+        lines += [*pragma, *_loops(inner_vars, stage.inner, ""), *_block([*ops.lines, update], "")]
+        if stage.local:
+            self.locals[buffer.name] = CppVar(acc, buffer.dtype if not arg else torch.int64)
+            return lines
+        store = flat_index(stage.index, buffer.strides())
+        self.symbols |= store.free_symbols
+        self.writes[buffer.name] = buffer.dtype
+        return [*lines, f"{buffer.name}[{cexpr(store)}] = {acc};"]
+
+
+def _describe(buffer: ComputedBuffer) -> str:
+    kind = buffer.body.reduction_type if isinstance(buffer.body, Reduction) else "pointwise"
+    origins = ", ".join(buffer.origins)
+    return f"{kind} of {origins}" if origins else kind
+
+
+def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> KernelSource:
+    """The C++ function computing ``kernel`` (see the module docstring); ``dtypes``: every
+    buffer's dtype, by name."""
+    writer = _Writer(kernel, policy)
+    outer_vars = loop_vars("x", len(kernel.outer))
+    inner = [sympy.Mul(*s.inner) for s in kernel.stages]
+    work = sympy.Mul(*kernel.outer) * max(inner, key=lambda e: e.subs({v: 1024 for v in e.free_symbols}))
+    parallel = f"num_threads(kiln_threads) if({cexpr(work)} >= {policy.parallel_min_elements})"
+    lone = len(kernel.stages) == 1 and not isinstance(kernel.stages[0].buffer.body, Reduction)
+    if not kernel.outer and lone:
+        writer.parallel = parallel
+    body: list[str] = []
+    for stage in kernel.stages:
+        body += writer.stage(stage)
+    loop_names = set(outer_vars) | {v for s in kernel.stages for v in loop_vars("r", len(s.inner))}
+    symbols = set(writer.symbols) | work.free_symbols
+    symbols = sorted(symbols - loop_names, key=lambda v: v.name)
+    params = [Param(n, "out", d) for n, d in sorted(writer.writes.items())]
+    params += [Param(n, "in", dtypes[n]) for n in sorted(writer.reads - set(writer.writes))]
+    params += [Param(v.name, "size") for v in symbols]
+    if kernel.outer:
+        collapse = f" collapse({len(outer_vars)})" if len(outer_vars) > 1 else ""
+        lines = [f"#pragma omp parallel for {parallel}{collapse}", *_loops(outer_vars, kernel.outer, ""),
+                 *_block(body, "")]
+    else:
+        lines = body
+    signature = ", ".join([*(_param_decl(p) for p in params), "int64_t kiln_threads"])
+    code = "\n".join([f'extern "C" void {kernel.name}({signature})', *_block(lines, "")])
+    return KernelSource(kernel.name, code, params)
+
+
+def _param_decl(p: Param) -> str:
+    if p.kind == "size":
+        return f"int64_t {p.name}"
+    const = "const " if p.kind == "in" else ""
+    return f"{const}{CTYPES[p.dtype]}* __restrict__ {p.name}"

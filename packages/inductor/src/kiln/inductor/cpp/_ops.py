@@ -1,0 +1,210 @@
+"""C++ for the element operations: the ops handler that writes one typed temporary per
+operation (common subexpressions written once per loop body), the printer of sympy index
+expressions, and the small header every kernel file starts with.
+
+Temporaries are declared with their dtype's C++ type, never ``auto``: C++ would promote a
+``bool * bool`` to ``int`` where torch keeps ``bool``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from .._ops import COMPARISONS, OP_ARITY
+
+__all__ = ["CTYPES", "HEADER", "CppOps", "CppVar", "cconst", "cexpr"]
+
+CTYPES: dict[torch.dtype, str] = {
+    torch.float32: "float", torch.float64: "double", torch.int64: "int64_t", torch.int32: "int32_t",
+    torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.bool: "bool",
+}
+
+# No heavy headers: a kernel file compiles in a fraction of a second.
+HEADER = r"""#include <cmath>
+#include <cstdint>
+#include <limits>
+
+template <typename T> static inline T kiln_max(T a, T b) {  // NaN-propagating, as torch.maximum
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? b : a;
+}
+template <typename T> static inline T kiln_min(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return b < a ? b : a;
+}
+template <typename T> static inline T kiln_remainder(T a, T b) {  // Python's %, for floats
+  T r = std::fmod(a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+template <typename T> static inline T kiln_floordiv(T a, T b) {  // Python's //, for floats
+  if (b == 0) return a / b;
+  T mod = std::fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+  if (div == 0) return std::copysign(T(0), a / b);
+  T floored = std::floor(div);
+  if (div - floored > T(0.5)) floored += 1;
+  return floored;
+}
+template <typename T> static inline T kiln_sign(T a) {
+  if (a != a) return a;
+  return T((T(0) < a) - (a < T(0)));
+}
+"""
+
+_UNARY = {
+    "neg": "-({a})", "abs": "std::abs({a})", "exp": "std::exp({a})", "exp2": "std::exp2({a})",
+    "expm1": "std::expm1({a})", "log": "std::log({a})", "log1p": "std::log1p({a})", "log2": "std::log2({a})",
+    "log10": "std::log10({a})", "sqrt": "std::sqrt({a})", "rsqrt": "({T}(1) / std::sqrt({a}))",
+    "sin": "std::sin({a})", "cos": "std::cos({a})", "tan": "std::tan({a})", "asin": "std::asin({a})",
+    "acos": "std::acos({a})", "atan": "std::atan({a})", "sinh": "std::sinh({a})", "cosh": "std::cosh({a})",
+    "tanh": "std::tanh({a})", "asinh": "std::asinh({a})", "acosh": "std::acosh({a})", "atanh": "std::atanh({a})",
+    "erf": "std::erf({a})", "erfc": "std::erfc({a})", "floor": "std::floor({a})", "ceil": "std::ceil({a})",
+    "trunc": "std::trunc({a})", "round": "std::nearbyint({a})",
+    "sigmoid": "({T}(1) / ({T}(1) + std::exp(-({a}))))", "reciprocal": "({T}(1) / {a})",
+    "sign": "kiln_sign<{T}>({a})", "logical_not": "(!{a})", "bitwise_not": "(~{a})", "isnan": "std::isnan({a})",
+    "isinf": "std::isinf({a})", "signbit": "std::signbit({a})", "lgamma": "std::lgamma({a})",
+    "square": "({a} * {a})",
+}
+_BINARY = {
+    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "truediv": "({a} / {b})",
+    "pow": "std::pow({a}, {b})", "maximum": "kiln_max<{T}>({a}, {b})", "minimum": "kiln_min<{T}>({a}, {b})",
+    "atan2": "std::atan2({a}, {b})", "fmod_float": "std::fmod({a}, {b})",
+    "remainder_float": "kiln_remainder<{T}>({a}, {b})", "floordiv_float": "kiln_floordiv<{T}>({a}, {b})",
+    "eq": "({a} == {b})", "ne": "({a} != {b})", "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})",
+    "ge": "({a} >= {b})", "logical_and": "({a} && {b})", "logical_or": "({a} || {b})",
+    "logical_xor": "({a} != {b})", "bitwise_and": "({a} & {b})", "bitwise_or": "({a} | {b})",
+    "bitwise_xor": "({a} ^ {b})", "copysign": "std::copysign({a}, {b})", "hypot": "std::hypot({a}, {b})",
+}
+_BOOL_RESULT = COMPARISONS | {"logical_not", "isnan", "isinf", "signbit", "logical_and", "logical_or",
+                              "logical_xor"}
+
+
+def cconst(value: Any, dtype: torch.dtype) -> str:
+    ctype = CTYPES[dtype]
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        value = float(value)
+        if math.isnan(value):
+            return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+        if math.isinf(value):
+            return f"{'-' if value < 0 else ''}std::numeric_limits<{ctype}>::infinity()"
+        return f"{ctype}({value!r})"
+    return f"{ctype}({int(value)}LL)" if abs(int(value)) >= 2**31 else f"{ctype}({int(value)})"
+
+
+def cexpr(expr: sympy.Expr) -> str:
+    """An integer index expression as C++ (operands of ``floor``/``Mod`` are nonnegative)."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        v = int(expr)
+        return f"{v}LL" if abs(v) >= 2**31 else str(v)
+    if expr.is_Symbol:
+        return expr.name
+    if expr.is_Add:
+        terms = sorted(expr.args, key=sympy.default_sort_key)
+        return "(" + " + ".join(cexpr(t) for t in terms) + ")"
+    if expr.is_Mul:
+        num, den = sympy.fraction(expr)
+        if den != 1:
+            raise ValueError(f"a fraction outside floor: {expr}")
+        return "(" + " * ".join(cexpr(t) for t in sorted(expr.args, key=sympy.default_sort_key)) + ")"
+    if isinstance(expr, sympy.floor):
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        return f"({cexpr(num)} / {cexpr(den)})"
+    if isinstance(expr, sympy.Mod):
+        return f"({cexpr(expr.args[0])} % {cexpr(expr.args[1])})"
+    if isinstance(expr, sympy.Max):
+        return _fold("std::max<int64_t>", expr.args)
+    if isinstance(expr, sympy.Min):
+        return _fold("std::min<int64_t>", expr.args)
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+        return "(" + " * ".join([cexpr(expr.base)] * int(expr.exp)) + ")"
+    raise ValueError(f"no C++ for the index expression {expr}")
+
+
+def _fold(fn: str, args: Any) -> str:
+    out = cexpr(args[0])
+    for a in args[1:]:
+        out = f"{fn}({out}, {cexpr(a)})"
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CppVar:
+    name: str
+    dtype: torch.dtype
+
+
+@dataclass(slots=True)
+class CppOps:
+    """Writes ``lines`` of one loop body; ``locals`` maps buffers held in registers (a
+    reduction's result inside its kernel) to their variable."""
+
+    lines: list[str] = field(default_factory=list)
+    locals: dict[str, CppVar] = field(default_factory=dict)
+    reads: set[str] = field(default_factory=set)  # buffers loaded from memory
+    symbols: set[sympy.Symbol] = field(default_factory=set)  # every symbol of an index
+    _cse: dict[str, CppVar] = field(default_factory=dict)
+    _counter: list[int] = field(default_factory=lambda: [0])
+
+    def _emit(self, code: str, dtype: torch.dtype) -> CppVar:
+        found = self._cse.get(code)
+        if found is not None and found.dtype == dtype:
+            return found
+        var = CppVar(f"tmp{self._counter[0]}", dtype)
+        self._counter[0] += 1
+        self.lines.append(f"{CTYPES[dtype]} {var.name} = {code};")
+        self._cse[code] = var
+        return var
+
+    def load(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> CppVar:
+        local = self.locals.get(name)
+        if local is not None:
+            return local
+        self.reads.add(name)
+        self.symbols.update(sympy.sympify(index).free_symbols)
+        return self._emit(f"{name}[{cexpr(index)}]", dtype)
+
+    def constant(self, value: Any, dtype: torch.dtype) -> CppVar:
+        return self._emit(cconst(value, dtype), dtype)
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppVar:
+        self.symbols.update(sympy.sympify(expr).free_symbols)
+        return self._emit(f"static_cast<{CTYPES[dtype]}>({cexpr(expr)})", dtype)
+
+    def to_dtype(self, x: CppVar, dtype: torch.dtype) -> CppVar:
+        if x.dtype == dtype:
+            return x
+        return self._emit(f"static_cast<{CTYPES[dtype]}>({x.name})", dtype)
+
+    def where(self, c: CppVar, a: CppVar, b: CppVar) -> CppVar:
+        return self._emit(f"({c.name} ? {a.name} : {b.name})", a.dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        arity = OP_ARITY.get(name)
+        if arity is None:
+            raise AttributeError(name)
+        template = _UNARY.get(name) if arity == 1 else _BINARY.get(name)
+        if template is None:
+            raise AttributeError(name)
+
+        def op(*args: CppVar) -> CppVar:
+            dtype = torch.bool if name in _BOOL_RESULT else args[0].dtype
+            if name == "bitwise_not" and dtype == torch.bool:
+                return self._emit(f"(!{args[0].name})", dtype)
+            fields = {"a": args[0].name, "T": CTYPES[args[0].dtype]}
+            if arity == 2:
+                fields["b"] = args[1].name
+            return self._emit(template.format(**fields), dtype)
+
+        return op
