@@ -168,7 +168,8 @@ class _Lowering(LoweringContext):
         reason = "no lowering"
         if rule is not None and self._on_cpu(node):
             try:
-                return rule(self, node, *args, **kwargs)
+                positional, named = _positional(node.target, args, kwargs)
+                return rule(self, node, *positional, **named)
             except Fallback as e:
                 reason = str(e)
         self.fallbacks.setdefault(str(node.target), reason)
@@ -235,6 +236,20 @@ class _Lowering(LoweringContext):
             buffer.layout_strides = strides
             return TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
         return realized
+
+
+def _positional(target: Any, args: Any, kwargs: dict) -> tuple[list[Any], dict]:
+    """The arguments a rule takes: positional arguments given by name moved into place
+    (functionalization may record ``self=``), keyword-only ones left as keywords."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not kwargs:
+        return [*args], kwargs
+    args, kwargs = [*args], dict(kwargs)
+    for arg in schema.arguments[len(args):]:
+        if arg.kwarg_only or arg.name not in kwargs:
+            break
+        args.append(kwargs.pop(arg.name))
+    return args, kwargs
 
 
 def _is_reduction(node: Node) -> bool:

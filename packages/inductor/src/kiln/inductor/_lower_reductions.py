@@ -179,10 +179,18 @@ def _variance(ctx: LoweringContext, x: TensorValue, dims: list[int], correction:
         return ops.mul(d, d)
 
     squares = reduce(ctx, TensorValue(x.sizes, dtype, deviation, None, mean_b.ops_count + 3), dims, keepdim, "sum", dtype)
-    divisor = n - sym(1 if correction is None else correction)
-    if isinstance(divisor, sympy.Integer) and int(divisor) <= 0:
-        raise Fallback("variance with no degrees of freedom")
-    var = _scale(squares, 1 / divisor if isinstance(divisor, sympy.Integer) else divisor, dtype)
+    correction = 1 if correction is None else correction
+    if float(correction) == int(correction):
+        correction = int(correction)
+    elif not isinstance(n, sympy.Integer):
+        raise Fallback("a fractional correction with a symbolic count")
+    divisor = n - correction
+    if isinstance(divisor, (sympy.Number, int, float)):
+        if float(divisor) <= 0:
+            raise Fallback("variance with no degrees of freedom")
+        var = _scale(squares, 1 / float(divisor), dtype)
+    else:
+        var = _scale(squares, divisor, dtype)
     if keepdim:
         return var, mean_keep
     return var, _drop_dims(mean_keep, dims)

@@ -18,6 +18,8 @@ from typing import Any
 import sympy
 import torch
 
+from kiln.symshapes import FloorDiv, Mod
+
 from ._graph import LoweredGraph
 from ._ir import ExternBuffer, InputBuffer, TensorValue, sym
 from ._scheduler import Kernel, buffer_readers, output_buffers
@@ -43,6 +45,13 @@ def pyexpr(expr: Any) -> str:
         return f"({pyexpr(expr.args[0])} % {pyexpr(expr.args[1])})"
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
         return f"({pyexpr(expr.base)} ** {int(expr.exp)})"
+    if isinstance(expr, FloorDiv):
+        return f"({pyexpr(expr.args[0])} // {pyexpr(expr.args[1])})"
+    if isinstance(expr, Mod):
+        return f"({pyexpr(expr.args[0])} % {pyexpr(expr.args[1])})"
+    if isinstance(expr, (sympy.Max, sympy.Min)):
+        fn = "max" if isinstance(expr, sympy.Max) else "min"
+        return f"{fn}({', '.join(pyexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key))})"
     raise ValueError(f"no Python for the size expression {expr}")
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import sympy
 import torch
 
+from kiln.symshapes import FloorDiv, Mod
+
 from .._ops import COMPARISONS, OP_ARITY
 
 __all__ = ["CTYPES", "HEADER", "CppOps", "CppVar", "cconst", "cexpr"]
@@ -28,6 +30,7 @@ CTYPES: dict[torch.dtype, str] = {
 HEADER = r"""#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <algorithm>
 
 template <typename T> static inline T kiln_max(T a, T b) {  // NaN-propagating, as torch.maximum
   if (a != a) return a;
@@ -54,8 +57,17 @@ template <typename T> static inline T kiln_floordiv(T a, T b) {  // Python's //,
   if (div - floored > T(0.5)) floored += 1;
   return floored;
 }
-template <typename T> static inline T kiln_sign(T a) {
-  if (a != a) return a;
+static inline int64_t kiln_fdiv(int64_t a, int64_t b) {  // floor division of sizes; never traps
+  if (b == 0) return 0;
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t kiln_pmod(int64_t a, int64_t b) {  // Python's %, of sizes; never traps
+  if (b == 0) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> static inline T kiln_sign(T a) {  // torch.sign: 0 for NaN and both zeros
   return T((T(0) < a) - (a < T(0)));
 }
 """
@@ -103,7 +115,8 @@ def cconst(value: Any, dtype: torch.dtype) -> str:
 
 
 def cexpr(expr: sympy.Expr) -> str:
-    """An integer index expression as C++ (operands of ``floor``/``Mod`` are nonnegative)."""
+    """An integer index expression as C++ (division and remainder never trap: a zero divisor
+    gives 0, in loops that then run no iteration)."""
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         v = int(expr)
@@ -120,9 +133,13 @@ def cexpr(expr: sympy.Expr) -> str:
         return "(" + " * ".join(cexpr(t) for t in sorted(expr.args, key=sympy.default_sort_key)) + ")"
     if isinstance(expr, sympy.floor):
         num, den = sympy.fraction(sympy.together(expr.args[0]))
-        return f"({cexpr(num)} / {cexpr(den)})"
+        return f"kiln_fdiv({cexpr(num)}, {cexpr(den)})"
     if isinstance(expr, sympy.Mod):
-        return f"({cexpr(expr.args[0])} % {cexpr(expr.args[1])})"
+        return f"kiln_pmod({cexpr(expr.args[0])}, {cexpr(expr.args[1])})"
+    if isinstance(expr, FloorDiv):
+        return f"kiln_fdiv({cexpr(expr.args[0])}, {cexpr(expr.args[1])})"
+    if isinstance(expr, Mod):
+        return f"kiln_pmod({cexpr(expr.args[0])}, {cexpr(expr.args[1])})"
     if isinstance(expr, sympy.Max):
         return _fold("std::max<int64_t>", expr.args)
     if isinstance(expr, sympy.Min):

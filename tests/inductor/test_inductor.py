@@ -1,0 +1,302 @@
+"""kiln.inductor end to end (backend "inductor"): results against eager, kernel counts of the
+fusions the scheduler promises, views without copies, dtypes, the ATen fallback, training,
+dynamic shapes, output layouts, the disk cache and the fusion switch."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+import kiln
+from kiln.inductor import _api
+
+
+@pytest.fixture
+def graphs(monkeypatch):
+    """The CompiledGraph of every ATen graph kiln.inductor compiles in the test."""
+    compiled = []
+    original = _api.compile_graph
+
+    def record(gm, config=None):
+        result = original(gm, config)
+        compiled.append(result)
+        return result
+
+    monkeypatch.setattr(_api, "compile_graph", record)
+    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
+    kiln.reset()
+    yield compiled
+    kiln.reset()
+
+
+def _check(fn, *args, dynamic=None, **kwargs):
+    compiled = kiln.compile(fn, dynamic=dynamic, **kwargs)
+    with torch.no_grad():
+        expected = fn(*args)
+        got = compiled(*args)
+    torch.testing.assert_close(got, expected, equal_nan=True)
+    return got
+
+
+# ---------------------------------------------------------------- fusion
+def test_layer_norm_gelu_residual_is_one_kernel(graphs):
+    ln = nn.LayerNorm(64)
+
+    def fn(x, y):
+        return nn.functional.gelu(ln(x)) + y
+
+    _check(fn, torch.randn(32, 64), torch.randn(32, 64))
+    (graph,) = graphs
+    assert (graph.kernels, graph.externs) == (1, 0)
+    assert "std::erf" in graph.cpp_code
+
+
+def test_softmax_and_log_softmax_are_one_kernel_each(graphs):
+    x = torch.randn(16, 100) * 10
+    _check(lambda t: torch.softmax(t, -1), x)
+    _check(lambda t: torch.log_softmax(t, 1), x + 1)
+    assert [(g.kernels, g.externs) for g in graphs] == [(1, 0), (1, 0)]
+
+
+def test_pointwise_chain_is_one_kernel_with_one_buffer(graphs):
+    def fn(a, b):
+        return ((a * 2 + b).sin() * a.exp()).sigmoid() - b.abs()
+
+    _check(fn, torch.randn(7, 33), torch.randn(33))
+    (graph,) = graphs
+    assert graph.kernels == 1
+    assert graph.wrapper_code.count("_empty(") == 1
+
+
+def test_fuse_false_gives_one_kernel_per_buffer_and_the_same_values(graphs):
+    def fn(x):
+        return torch.softmax(x, -1) * 2
+
+    x = torch.randn(8, 16)
+    fused = _check(fn, x)
+    kiln.reset()
+    unfused = _check(fn, x, options={"inductor.fuse": False})
+    torch.testing.assert_close(fused, unfused)
+    assert [g.kernels for g in graphs] == [1, 3]
+
+
+# ---------------------------------------------------------------- reductions
+@pytest.mark.parametrize("dims,keepdim", [((0,), False), ((1,), True), ((0, 2), False), (None, False)])
+def test_sum_mean_amax_amin_over_dims(graphs, dims, keepdim):
+    x = torch.randn(5, 6, 7)
+
+    def fn(t):
+        if dims is None:
+            return t.sum(), t.mean(), t.amax(), t.amin()
+        return (t.sum(dims, keepdim=keepdim), t.mean(dims, keepdim=keepdim), t.amax(dims, keepdim=keepdim),
+                t.amin(dims, keepdim=keepdim))
+
+    _check(fn, x)
+    assert graphs[0].externs == 0
+
+
+def test_max_propagates_nan_and_argmax_takes_the_first_extreme(graphs):
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0], [1.0, float("nan"), 5.0, float("nan")], [-1.0, -1.0, -2.0, -3.0]])
+    got = _check(lambda t: (t.amax(1), t.argmax(1), t.argmin(1), t.max(1), t.min(0)), x)
+    assert got[1].tolist() == [1, 1, 0]
+    assert graphs[0].externs == 0
+
+
+def test_variance_std_prod_any_all_logsumexp(graphs):
+    x = torch.randn(6, 9)
+    x[2] = float("-inf")  # logsumexp of a row of -inf is -inf, not nan
+
+    def fn(t):
+        finite = torch.nan_to_num(t, neginf=0.0)
+        return (finite.var(1), finite.var(0, correction=0), finite.std(1, keepdim=True), finite.prod(1),
+                (t > 0).any(1), (t > -1).all(0), torch.logsumexp(t, 1))
+
+    _check(fn, x)
+
+
+def test_integer_and_bool_sums_give_int64(graphs):
+    x = torch.randint(-5, 5, (4, 5))
+    got = _check(lambda t: (t.sum(1), (t > 0).sum(0), t.amax(0)), x)
+    assert got[0].dtype == got[1].dtype == torch.int64
+
+
+# ---------------------------------------------------------------- views and layouts
+def test_views_are_index_remaps(graphs):
+    def fn(x):
+        a = x.permute(2, 0, 1)[1:, :, ::2]
+        b = x.transpose(0, 1).reshape(6, -1)
+        c = x[:, -1].unsqueeze(0).expand(3, 4, 5)
+        return a * 2, b + 1, c.contiguous() * 3, x.select(1, 0).t() - 1
+
+    _check(fn, torch.randn(4, 6, 5))
+    assert graphs[0].externs == 0
+
+
+def test_outputs_keep_eager_strides(graphs):
+    x = torch.randn(8, 3)
+    got = _check(lambda t: (t.t() * 2, t * 2), x)
+    assert got[0].stride() == (x.t() * 2).stride() and got[1].stride() == (3, 1)
+
+
+def test_reshape_of_a_non_contiguous_value(graphs):
+    _check(lambda t: (t.t() + 1).reshape(-1), torch.randn(4, 6))
+
+
+def test_non_contiguous_inputs(graphs):
+    x = torch.randn(6, 8).t()
+    y = torch.randn(12, 6)[::2]
+    _check(lambda a, b: a.sum(0) + b.sum(1), x, y)
+
+
+# ---------------------------------------------------------------- dtypes
+def test_integer_bool_and_double_arithmetic(graphs):
+    i = torch.randint(-10, 10, (5, 4))
+    b = torch.rand(5, 4) > 0.5
+    d = torch.randn(5, 4, dtype=torch.float64)
+
+    def fn(i, b, d):
+        return i * 3 + 1, i / 4, b & (i > 0), ~b, d * i, (i < 2.5), torch.where(b, i, -i), d.exp().to(torch.float32)
+
+    got = _check(fn, i, b, d)
+    assert [t.dtype for t in got] == [torch.int64, torch.float32, torch.bool, torch.bool, torch.float64,
+                                      torch.bool, torch.int64, torch.float32]
+
+
+def test_special_values_match_eager(graphs):
+    x = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 1e-30, 3.5, -2.5])
+
+    def fn(t):
+        return (t.sign(), torch.maximum(t, t.flip(0)), t.round(), t.rsqrt(), t.log1p(), t.sigmoid(),
+                torch.remainder(t, 1.5), torch.div(t, 2, rounding_mode="floor"), t.clamp(-1, 1))
+
+    _check(fn, x)
+
+
+# ---------------------------------------------------------------- fallback
+def test_ops_without_a_lowering_run_as_aten_calls(graphs):
+    def fn(x, w):
+        return torch.cumsum(x @ w, 1).sort(1).values.relu()
+
+    _check(fn, torch.randn(4, 5), torch.randn(5, 6))
+    (graph,) = graphs
+    assert graph.externs >= 3 and graph.kernels == 1
+    assert "aten.cumsum.default" in graph.fallbacks
+
+
+def test_integer_division_by_zero_raises_as_in_eager(graphs):
+    def fn(x, y):
+        return x // y
+
+    x, y = torch.tensor([4, 5]), torch.tensor([2, 0])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(x, y)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        kiln.compile(fn)(x, y)
+
+
+def test_input_mutation_is_seen_by_the_caller(graphs):
+    def fn(x):
+        x.mul_(2)
+        return x.sum()
+
+    a, b = torch.randn(4, 4), None
+    b = a.clone()
+    expected = fn(b)
+    got = kiln.compile(fn)(a)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(a, b)
+
+
+# ---------------------------------------------------------------- training
+def test_training_steps_match_eager(graphs):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 4), nn.Softmax(-1))
+    reference = copy.deepcopy(model)
+    compiled = kiln.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(8, 16)
+        loss, ref_loss = compiled(x).square().sum(), reference(x).square().sum()
+        loss.backward()
+        ref_loss.backward()
+        torch.testing.assert_close(loss, ref_loss)
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad)
+        opt.step()
+        ref_opt.step()
+        opt.zero_grad()
+        ref_opt.zero_grad()
+    assert len(graphs) == 2  # forward and backward, compiled once
+    assert all(g.kernels >= 1 for g in graphs)
+
+
+# ---------------------------------------------------------------- dynamic shapes
+def test_dynamic_batch_compiles_once_and_matches_every_size(graphs):
+    ln = nn.LayerNorm(16)
+
+    def fn(x, y):
+        return torch.softmax(nn.functional.gelu(ln(x)) + y, -1).sum(0)
+
+    compiled = kiln.compile(fn, dynamic=True)
+    for n in (3, 5, 8, 1, 2):
+        x, y = torch.randn(n, 16), torch.randn(n, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x, y), fn(x, y))
+    assert len(graphs) == 1
+    assert "int64_t s" in graphs[0].cpp_code  # the size is a kernel argument
+
+
+def test_dynamic_reshape_through_floor_division(graphs):
+    def fn(x):
+        return x.view(-1, 4).t().contiguous() * 2
+
+    compiled = kiln.compile(fn, dynamic=True)
+    for n in (8, 12, 20):
+        x = torch.randn(n)
+        got = compiled(x)
+        torch.testing.assert_close(got, fn(x))
+        assert got.stride() == fn(x).stride()
+    assert len(graphs) == 1
+
+
+# ---------------------------------------------------------------- cache and logs
+def test_a_second_process_compiles_no_cpp(tmp_path):
+    script = textwrap.dedent("""
+        import torch, kiln
+        from kiln.inductor import _compile
+        kiln.config.raise_internal_errors = True
+        f = kiln.compile(lambda x: torch.softmax(x * 3, -1) + 1)
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(f(x), torch.softmax(x * 3, -1) + 1)
+        (builder,) = _compile._builders.values()
+        print("compiled", builder.stats.compiled, "disk", builder.stats.disk_hits)
+    """)
+    env = {**os.environ, "KILN_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+            for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    assert runs[0].stdout.split() == ["compiled", "1", "disk", "0"]
+    assert runs[1].stdout.split() == ["compiled", "0", "disk", "1"]
+
+
+def test_output_code_log_shows_wrapper_and_kernels(graphs, caplog):
+    with caplog.at_level(logging.INFO, logger="kiln.output_code"):
+        _check(lambda x: (x + 1).sum(1), torch.randn(3, 4))
+    text = caplog.text
+    assert "def call(args):" in text and 'extern "C" void kernel0' in text and "// buf" in text
+
+
+def test_gelu_tanh_and_silu_and_erf_in_double(graphs):
+    x = torch.linspace(-6, 6, 97, dtype=torch.float64)
+    _check(lambda t: (nn.functional.gelu(t, approximate="tanh"), nn.functional.silu(t), torch.erf(t) * math.pi), x)
