@@ -17,7 +17,7 @@ from typing import Any
 import sympy
 import torch
 
-from ._ir import TensorValue, contiguous_strides, sym
+from ._ir import TensorValue, contiguous_strides
 from ._lowering import (
     KERNEL_DTYPES,
     Fallback,
