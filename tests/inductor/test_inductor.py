@@ -269,6 +269,17 @@ def test_dynamic_reshape_through_floor_division(graphs):
     assert len(graphs) == 1
 
 
+def test_expand_of_a_size_guarded_to_be_1_broadcasts(graphs):
+    # after a recompile every size is a symbol; expand's guard makes the middle one 1
+    def fn(x, n):
+        return x.expand(5, 5, n) * 2
+
+    compiled = kiln.compile(fn)
+    for shape in ((5, 1, 1), (5, 1, 5), (5, 1, 3)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(compiled(x, shape[2]), fn(x, shape[2]))
+
+
 # ---------------------------------------------------------------- cache and logs
 def test_a_second_process_compiles_no_cpp(tmp_path):
     script = textwrap.dedent("""

@@ -36,7 +36,8 @@ Loader = Callable[[Sequence[sympy.Expr], Any], Any]
 
 
 def sym(value: Any) -> sympy.Expr:
-    """An int, a torch SymInt (kiln's or torch's) or a sympy expression, as sympy."""
+    """An int, a torch SymInt (kiln's) or a sympy expression, as sympy (a SymInt simplified
+    by its ShapeEnv)."""
     if isinstance(value, sympy.Basic):
         return value
     if isinstance(value, int):
@@ -45,7 +46,10 @@ def sym(value: Any) -> sympy.Expr:
         node = value.node
         expr = getattr(node, "expr", None)
         if expr is not None:
-            return expr
+            # with every fact the guards established: a size guarded equal to 1 (or to
+            # another size) is that, which decides broadcasting and views
+            env = getattr(node, "env", None)
+            return env.simplify(expr) if env is not None else expr
     raise TypeError(f"not a size: {value!r} ({type(value).__name__})")
 
 

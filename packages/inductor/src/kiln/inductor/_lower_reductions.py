@@ -35,6 +35,8 @@ _FLOAT = frozenset({torch.float32, torch.float64})
 
 
 def _dims(x: TensorValue, dims: Any) -> list[int]:
+    if x.ndim == 0:  # dim 0 or -1 of a 0-d tensor: nothing to reduce
+        return []
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return list(range(x.ndim))
     if isinstance(dims, int):

@@ -37,6 +37,9 @@ def pyexpr(expr: Any) -> str:
     if expr.is_Add:
         return "(" + " + ".join(pyexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
     if expr.is_Mul:
+        num, den = sympy.fraction(expr)
+        if den != 1:  # an exact quotient: the ShapeEnv knows the size divisible (s0 / 4)
+            return f"({pyexpr(num)} // {pyexpr(den)})"
         return "(" + " * ".join(pyexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
     if isinstance(expr, sympy.floor):
         num, den = sympy.fraction(sympy.together(expr.args[0]))

@@ -48,6 +48,7 @@ from typing import Any, Literal
 import torch
 
 __all__ = [
+    "link_flags",
     "BuildStats",
     "CppBuildError",
     "CppBuilder",
@@ -87,6 +88,15 @@ def compile_flags(isa: str | None = None) -> tuple[str, ...]:
     if isa not in _ISA_FLAGS:
         raise ValueError(f"unknown ISA {isa!r}; expected one of {sorted(_ISA_FLAGS)}")
     return _BASE_FLAGS + _ISA_FLAGS[isa]
+
+
+@functools.cache
+def link_flags() -> tuple[str, ...]:
+    """Libraries the kernels link: glibc's vector math (libmvec), where there is one, so loops
+    calling exp/erf/tanh/... vectorize (the kernel header declares its vector variants)."""
+    import ctypes.util
+
+    return ("-DKILN_LIBMVEC", "-lmvec") if ctypes.util.find_library("mvec") else ()
 
 
 def compiler() -> str:
@@ -177,7 +187,8 @@ class CppBuilder:
 
     def key(self, source: str) -> str:
         """The cache key of ``source``: 32 hex digits of a sha256 over everything that matters."""
-        build = [_FORMAT_VERSION, compiler(), compiler_version(), list(compile_flags()), cpu_isa()]
+        build = [_FORMAT_VERSION, compiler(), compiler_version(), list(compile_flags()), list(link_flags()),
+                 cpu_isa()]
         # JSON never holds a raw NUL, so the separator keeps the two parts apart
         digest = hashlib.sha256(json.dumps(build).encode() + b"\0")
         digest.update(source.encode())
@@ -254,7 +265,10 @@ class CppBuilder:
         # atomic too: another process may be compiling from this path right now
         _write_atomic(source_path, source.encode())
         output = self.directory / _temp_name(f"{key}.so")
-        command = [*shlex.split(compiler()), *compile_flags(), str(source_path), "-o", str(output)]
+        defines = [f for f in link_flags() if f.startswith("-D")]
+        libraries = [f for f in link_flags() if not f.startswith("-D")]
+        command = [*shlex.split(compiler()), *compile_flags(), *defines, str(source_path), "-o", str(output),
+                   *libraries]
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True, errors="replace")
         return _Compile(key, command, source_path, output, process, time.perf_counter())

@@ -122,23 +122,40 @@ class _Writer:
             pragma = []
         else:
             ctype = CTYPES[buffer.dtype]
+            # float sums and products accumulate in double: as exact as torch's cascaded sums
+            acc_type = "double" if kind in ("sum", "prod") and buffer.dtype == torch.float32 else ctype
             op = _SIMD_REDUCTION.get(kind)
+            if kind in ("max", "min") and buffer.dtype == torch.bool:
+                op = "||" if kind == "max" else "&&"
+            lines = [f"{acc_type} {acc} = {_init(kind, buffer.dtype)};"]
             if op is not None:
                 update = f"{acc} = {acc} {op} {value.name};"
-                pragma = [f"#pragma omp simd reduction({op}:{acc})" +
-                          (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")]
+                clauses = f"reduction({op}:{acc})"
             else:
-                update = f"{acc} = kiln_{kind}<{ctype}>({acc}, {value.name});"
-                pragma = []
-            lines = [f"{ctype} {acc} = {_init(kind, buffer.dtype)};"]
+                # max/min: the vectorizable reduction, and whether any element was NaN (then NaN)
+                pick = ">" if kind == "max" else "<"
+                update = f"{acc} = {value.name} {pick} {acc} ? {value.name} : {acc};"
+                clauses = f"reduction({kind}:{acc})"
+                if buffer.dtype.is_floating_point:
+                    lines.append(f"bool nan_{buffer.name} = false;")
+                    update += f" nan_{buffer.name} = nan_{buffer.name} || ({value.name} != {value.name});"
+                    clauses += f" reduction(||:nan_{buffer.name})"
+            pragma = [f"#pragma omp simd {clauses}" + (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")]
+        if not inner_vars:  # a reduction over no dimension (of a 0-d tensor): one element
+            pragma = []
         lines += [*pragma, *_loops(inner_vars, stage.inner, ""), *_block([*ops.lines, update], "")]
+        result = f"val_{buffer.name}"
+        final = f"static_cast<{CTYPES[buffer.dtype]}>({acc})"
+        if kind in ("max", "min") and buffer.dtype.is_floating_point:
+            final = f"nan_{buffer.name} ? std::numeric_limits<{CTYPES[buffer.dtype]}>::quiet_NaN() : {final}"
+        lines.append(f"{CTYPES[buffer.dtype]} {result} = {final};")
         if stage.local:
-            self.locals[buffer.name] = CppVar(acc, buffer.dtype if not arg else torch.int64)
+            self.locals[buffer.name] = CppVar(result, buffer.dtype)
             return lines
         store = flat_index(stage.index, buffer.strides())
         self.symbols |= store.free_symbols
         self.writes[buffer.name] = buffer.dtype
-        return [*lines, f"{buffer.name}[{cexpr(store)}] = {acc};"]
+        return [*lines, f"{buffer.name}[{cexpr(store)}] = {result};"]
 
 
 def _describe(buffer: ComputedBuffer) -> str:
