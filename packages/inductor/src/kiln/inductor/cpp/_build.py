@@ -48,7 +48,6 @@ from typing import Any, Literal
 import torch
 
 __all__ = [
-    "link_flags",
     "BuildStats",
     "CppBuildError",
     "CppBuilder",
@@ -57,6 +56,7 @@ __all__ = [
     "compiler",
     "compiler_version",
     "cpu_isa",
+    "link_flags",
 ]
 
 # Bump when the layout of the cache or the meaning of its files changes.
