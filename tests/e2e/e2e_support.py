@@ -26,7 +26,8 @@ def outcome(fn, *args):
 class CountingBackend:
     """A backend that records every graph it is given and runs it as generated (``"eager"``)
     or through kiln.aotgrad (``"aot_eager"``: ATen forward and backward graphs; a graph
-    aotgrad refuses runs as generated, its reason kept in ``refused``)."""
+    aotgrad refuses runs as generated, its reason kept in ``refused``), or through aotgrad
+    and kiln.inductor (``"inductor"``: C++ kernels)."""
 
     handles_dynamic_inputs = True  # both serve every input the guards admit
 
@@ -44,8 +45,14 @@ class CountingBackend:
         from kiln.aotgrad import AotUnsupported, aot_compile
 
         context = kiln.compile_context()
+        compilers = {}
+        if self.backend == "inductor":  # kiln.inductor compiles the ATen graphs; its errors fail the test
+            from kiln.inductor import aten_compiler, decompositions
+
+            compiler = aten_compiler()
+            compilers = {"fw_compiler": compiler, "bw_compiler": compiler, "decompositions": decompositions()}
         try:
-            return aot_compile(gm, example_inputs, context, accept_guards=_guard_sink(context))
+            return aot_compile(gm, example_inputs, context, accept_guards=_guard_sink(context), **compilers)
         except AotUnsupported as e:
             self.refused.append(str(e))
             return gm.forward

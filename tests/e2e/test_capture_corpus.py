@@ -11,9 +11,10 @@ from e2e_support import CountingBackend, assert_same, clone_args
 import kiln
 
 
-@pytest.fixture(params=["eager", "aot_eager"])
+@pytest.fixture(params=["eager", "aot_eager", "inductor"])
 def counting(request):
-    """The corpus runs with the graphs as captured and through kiln.aotgrad."""
+    """The corpus runs with the graphs as captured, through kiln.aotgrad, and through
+    kiln.inductor."""
     return CountingBackend(request.param)
 
 

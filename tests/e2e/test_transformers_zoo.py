@@ -60,7 +60,7 @@ ZOO = {
 }
 
 
-@pytest.mark.parametrize("backend_name", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend_name", ["eager", "aot_eager", "inductor"])
 @pytest.mark.parametrize("name", sorted(ZOO))
 def test_architecture_is_one_graph_equal_to_eager(name, backend_name):
     build, inputs = ZOO[name]
@@ -94,7 +94,7 @@ def _resized(inputs, batch, length):
     return out
 
 
-@pytest.mark.parametrize("backend_name", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend_name", ["eager", "aot_eager", "inductor"])
 @pytest.mark.parametrize("name", sorted(ZOO))
 def test_architecture_with_dynamic_shapes_is_one_graph_over_batches_and_lengths(name, backend_name):
     build, inputs = ZOO[name]

@@ -216,6 +216,34 @@ def test_input_mutation_is_seen_by_the_caller(graphs):
     torch.testing.assert_close(a, b)
 
 
+def test_values_computed_before_an_input_is_written_see_the_old_values(graphs):
+    # `before` is not computed when the graph writes x (it is inlined where it is read): it
+    # must be computed before the write, not recomputed from the new x
+    def fn(x, y):
+        before = x * 2 + 1
+        x.add_(y)
+        after = x * 3
+        x.mul_(2)
+        return before + after, before.sum()
+
+    x, y = torch.randn(5), torch.randn(5)
+    x_eager = x.clone()
+    expected = fn(x_eager, y)
+    got = kiln.compile(fn)(x, y)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(x, x_eager)
+
+
+def test_size_arithmetic_nodes_and_dynamic_numbers(graphs):
+    def fn(x, n):
+        return x * n + x.shape[0]
+
+    compiled = kiln.compile(fn)
+    for n, size in ((2, 3), (3, 3), (4, 5), (7, 6)):
+        x = torch.randn(size)
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+
+
 # ---------------------------------------------------------------- training
 def test_training_steps_match_eager(graphs):
     torch.manual_seed(0)

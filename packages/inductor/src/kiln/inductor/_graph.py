@@ -24,6 +24,7 @@ import sympy
 import torch
 
 from kiln.fxgraph import GraphModule, Node
+from kiln.symshapes import FloorDiv, Mod
 
 from . import _lower_reductions, _lower_views  # noqa: F401 - they register their rules
 from ._ir import (
@@ -35,9 +36,11 @@ from ._ir import (
     Reduction,
     TensorValue,
     contiguous_strides,
+    loop_vars,
     sym,
 )
 from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, lowering_rules
+from ._ops import ReadsOps
 from ._policy import FusionPolicy
 
 __all__ = ["GraphOutput", "LoweredGraph", "lower_graph"]
@@ -109,6 +112,7 @@ class _Lowering(LoweringContext):
     # ---------------------------------------------------------------- nodes
     def run(self) -> LoweredGraph:
         env: dict[Node, Any] = {}
+        self.env = env
         inputs: list[Any] = []
         constants: dict[str, Any] = {}
         reads: dict[Node, int] = {}
@@ -164,9 +168,13 @@ class _Lowering(LoweringContext):
         kwargs = _map(node.kwargs, env)
         if node.target is operator.getitem:
             return args[0][args[1]]
+        if not isinstance(getattr(node.target, "_schema", None), torch.FunctionSchema):
+            number = _size_arithmetic(node, args, kwargs)
+            if number is not None:
+                return number
         rule = lowering_rules.get(node.target)
         reason = "no lowering"
-        if rule is not None and self._on_cpu(node):
+        if rule is not None and self._on_cpu(node) and _kernel_operands(args, kwargs):
             try:
                 positional, named = _positional(node.target, args, kwargs)
                 return rule(self, node, *positional, **named)
@@ -183,8 +191,12 @@ class _Lowering(LoweringContext):
 
     def _extern(self, node: Node, args: Any, kwargs: Any) -> Any:
         realized = _map_values(args, self.realize), _map_values(kwargs, self.realize)
+        for name in _written_buffers(node.target, *realized):
+            self._before_write(name, node)
         node.meta["inductor_args"] = realized
         val = node.meta.get("val")
+        if val is None and node.users:
+            raise ValueError(f"{node.format_node()}: an ATen call without a traced value, read by other nodes")
 
         def out(v: Any, item: int | None) -> Any:
             if not isinstance(v, torch.Tensor):
@@ -197,6 +209,29 @@ class _Lowering(LoweringContext):
         if isinstance(val, (tuple, list)):
             return tuple(out(v, i) for i, v in enumerate(val))
         return out(val, None)
+
+    def _before_write(self, name: str, writer: Node) -> None:
+        """Values not computed yet that read buffer ``name``, which ``writer`` (an ATen call:
+        ``copy_`` into a graph input, ``index_put_``, ...) is about to write: they are computed
+        now, into buffers of their own, so they see the buffer as it was (views included)."""
+        for node, value in list(self.env.items()):
+            if node is writer or node.op == "placeholder":  # an input is what is written, not a copy
+                continue
+            if isinstance(value, tuple):
+                self.env[node] = tuple(self._snapshot(v, name) for v in value)
+            else:
+                self.env[node] = self._snapshot(value, name)
+
+    def _snapshot(self, value: Any, name: str) -> Any:
+        if not isinstance(value, TensorValue) or (value.view is not None and value.view[0] != name):
+            return value
+        ops = ReadsOps()
+        value.loader(list(loop_vars("x", value.ndim)), ops)
+        if not any(read.name == name for read in ops.reads):
+            return value
+        buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
+                                          origins=[f"{self.current.name} (before a write of {name})"]))
+        return buffer.value()
 
     def _maybe_realize(self, value: Any, readers: int, node: Node) -> Any:
         if isinstance(value, tuple):
@@ -221,6 +256,7 @@ class _Lowering(LoweringContext):
     def _output_value(self, value: Any, val: Any) -> GraphOutput:
         if not isinstance(value, TensorValue):
             return GraphOutput(None, constant=sym(value) if isinstance(value, torch.SymInt) else value)
+
         strides = tuple(sym(s) for s in val.stride()) if isinstance(val, torch.Tensor) else contiguous_strides(value.sizes)
         if value.view is None:
             value = self._realize_as(value, strides)
@@ -236,6 +272,53 @@ class _Lowering(LoweringContext):
             buffer.layout_strides = strides
             return TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
         return realized
+
+
+def _kernel_operands(args: Any, kwargs: dict) -> bool:
+    """Whether every tensor operand has a dtype the kernels compute in (not complex, not a
+    half type yet)."""
+    found: list[TensorValue] = []
+    _map_values((args, kwargs), found.append)
+    return all(v.dtype in KERNEL_DTYPES for v in found)
+
+
+_SIZE_OPS: dict[Any, Callable[..., Any]] = {
+    operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul, operator.neg: operator.neg,
+    operator.floordiv: lambda a, b: FloorDiv(a, b), operator.mod: lambda a, b: Mod(a, b),
+    torch.sym_max: lambda a, b: sympy.Max(a, b), torch.sym_min: lambda a, b: sympy.Min(a, b),
+}
+
+
+def _size_arithmetic(node: Node, args: Any, kwargs: dict) -> Any:
+    """A Python operation on sizes (``1 + s0``, ``s0 // 2``): its value as an expression over
+    the size symbols (the traced SymInt's, else computed here), or None where it is not one."""
+    if kwargs or any(isinstance(a, (TensorValue, tuple, list)) for a in args):
+        return None
+    val = node.meta.get("val")
+    if isinstance(val, torch.SymInt):
+        return sym(val)
+    if isinstance(val, (int, float)) and not isinstance(val, bool):
+        return val
+    rule = _SIZE_OPS.get(node.target)
+    if rule is None or not all(isinstance(a, (int, sympy.Basic, torch.SymInt)) for a in args):
+        return None
+    return rule(*(sym(a) if not isinstance(a, sympy.Basic) else a for a in args))
+
+
+def _written_buffers(target: Any, args: Any, kwargs: dict) -> list[str]:
+    """The buffers an ATen call writes: its arguments the schema marks as written."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return []
+    names = []
+    for k, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        if info is None or not info.is_write:
+            continue
+        value = args[k] if k < len(args) else kwargs.get(arg.name)
+        if isinstance(value, TensorValue) and value.view is not None:
+            names.append(value.view[0])
+    return names
 
 
 def _positional(target: Any, args: Any, kwargs: dict) -> tuple[list[Any], dict]:

@@ -215,3 +215,20 @@ def _as_strided(ctx: LoweringContext, node: Any, x: TensorValue, size: Sequence[
     name, base_offset = base
     offset = sym(storage_offset) - base_offset if storage_offset is not None else x.view[2]
     return TensorValue.strided(name, [sym(s) for s in size], [sym(s) for s in stride], offset, x.dtype)
+
+
+@register(aten.sym_size.int)
+def _sym_size(ctx: LoweringContext, node: Any, x: TensorValue, dim: int) -> sympy.Expr:
+    return x.sizes[_dim(dim, x.ndim)]
+
+
+@register(aten.sym_numel.default)
+def _sym_numel(ctx: LoweringContext, node: Any, x: TensorValue) -> sympy.Expr:
+    return sympy.Mul(*x.sizes)
+
+
+@register(aten.sym_stride.int)
+def _sym_stride(ctx: LoweringContext, node: Any, x: TensorValue, dim: int) -> sympy.Expr:
+    if x.view is None:
+        raise Fallback("the stride of a value not in memory")
+    return x.view[1][_dim(dim, x.ndim)]

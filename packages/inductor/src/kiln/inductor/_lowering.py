@@ -99,14 +99,16 @@ def broadcast(value: TensorValue, sizes: Sequence[sympy.Expr]) -> TensorValue:
 
 
 def scalar(value: Any, dtype: torch.dtype) -> TensorValue:
-    """A number (or a SymInt / SymFloat) as a 0-dim value of ``dtype``."""
-    if isinstance(value, torch.SymInt):
+    """A number (or a SymInt, or a size expression) as a 0-dim value of ``dtype``."""
+    if isinstance(value, (torch.SymInt, sympy.Basic)) and not (isinstance(value, sympy.Basic) and value.is_Float):
         expr = sym(value)
 
         def load_sym(index: Sequence[sympy.Expr], ops: Any) -> Any:
             return ops.to_dtype(ops.index_expr(expr, torch.int64), dtype)
 
         return TensorValue((), dtype, load_sym)
+    if isinstance(value, sympy.Basic):
+        value = float(value)
     if not isinstance(value, (bool, int, float)):
         raise Fallback(f"operand {value!r} is not a number")
 

@@ -104,6 +104,8 @@ def _literal(value: Any, glob: _Globals) -> str:
         return repr(value)
     if isinstance(value, torch.SymInt):
         return pyexpr(sym(value))
+    if isinstance(value, sympy.Basic):
+        return pyexpr(value)
     if isinstance(value, list):
         return "[" + ", ".join(_literal(v, glob) for v in value) + "]"
     if isinstance(value, tuple):

@@ -126,13 +126,15 @@ static inline int64_t kiln_pmod(int64_t a, int64_t b) {  // Python's %, of sizes
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-// exp for float, in a form the compiler vectorizes: exp(x) = 2^n * exp(r), n = round(x / ln 2),
-// r = x - n ln 2 (ln 2 in two parts, exact products), exp(r) by its Taylor polynomial to r^7
-// (|r| <= ln 2 / 2: truncation below 2e-8, relative), 2^n applied in two halves so results
-// down to the subnormals stay exact; inf, -inf and NaN as std::exp.
+// exp for float, in a form the compiler vectorizes (no library call, no branch): exp(x) =
+// 2^n * exp(r), n = round(x / ln 2) (by adding and subtracting 1.5 * 2^23), r = x - n ln 2
+// (ln 2 in two parts, exact products), exp(r) by its Taylor polynomial to r^7 (|r| <= ln 2 / 2:
+// truncation below 2e-8, relative), 2^n applied in two halves so results down to the
+// subnormals stay exact; inf, -inf and NaN as std::exp.
 static inline float kiln_expf(float x) {
-  float n = std::nearbyint(x * 1.44269504088896341f);
-  float r = x - n * 0.693145751953125f;
+  float xc = x != x ? 0.0f : (x > 88.8f ? 88.8f : (x < -104.0f ? -104.0f : x));
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693145751953125f;
   r = r - n * 1.42860682030941723212e-6f;
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
@@ -142,12 +144,10 @@ static inline float kiln_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t k = static_cast<int32_t>(std::fmin(std::fmax(n, -300.0f), 300.0f));
-  int32_t k1 = k / 2;
+  int32_t k = static_cast<int32_t>(n);  // in [-150, 129]
+  int32_t k1 = k >> 1;
   int32_t k2 = k - k1;
-  int32_t e1 = std::min(std::max(k1 + 127, 0), 255) << 23;
-  int32_t e2 = std::min(std::max(k2 + 127, 0), 255) << 23;
-  float result = p * __builtin_bit_cast(float, e1) * __builtin_bit_cast(float, e2);
+  float result = p * __builtin_bit_cast(float, (k1 + 127) << 23) * __builtin_bit_cast(float, (k2 + 127) << 23);
   result = x > 88.72283935546875f ? std::numeric_limits<float>::infinity() : result;
   result = x < -103.972076416015625f ? 0.0f : result;
   return x != x ? x : result;
