@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import importlib.util
 import json
 import logging
@@ -166,7 +167,7 @@ class KilnRecord:
     aten_graphs: int = 0  # ATen graphs kiln.inductor compiled (forward graphs here)
     kernels: int = 0
     aten_calls: int = 0
-    fallbacks: list[str] = field(default_factory=list)  # ATen ops not lowered
+    fallbacks: dict[str, str] = field(default_factory=dict)  # ATen op not lowered -> why
     warnings: list[str] = field(default_factory=list)
 
 
@@ -301,7 +302,7 @@ def kiln_recording() -> Iterator[tuple[list[Any], _Warnings]]:
     logger = logging.getLogger("kiln")
     logger.addHandler(handler)
     try:
-        api = __import__("kiln.inductor._api", fromlist=["compile_graph"])
+        api = importlib.import_module("kiln.inductor._api")
     except ImportError:
         api = None
     original = getattr(api, "compile_graph", None)
@@ -336,7 +337,7 @@ def run_kiln(op: Any, expected: dict[int, Any], count: int = SAMPLES) -> tuple[V
             aten_graphs=len(graphs),
             kernels=sum(getattr(g, "kernels", 0) for g in graphs),
             aten_calls=sum(getattr(g, "externs", 0) for g in graphs),
-            fallbacks=sorted({name for g in graphs for name in getattr(g, "fallbacks", {})}),
+            fallbacks={name: why for g in graphs for name, why in getattr(g, "fallbacks", {}).items()},
             warnings=logged.messages[:3],
         )
     finally:
@@ -420,9 +421,14 @@ def summarize(results: list[OpResult], seconds: float) -> str:
     with_graph = [r for r in passes if r.kiln_record.graphs]
     with_kernel = [r for r in with_graph if r.kiln_record.kernels]
     inductor = [r for r in with_graph if r.kiln_record.aten_graphs]
+    broken = [r for r in passes if not r.kiln_record.graphs and r.kiln_record.breaks]
     lines.append(f"kiln passes: {len(passes)}, with a graph: {len(with_graph)} (compiled by "
                  f"kiln.inductor: {len(inductor)}, with a C++ kernel: {len(with_kernel)}), "
-                 f"eager only: {len(passes) - len(with_graph)}")
+                 f"without: {len(passes) - len(with_graph)} (a graph break or eager fallback: "
+                 f"{len(broken)}, no op to compile: {len(passes) - len(with_graph) - len(broken)})")
+    fallbacks = Counter(name for r in ran for name in r.kiln_record.fallbacks)
+    common = ", ".join(f"{name} {n}" for name, n in fallbacks.most_common(10))
+    lines.append(f"ATen ops kiln.inductor ran as ATen calls (ops using them): {common or 'none'}")
     for status, title in (("mismatch", "mismatches"), ("error", "errors")):
         failing = sorted((r for r in ran if r.kiln.status == status), key=lambda r: (r.kiln.where, r.kiln.reason))
         lines.append(f"kiln {title} ({len(failing)}):")

@@ -339,3 +339,36 @@ def test_output_code_log_shows_wrapper_and_kernels(graphs, caplog):
 def test_gelu_tanh_and_silu_and_erf_in_double(graphs):
     x = torch.linspace(-6, 6, 97, dtype=torch.float64)
     _check(lambda t: (nn.functional.gelu(t, approximate="tanh"), nn.functional.silu(t), torch.erf(t) * math.pi), x)
+
+
+# ---------------------------------------------------------------- found by the OpInfo sweep
+def test_channel_shuffle_is_not_taken_for_a_view_of_its_input(graphs):
+    x = torch.arange(16.0).reshape(1, 4, 2, 2)
+    _check(lambda t: nn.functional.channel_shuffle(t, 2), x)
+
+
+def test_in_place_view_op_on_an_aten_result_keeps_its_sizes(graphs):
+    def fn(x):
+        y = torch.cumsum(x, 0)
+        y.unsqueeze_(0)
+        return y.transpose(1, 2)
+
+    got = _check(fn, torch.randn(3, 4))
+    assert got.shape == (1, 4, 3)
+
+
+def test_data_dependent_values_and_sizes(graphs):
+    assert kiln.compile(lambda t: t.item())(torch.tensor(2.5)) == 2.5
+    assert kiln.compile(lambda t: int(t.argmax().item()))(torch.arange(3.0)) == 2
+    x = torch.tensor([0.0, 1.0, 0.0, 2.0])
+    torch.testing.assert_close(kiln.compile(torch.nonzero)(x), torch.nonzero(x))
+
+
+def test_zero_dim_squeeze_empty_reshape_and_fused_sizes(graphs):
+    _check(lambda t: t.squeeze(0) * 2, torch.tensor(1.5))
+    assert _check(lambda t: t.reshape(0, 1, 1) + 1, torch.randn(1, 0, 1, 1)).shape == (0, 1, 1)
+    # two loops of different symbolic sizes in one kernel: both sizes are parameters
+    compiled = kiln.compile(lambda a, b: (torch.zeros(b.shape[0]), a + 1), dynamic=True)
+    a, b = torch.randn(3), torch.randn(2)
+    got = compiled(a, b)
+    torch.testing.assert_close(got, (torch.zeros(2), a + 1))

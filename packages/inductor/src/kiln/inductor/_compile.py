@@ -24,14 +24,14 @@ from typing import Any
 from kiln.fxgraph import GraphModule
 
 from ._config import InductorConfig
-from ._graph import lower_graph
+from ._graph import InductorUnsupported, lower_graph
 from ._policy import FusionPolicy
 from ._scheduler import Kernel, schedule
 from ._wrapper import render_wrapper
 from .cpp import HEADER, render_kernel
 from .cpp._build import CppBuilder
 
-__all__ = ["CompiledGraph", "cache_root", "compile_graph"]
+__all__ = ["CompiledGraph", "InductorUnsupported", "cache_root", "compile_graph"]
 
 _code_log = logging.getLogger("kiln.output_code")
 _builders: dict[str, CppBuilder] = {}

@@ -43,7 +43,7 @@ from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, lowering_rules
 from ._ops import ReadsOps
 from ._policy import FusionPolicy
 
-__all__ = ["GraphOutput", "LoweredGraph", "lower_graph"]
+__all__ = ["GraphOutput", "InductorUnsupported", "LoweredGraph", "lower_graph"]
 
 
 @dataclass(slots=True)
@@ -66,6 +66,11 @@ class LoweredGraph:
     outputs: list[GraphOutput]
     constants: dict[str, Any] = field(default_factory=dict)  # get_attr tensors, by buffer name
     fallbacks: dict[str, str] = field(default_factory=dict)  # ATen op -> why it was not lowered
+
+
+class InductorUnsupported(Exception):
+    """kiln.inductor does not take this graph (the reason says why); the backend runs the ATen
+    graph as its generated code instead."""
 
 
 class _Lowering(LoweringContext):
@@ -116,9 +121,17 @@ class _Lowering(LoweringContext):
         inputs: list[Any] = []
         constants: dict[str, Any] = {}
         reads: dict[Node, int] = {}
+        owners: dict[int, Node] = {}
         for node in self.gm.graph.nodes:
             for inp in node.all_input_nodes:
                 reads[inp] = reads.get(inp, 0) + 1
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                if id(val) in owners:
+                    # aotgrad's record of an in-place view op (unsqueeze_, t_): both nodes hold the
+                    # tensor with its final sizes, so the first node's sizes are not its own
+                    raise InductorUnsupported(f"{owners[id(val)].name} and {node.name} share one traced tensor")
+                owners[id(val)] = node
         for node in self.gm.graph.nodes:
             self.current = node
             if node.op == "placeholder":
@@ -168,6 +181,7 @@ class _Lowering(LoweringContext):
         kwargs = _map(node.kwargs, env)
         if node.target is operator.getitem:
             return args[0][args[1]]
+        _refuse_unsupported(node)
         if not isinstance(getattr(node.target, "_schema", None), torch.FunctionSchema):
             number = _size_arithmetic(node, args, kwargs)
             if number is not None:
@@ -274,6 +288,25 @@ class _Lowering(LoweringContext):
         return realized
 
 
+def _refuse_unsupported(node: Node) -> None:
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None and schema.is_mutable and schema.returns and schema.returns[0].alias_info is not None \
+            and schema.name.split("::")[-1].rstrip("_") in _INPLACE_VIEWS:
+        # aotgrad records it with the tensor's final metadata on nodes before it too
+        raise InductorUnsupported(f"{node.target} changes a tensor's sizes or strides in place")
+    val = node.meta.get("val")
+    for v in val if isinstance(val, (tuple, list)) else [val]:
+        exprs = [sym(s) for s in (*v.shape, *v.stride())] if isinstance(v, torch.Tensor) else \
+            [sym(v)] if isinstance(v, torch.SymInt) else []
+        if isinstance(v, (torch.SymFloat, torch.SymBool)) or any(
+                str(f).startswith("u") for e in exprs for f in getattr(e, "free_symbols", ())):
+            raise InductorUnsupported(f"{node.target} gives a data-dependent value or size")
+
+
+_INPLACE_VIEWS = frozenset({"unsqueeze", "squeeze", "transpose", "t", "as_strided", "swapdims", "swapaxes",
+                            "resize", "resize_as"})
+
+
 def _kernel_operands(args: Any, kwargs: dict) -> bool:
     """Whether every tensor operand has a dtype the kernels compute in (not complex, not a
     half type yet)."""
@@ -285,6 +318,7 @@ def _kernel_operands(args: Any, kwargs: dict) -> bool:
 _SIZE_OPS: dict[Any, Callable[..., Any]] = {
     operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul, operator.neg: operator.neg,
     operator.floordiv: lambda a, b: FloorDiv(a, b), operator.mod: lambda a, b: Mod(a, b),
+    operator.pow: lambda a, b: a**b if b.is_Integer and b >= 0 else None,
     torch.sym_max: lambda a, b: sympy.Max(a, b), torch.sym_min: lambda a, b: sympy.Min(a, b),
 }
 
@@ -302,7 +336,8 @@ def _size_arithmetic(node: Node, args: Any, kwargs: dict) -> Any:
     rule = _SIZE_OPS.get(node.target)
     if rule is None or not all(isinstance(a, (int, sympy.Basic, torch.SymInt)) for a in args):
         return None
-    return rule(*(sym(a) if not isinstance(a, sympy.Basic) else a for a in args))
+    result = rule(*(sym(a) if not isinstance(a, sympy.Basic) else a for a in args))
+    return result if result is not None else None
 
 
 def _written_buffers(target: Any, args: Any, kwargs: dict) -> list[str]:

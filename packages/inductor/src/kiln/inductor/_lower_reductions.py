@@ -136,22 +136,17 @@ def _argmax(ctx: LoweringContext, node: Any, x: TensorValue, dim: Any = None, ke
     if dim is None:
         if keepdim:
             raise Fallback("argmax over all dims with keepdim")
-        flat = _flatten(x)
+        flat = _flatten(ctx, x)
         return reduce(ctx, flat, [0], False, kind, torch.int64)
     return reduce(ctx, x, _dims(x, dim), keepdim, kind, torch.int64)
 
 
-def _flatten(x: TensorValue) -> TensorValue:
-    strides = contiguous_strides(x.sizes)
-    numel = sympy.Mul(*x.sizes)
-    load = x.loader
-
-    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
-        flat = index[0]
-        return load([sympy.Mod(sympy.floor(flat / st), sz) if k else sympy.floor(flat / st)
-                     for k, (st, sz) in enumerate(zip(strides, x.sizes, strict=True))], ops)
-
-    return TensorValue((numel,), x.dtype, loader, None, x.ops_count)
+def _flatten(ctx: LoweringContext, x: TensorValue) -> TensorValue:
+    """``x`` as one dimension: computed contiguously first unless it is already."""
+    if x.view is None or tuple(x.view[1]) != contiguous_strides(x.sizes):
+        x = ctx.realize(TensorValue(x.sizes, x.dtype, x.loader, None, x.ops_count))
+    name, _, offset = x.view
+    return TensorValue.strided(name, (sympy.Mul(*x.sizes),), (sympy.S.One,), offset, x.dtype)
 
 
 @register(aten.any.dim, aten.any.dims, aten.any.default, aten.all.dim, aten.all.dims, aten.all.default)

@@ -99,7 +99,7 @@ def _unsqueeze(ctx: LoweringContext, node: Any, x: TensorValue, dim: int) -> Ten
 
 @register(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
 def _squeeze(ctx: LoweringContext, node: Any, x: TensorValue, dims: Any = None) -> TensorValue:
-    if dims is None:
+    if dims is None or x.ndim == 0:
         dims = range(x.ndim)
     elif isinstance(dims, int):
         dims = [dims]
@@ -195,15 +195,11 @@ def _view(ctx: LoweringContext, node: Any, x: TensorValue, size: Sequence[Any]) 
         strides = _view_strides(x.sizes, x.view[1], sizes)
         if strides is not None:
             return TensorValue.strided(x.view[0], sizes, strides, x.view[2], x.dtype)
-    old_strides = contiguous_strides(x.sizes)
-    new_strides = contiguous_strides(sizes)
-
-    def old(index: Sequence[sympy.Expr]) -> list[sympy.Expr]:
-        flat = sum((i * s for i, s in zip(index, new_strides, strict=True)), sympy.Integer(0))
-        return [sympy.Mod(sympy.floor(flat / st), sz) if k else sympy.floor(flat / st)
-                for k, (st, sz) in enumerate(zip(old_strides, x.sizes, strict=True))]
-
-    return _remap(x, sizes, old)
+    # not a view of memory as it is laid out: computed (or copied) contiguously first, then
+    # viewed; remapping the index through the flat offset instead costs floor and Mod of
+    # symbolic sizes in every load, which sympy simplifies slowly and C++ computes slowly
+    contiguous = ctx.realize(TensorValue(x.sizes, x.dtype, x.loader, None, x.ops_count))
+    return TensorValue.strided(contiguous.view[0], sizes, contiguous_strides(sizes), sympy.S.Zero, x.dtype)
 
 
 @register(aten.as_strided.default)

@@ -42,6 +42,7 @@ class Stage:
     inner: tuple[sympy.Expr, ...]  # pointwise: inner loop sizes; reduction: the reduced sizes
     index: list[sympy.Expr]  # the buffer's index in the kernel's outer (x) and inner (r) variables
     local: bool = False
+    reads: list[Any] | None = None  # what its loader reads (computed once: sympy is slow)
 
 
 @dataclass(slots=True)
@@ -65,6 +66,8 @@ def _spread(sizes: Sequence[sympy.Expr], variables: Sequence[sympy.Expr]) -> lis
 
 
 def _reads(stage: Stage, outer_vars: Sequence[sympy.Symbol]) -> list[Any]:
+    if stage.reads is not None:
+        return stage.reads
     ops = ReadsOps()
     inner_vars = loop_vars("r", len(stage.inner))
     body = stage.buffer.body
@@ -72,6 +75,7 @@ def _reads(stage: Stage, outer_vars: Sequence[sympy.Symbol]) -> list[Any]:
         body.loader(stage.index, list(inner_vars), ops)
     else:
         body.loader(stage.index, ops)
+    stage.reads = ops.reads
     return ops.reads
 
 

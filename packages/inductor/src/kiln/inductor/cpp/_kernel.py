@@ -179,7 +179,9 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     for stage in kernel.stages:
         body += writer.stage(stage)
     loop_names = set(outer_vars) | {v for s in kernel.stages for v in loop_vars("r", len(s.inner))}
-    symbols = set(writer.symbols) | work.free_symbols
+    symbols = set(writer.symbols) | work.free_symbols | sympy.Mul(*kernel.outer).free_symbols
+    for s in kernel.stages:  # every loop bound
+        symbols |= sympy.Mul(*s.inner).free_symbols
     symbols = sorted(symbols - loop_names, key=lambda v: v.name)
     params = [Param(n, "out", d) for n, d in sorted(writer.writes.items())]
     params += [Param(n, "in", dtypes[n]) for n in sorted(writer.reads - set(writer.writes))]
