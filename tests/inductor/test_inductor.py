@@ -372,3 +372,26 @@ def test_zero_dim_squeeze_empty_reshape_and_fused_sizes(graphs):
     a, b = torch.randn(3), torch.randn(2)
     got = compiled(a, b)
     torch.testing.assert_close(got, (torch.zeros(2), a + 1))
+
+
+def test_attention_then_contiguous_view_as_in_gpt2(graphs):
+    def fn(q, k, v):
+        o = nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(2, 16, 64)
+        return o.contiguous().view(-1, 64)
+
+    q, k, v = (torch.randn(2, 4, 16, 16) for _ in range(3))
+    got = _check(fn, q, k, v)
+    assert got.stride() == (64, 1)
+    assert graphs and "scaled_dot_product" in graphs[0].wrapper_code
+
+
+def test_in_place_optimizer_update_is_compiled(graphs):
+    def update(m, g):
+        m.mul_(0.9).add_(g, alpha=0.1)
+        return m
+
+    m, g = torch.randn(1000), torch.randn(1000)
+    expected = update(m.clone(), g)
+    kiln.compile(update)(m, g)
+    torch.testing.assert_close(m, expected)
+    assert graphs and graphs[0].kernels >= 1

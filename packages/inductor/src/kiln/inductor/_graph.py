@@ -127,7 +127,7 @@ class _Lowering(LoweringContext):
                 reads[inp] = reads.get(inp, 0) + 1
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
-                if id(val) in owners:
+                if id(val) in owners and _changes_metadata(node):
                     # aotgrad's record of an in-place view op (unsqueeze_, t_): both nodes hold the
                     # tensor with its final sizes, so the first node's sizes are not its own
                     raise InductorUnsupported(f"{owners[id(val)].name} and {node.name} share one traced tensor")
@@ -301,6 +301,12 @@ def _refuse_unsupported(node: Node) -> None:
         if isinstance(v, (torch.SymFloat, torch.SymBool)) or any(
                 str(f).startswith("u") for e in exprs for f in getattr(e, "free_symbols", ())):
             raise InductorUnsupported(f"{node.target} gives a data-dependent value or size")
+
+
+def _changes_metadata(node: Node) -> bool:
+    """Whether ``node`` is a view op of the kind aotgrad records for an in-place view op."""
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.name.split("::")[-1].rstrip("_") in _INPLACE_VIEWS
 
 
 _INPLACE_VIEWS = frozenset({"unsqueeze", "squeeze", "transpose", "t", "as_strided", "swapdims", "swapaxes",

@@ -417,3 +417,29 @@ def _full_like(ctx: LoweringContext, node: Any, x: TensorValue, value: Any = Non
         raise Fallback("full_like on another device or dtype")
     v = scalar(value, val.dtype)
     return TensorValue(x.sizes, val.dtype, lambda index, ops: v.loader((), ops))
+
+
+@register(aten.contiguous.default)
+def _contiguous(ctx: LoweringContext, node: Any, x: TensorValue, *, memory_format: Any = None) -> TensorValue:
+    from ._ir import contiguous_strides
+
+    if memory_format not in (None, torch.contiguous_format):
+        raise Fallback(f"contiguous in {memory_format}")
+    if x.view is not None and tuple(x.view[1]) == contiguous_strides(x.sizes):
+        return x
+    return ctx.realize(TensorValue(x.sizes, x.dtype, x.loader, None, x.ops_count))
+
+
+@register(aten.copy.default)
+def _copy_functional(ctx: LoweringContext, node: Any, dst: TensorValue, src: Any, non_blocking: bool = False) -> TensorValue:
+    """``copy(dst, src)``: ``src`` broadcast to ``dst``'s sizes, in ``dst``'s dtype."""
+    dtype = out_dtype(node)
+    if dtype not in KERNEL_DTYPES or (isinstance(src, TensorValue) and src.dtype not in KERNEL_DTYPES):
+        raise Fallback(f"copy to {dtype}")
+    value = broadcast(src, dst.sizes) if isinstance(src, TensorValue) else scalar(src, dtype)
+    load = value.loader
+
+    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        return ops.to_dtype(load(index, ops), dtype)
+
+    return TensorValue(dst.sizes, dtype, loader, None, value.ops_count + 1)

@@ -136,10 +136,10 @@ class _Writer:
                 pick = ">" if kind == "max" else "<"
                 update = f"{acc} = {value.name} {pick} {acc} ? {value.name} : {acc};"
                 clauses = f"reduction({kind}:{acc})"
-                if buffer.dtype.is_floating_point:
-                    lines.append(f"bool nan_{buffer.name} = false;")
-                    update += f" nan_{buffer.name} = nan_{buffer.name} || ({value.name} != {value.name});"
-                    clauses += f" reduction(||:nan_{buffer.name})"
+                if buffer.dtype.is_floating_point:  # an int flag: a bool one keeps the loop scalar
+                    lines.append(f"int32_t nan_{buffer.name} = 0;")
+                    update += f" nan_{buffer.name} |= ({value.name} != {value.name});"
+                    clauses += f" reduction(|:nan_{buffer.name})"
             pragma = [f"#pragma omp simd {clauses}" + (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")]
         if not inner_vars:  # a reduction over no dimension (of a 0-d tensor): one element
             pragma = []
