@@ -395,3 +395,19 @@ def test_in_place_optimizer_update_is_compiled(graphs):
     kiln.compile(update)(m, g)
     torch.testing.assert_close(m, expected)
     assert graphs and graphs[0].kernels >= 1
+
+
+def test_reductions_over_outer_dimensions_run_blocked(graphs):
+    x = torch.randn(37, 50)
+    x[3, 7] = float("nan")
+    y = torch.randn(5, 9, 21)
+    _check(lambda a, b: (a.sum(0), a.amax(0), (a * 0.5).prod(0), b.sum(1), b.amin((0, 1))), x, y)
+    assert graphs[0].cpp_code.count("outputs at a time") >= 2  # a lone reduction per kernel
+
+
+def test_arange_is_lowered(graphs):
+    def fn(x):
+        return torch.arange(x.shape[0]) * 2 + x, torch.arange(3, 11, 2, dtype=torch.float32) + 1
+
+    _check(fn, torch.randn(6))
+    assert "aten.arange.start_step" not in graphs[0].fallbacks

@@ -443,3 +443,22 @@ def _copy_functional(ctx: LoweringContext, node: Any, dst: TensorValue, src: Any
         return ops.to_dtype(load(index, ops), dtype)
 
     return TensorValue(dst.sizes, dtype, loader, None, value.ops_count + 1)
+
+
+@register(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def _arange(ctx: LoweringContext, node: Any, *args: Any, **kwargs: Any) -> TensorValue:
+    """``start + step * i`` in the traced dtype (integer arguments only: a float step's
+    rounding is ATen's to decide)."""
+    numbers = [*args] + [1] * (3 - len(args)) if node.target is not aten.arange.default else [0, args[0], 1]
+    start, _, step = numbers[:3]
+    val = node.meta["val"]
+    if val.device.type != "cpu" or val.dtype not in KERNEL_DTYPES:
+        raise Fallback("arange on another device or dtype")
+    if not all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in (start, step)):
+        raise Fallback("arange with float arguments")
+    first, stride, dtype = sym(start), sym(step), val.dtype
+
+    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        return ops.to_dtype(ops.index_expr(first + stride * index[0], torch.int64), dtype)
+
+    return TensorValue((sym(val.shape[0]),), dtype, loader, None, 1)

@@ -19,6 +19,7 @@ import sympy
 import torch
 
 from .._ir import ComputedBuffer, Reduction, contiguous_strides, flat_index, loop_vars
+from .._ops import ReadsOps
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
 from ._ops import CTYPES, CppOps, CppVar, cconst, cexpr
@@ -176,8 +177,10 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     if not kernel.outer and lone:
         writer.parallel = parallel
     body: list[str] = []
-    for stage in kernel.stages:
-        body += writer.stage(stage)
+    blocked = _outer_reduction(kernel, writer, parallel)
+    if blocked is None:
+        for stage in kernel.stages:
+            body += writer.stage(stage)
     loop_names = set(outer_vars) | {v for s in kernel.stages for v in loop_vars("r", len(s.inner))}
     symbols = set(writer.symbols) | work.free_symbols | sympy.Mul(*kernel.outer).free_symbols
     for s in kernel.stages:  # every loop bound
@@ -186,7 +189,9 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     params = [Param(n, "out", d) for n, d in sorted(writer.writes.items())]
     params += [Param(n, "in", dtypes[n]) for n in sorted(writer.reads - set(writer.writes))]
     params += [Param(v.name, "size") for v in symbols]
-    if kernel.outer:
+    if blocked is not None:
+        lines = blocked
+    elif kernel.outer:
         collapse = f" collapse({len(outer_vars)})" if len(outer_vars) > 1 else ""
         lines = [f"#pragma omp parallel for {parallel}{collapse}", *_loops(outer_vars, kernel.outer, ""),
                  *_block(body, "")]
@@ -195,6 +200,69 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     signature = ", ".join([*(_param_decl(p) for p in params), "int64_t kiln_threads"])
     code = "\n".join([f'extern "C" void {kernel.name}({signature})', *_block(lines, "")])
     return KernelSource(kernel.name, code, params)
+
+
+_BLOCK = 16  # outputs reduced side by side in an outer reduction (one AVX-512 vector of floats)
+
+
+def _outer_reduction(kernel: Kernel, writer: _Writer, parallel: str) -> list[str] | None:
+    """A lone sum/prod/max/min whose reduced dimensions are not the innermost in memory (a
+    bias gradient: the sum over the batch), as loops that reduce a block of ``_BLOCK``
+    neighbouring outputs together, the reduction loop outside and the block inside (unit
+    stride, vectorized); None where the kernel is not one."""
+    if len(kernel.stages) != 1 or not kernel.outer:
+        return None
+    stage = kernel.stages[0]
+    buffer, body = stage.buffer, stage.buffer.body
+    if not isinstance(body, Reduction) or stage.local or body.reduction_type not in ("sum", "prod", "max", "min"):
+        return None
+    outer_vars = loop_vars("x", len(kernel.outer))
+    inner_vars = loop_vars("r", len(stage.inner))
+    last = outer_vars[-1]
+    reads = ReadsOps()
+    body.loader(stage.index, list(inner_vars), reads)
+    if not reads.reads or any(sympy.expand(r.index).coeff(last) != 1 for r in reads.reads):
+        return None  # the block would not read consecutive elements
+    if all(all(sympy.expand(r.index).coeff(v) == 0 for v in inner_vars) for r in reads.reads):
+        return None
+    kind, ctype = body.reduction_type, CTYPES[buffer.dtype]
+    acc_type = "double" if kind in ("sum", "prod") and buffer.dtype == torch.float32 else ctype
+    ops = writer.ops()
+    value = body.loader(stage.index, list(inner_vars), ops)
+    writer.absorb(ops)
+    nan = kind in ("max", "min") and buffer.dtype.is_floating_point
+    if kind in ("sum", "prod"):
+        update = f"acc[j] = acc[j] {'+' if kind == 'sum' else '*'} {value.name};"
+    else:
+        pick = ">" if kind == "max" else "<"
+        update = f"acc[j] = {value.name} {pick} acc[j] ? {value.name} : acc[j];"
+        if nan:
+            update += f" nan[j] |= ({value.name} != {value.name});"
+    size = cexpr(kernel.outer[-1])
+    define = f"const int64_t {last} = xb + j;"
+    store = flat_index(stage.index, buffer.strides())
+    writer.symbols |= store.free_symbols
+    writer.writes[buffer.name] = buffer.dtype
+    final = f"static_cast<{ctype}>(acc[j])"
+    if nan:
+        final = f"nan[j] ? std::numeric_limits<{ctype}>::quiet_NaN() : {final}"
+    block = [
+        f"const int64_t width = std::min<int64_t>({_BLOCK}, {size} - xb);",
+        f"{acc_type} acc[{_BLOCK}];",
+        *([f"int32_t nan[{_BLOCK}] = {{0}};"] if nan else []),
+        f"for (int64_t j = 0; j < {_BLOCK}; ++j) acc[j] = {_init(kind, buffer.dtype)};",
+        *_loops(inner_vars, stage.inner, ""),
+        *_block(["#pragma omp simd", "for (int64_t j = 0; j < width; ++j)",
+                 *_block([define, *ops.lines, update], "")], ""),
+        "for (int64_t j = 0; j < width; ++j)",
+        *_block([define, f"{buffer.name}[{cexpr(store)}] = {final};"], ""),
+    ]
+    others = outer_vars[:-1]
+    collapse = f" collapse({len(others) + 1})" if others else ""
+    return [f"// {buffer.name}: {_describe(buffer)}, {_BLOCK} outputs at a time (reduced dims outermost in memory)",
+            f"#pragma omp parallel for {parallel}{collapse}",
+            *_loops(others, kernel.outer[:-1], ""),
+            f"for (int64_t xb = 0; xb < {size}; xb += {_BLOCK})", *_block(block, "")]
 
 
 def _param_decl(p: Param) -> str:
