@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import kiln
+import kiln.inductor
 from kiln.inductor import _api
 
 
@@ -411,3 +412,33 @@ def test_arange_is_lowered(graphs):
 
     _check(fn, torch.randn(6))
     assert "aten.arange.start_step" not in graphs[0].fallbacks
+
+
+# ---------------------------------------------------------------- interop with torch.compile
+def test_kiln_inductor_behind_torch_compile(graphs):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
+    reference = copy.deepcopy(model)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=kiln.inductor.backend)
+    x = torch.randn(5, 8)
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad)
+    assert len(graphs) == 2 and all(g.kernels >= 1 for g in graphs)  # forward and backward
+    torch._dynamo.reset()
+
+
+def test_torch_inductor_behind_kiln_frontend():
+    kiln.reset()
+
+    def fn(x, y):
+        return torch.softmax(x * 2 + y, -1).sum(0)
+
+    compiled = kiln.compile(fn, backend="torch_inductor")
+    for rows in (4, 6):
+        x, y = torch.randn(rows, 8), torch.randn(8)
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+    assert kiln.session().stats.unique_graphs >= 1
+    kiln.reset()

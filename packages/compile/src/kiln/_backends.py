@@ -167,6 +167,20 @@ def _staged(name: str) -> Backend:
 
 
 backend_rules: dict[str, Backend] = {name: _staged(name) for name in STAGES}
+
+
+def _torch_inductor(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
+    """torch's Inductor compiling kiln's captured graph (kiln's frontend, torch's backend):
+    the reverse of ``torch.compile(backend=kiln.inductor.backend)``, to compare the two
+    backends on identical graphs. It compiles for the example inputs' sizes and numbers."""
+    from torch._inductor.compile_fx import compile_fx
+
+    from kiln.fxgraph.torch_fx import to_torch_fx
+
+    return compile_fx(to_torch_fx(gm), list(example_inputs))
+
+
+backend_rules["torch_inductor"] = _torch_inductor
 # Names reserved for backends still to come, with what they need.
 _PLANNED: dict[str, str] = {}
 

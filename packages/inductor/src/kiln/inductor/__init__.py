@@ -15,7 +15,7 @@ from kiln.inductor._config import InductorConfig
 __version__ = "0.1.0"
 
 _WHERE = {
-    "CompiledGraph": "_compile", "compile_graph": "_compile", "InductorUnsupported": "_graph", "aten_compiler": "_api",
+    "CompiledGraph": "_compile", "compile_graph": "_compile", "InductorUnsupported": "_graph", "aten_compiler": "_api", "backend": "_api",
     "decompositions": "_api", "FusionPolicy": "_policy", "lower_graph": "_graph", "schedule": "_scheduler",
 }
 __all__ = ["InductorConfig", *sorted(_WHERE)]

@@ -14,7 +14,7 @@ from ._compile import compile_graph
 from ._config import InductorConfig
 from ._graph import InductorUnsupported
 
-__all__ = ["aten_compiler", "decompositions"]
+__all__ = ["aten_compiler", "backend", "decompositions"]
 
 aten = torch.ops.aten
 _log = logging.getLogger("kiln")
@@ -50,3 +50,27 @@ def aten_compiler(config: InductorConfig | None = None) -> Callable[[Any], Calla
         return call
 
     return compiler
+
+
+def backend(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
+    """kiln's backend behind torch's own frontend: ``torch.compile(model, backend=
+    kiln.inductor.backend)``. torch.fx graph → kiln.fxgraph → kiln.aotgrad → kiln.inductor, for
+    the example inputs' sizes (torch recompiles for others); inputs that are not plain
+    tensors or numbers (torch's symbolic sizes) run the graph as torch gave it."""
+    from kiln.aotgrad import aot_compile
+    from kiln.fxgraph.torch_fx import from_torch_fx
+
+    def plain(x: Any) -> bool:
+        return (type(x) is torch.Tensor or isinstance(x, torch.nn.Parameter)) or type(x) in (int, float, bool)
+
+    if not all(plain(x) for x in example_inputs):
+        _log.warning("kiln.inductor.backend: symbolic or fake example inputs; the graph runs as torch gave it")
+        return gm.forward
+    compiler = aten_compiler()
+    compiled = aot_compile(from_torch_fx(gm), list(example_inputs), None, fw_compiler=compiler,
+                           bw_compiler=compiler, decompositions=decompositions())
+
+    def run(*args: Any) -> Any:
+        return compiled(*args)
+
+    return run

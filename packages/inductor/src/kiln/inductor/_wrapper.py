@@ -93,9 +93,13 @@ class _Globals:
         return name
 
 
-def _literal(value: Any, glob: _Globals) -> str:
+def _literal(value: Any, glob: _Globals, by_name: dict[str, Any] | None = None) -> str:
     if isinstance(value, TensorValue):
         name, strides, offset = value.view
+        buffer = (by_name or {}).get(name)
+        if buffer is not None and offset == 0 and tuple(value.sizes) == tuple(buffer.sizes) \
+                and tuple(strides) == tuple(buffer.strides()):
+            return name  # the whole buffer as it is: no view to make (as_strided costs ~1 us)
         return f"_reinterpret({name}, {_tuple(value.sizes)}, {_tuple(strides)}, {pyexpr(offset)})"
     if isinstance(value, (bool, type(None))) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return repr(value) if not (isinstance(value, float) and (value != value or abs(value) == float("inf"))) \
@@ -107,9 +111,9 @@ def _literal(value: Any, glob: _Globals) -> str:
     if isinstance(value, sympy.Basic):
         return pyexpr(value)
     if isinstance(value, list):
-        return "[" + ", ".join(_literal(v, glob) for v in value) + "]"
+        return "[" + ", ".join(_literal(v, glob, by_name) for v in value) + "]"
     if isinstance(value, tuple):
-        return "(" + ", ".join(_literal(v, glob) for v in value) + ("," if len(value) == 1 else "") + ")"
+        return "(" + ", ".join(_literal(v, glob, by_name) for v in value) + ("," if len(value) == 1 else "") + ")"
     return glob.ref(value, type(value).__name__.lower())
 
 
@@ -206,7 +210,8 @@ def _extern(buffer: ExternBuffer, glob: _Globals, by_name: dict[str, Any]) -> li
     node = buffer.node
     op = glob.ref(node.target, str(node.target).replace(".", "_"))
     args, kwargs = node.meta["inductor_args"]
-    call = ", ".join([*(_literal(a, glob) for a in args), *(f"{k}={_literal(v, glob)}" for k, v in kwargs.items())])
+    call = ", ".join([*(_literal(a, glob, by_name) for a in args),
+                      *(f"{k}={_literal(v, glob, by_name)}" for k, v in kwargs.items())])
     if buffer.item is None:
         lines = [f"{buffer.name} = {op}({call})"]
     else:
