@@ -442,3 +442,31 @@ def test_torch_inductor_behind_kiln_frontend():
         torch.testing.assert_close(compiled(x, y), fn(x, y))
     assert kiln.session().stats.unique_graphs >= 1
     kiln.reset()
+
+
+def test_split_unbind_cat_and_pad_are_lowered(graphs):
+    def fn(x, y, i):
+        a, b, c = x.split([1, 1, 2], dim=1)
+        d, e = x.unbind(1)[:2]
+        return (a * 2, b + c[:, :1], d - e, torch.cat([x, y * 2], 1).sin(),
+                torch.cat([x, x.t()[:2], torch.zeros(0, 4)], 0) + 1, torch.cat([i.float(), x[0]], 0),
+                nn.functional.pad(x, (1, 2, 3, 0), value=7.0), nn.functional.pad(y, (2, 2)))
+
+    _check(fn, torch.randn(4, 4), torch.randn(4, 3), torch.arange(4))
+    (graph,) = graphs
+    assert graph.externs == 0, graph.wrapper_code
+
+
+def test_rotary_style_cat_with_symbolic_lengths(graphs):
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    def fn(q, cos, sin):
+        return q * cos + rotate_half(q) * sin
+
+    compiled = kiln.compile(fn, dynamic=True)
+    for length in (5, 9, 12):
+        q, cos, sin = torch.randn(2, length, 8), torch.randn(length, 8), torch.randn(length, 8)
+        torch.testing.assert_close(compiled(q, cos, sin), fn(q, cos, sin))
+    assert len(graphs) == 1 and graphs[0].externs == 0

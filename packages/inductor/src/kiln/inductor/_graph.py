@@ -26,7 +26,11 @@ import torch
 from kiln.fxgraph import GraphModule, Node
 from kiln.symshapes import FloorDiv, Mod
 
-from . import _lower_reductions, _lower_views  # noqa: F401 - they register their rules
+from . import (  # noqa: F401 - they register their rules
+    _lower_concat,
+    _lower_reductions,
+    _lower_views,
+)
 from ._ir import (
     Buffer,
     ComputedBuffer,

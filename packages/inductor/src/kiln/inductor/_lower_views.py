@@ -228,3 +228,36 @@ def _sym_stride(ctx: LoweringContext, node: Any, x: TensorValue, dim: int) -> sy
     if x.view is None:
         raise Fallback("the stride of a value not in memory")
     return x.view[1][_dim(dim, x.ndim)]
+
+
+@register(aten.split_with_sizes.default)
+def _split_with_sizes(ctx: LoweringContext, node: Any, x: TensorValue, sizes: Sequence[Any], dim: int = 0) -> tuple:
+    dim = _dim(dim, x.ndim)
+    pieces, start = [], sympy.S.Zero
+    for k, size in enumerate(sizes):
+        piece_node = _Piece(node, k)
+        pieces.append(_slice(ctx, piece_node, x, dim, start, start + sym(size)))
+        start = start + sym(size)
+    return tuple(pieces)
+
+
+@register(aten.split.Tensor, aten.tensor_split.sections, aten.tensor_split.indices)
+def _split(ctx: LoweringContext, node: Any, x: TensorValue, size: Any, dim: int = 0) -> tuple:
+    """Consecutive pieces along ``dim``, of the traced pieces' sizes."""
+    vals = node.meta["val"]
+    return _split_with_sizes(ctx, node, x, [v.shape[_dim(dim, x.ndim)] for v in vals], dim)
+
+
+@register(aten.unbind.int)
+def _unbind(ctx: LoweringContext, node: Any, x: TensorValue, dim: int = 0) -> tuple:
+    dim = _dim(dim, x.ndim)
+    if not isinstance(x.sizes[dim], sympy.Integer):
+        raise Fallback("unbind along a symbolic size")
+    return tuple(_select(ctx, node, x, dim, k) for k in range(int(x.sizes[dim])))
+
+
+class _Piece:
+    """One output of a multi-output view op, standing in for a node (``meta["val"]``)."""
+
+    def __init__(self, node: Any, item: int) -> None:
+        self.meta = {"val": node.meta["val"][item]}
