@@ -442,3 +442,20 @@ def test_a_buffer_written_with_a_symbolic_batch_while_training():
     torch.testing.assert_close(m.lin.weight.grad, ref.lin.weight.grad)
     assert float(m.seen) == float(ref.seen) == 11.0
     assert len(backend.graphs) == 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_views_of_another_dtype_keep_their_dtype_and_alias_the_input(backend):
+    kiln.reset()
+
+    def fn(x):
+        return torch.view_as_complex(x), x.view(torch.int32)
+
+    x = torch.randn(5, 2)
+    got = kiln.compile(fn, backend=backend)(x)
+    expected = fn(x)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g, e)
+    x[0, 0] = 7.0  # still views of the input, as in eager
+    assert got[0][0].real == 7.0 and got[1][0, 0] == expected[1][0, 0]

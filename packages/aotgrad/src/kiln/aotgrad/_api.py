@@ -123,6 +123,8 @@ def _alias_layout(result: Any, k: int, mutated: list[int], fakes: list[Any]) -> 
     if i is None or i not in mutated:
         return None
     out, base = result.output_fakes[k], fakes[i]
+    if out.dtype != base.dtype:
+        raise AotUnsupported("an output is a view of another dtype of an input the program writes")
     layout = (tuple(out.shape), tuple(out.stride()), out.storage_offset() - base.storage_offset())
     if not all(type(v) is int for v in (*layout[0], *layout[1], layout[2])):
         raise AotUnsupported("an output is a view of an input the program writes, with symbolic sizes")

@@ -118,6 +118,11 @@ def _views_of_inputs(args: tuple, outs: Any, meta: RuntimeMeta, aliased: bool) -
                 outs[k] = args[i].as_strided(size, stride, args[i].storage_offset() + offset)
             else:
                 # not written: the forward graph made it with view ops on the input itself
-                o = outs[k]
-                outs[k] = args[i].as_strided(o.size(), o.stride(), o.storage_offset())
+                o, base = outs[k], args[i]
+                if o.dtype != base.dtype:  # view_as_complex, view(dtype): sizes count o's elements
+                    try:
+                        base = base.view(o.dtype)
+                    except RuntimeError:
+                        continue  # the graph's own output: the values, if not the aliasing
+                outs[k] = base.as_strided(o.size(), o.stride(), o.storage_offset())
     return tuple(outs)
