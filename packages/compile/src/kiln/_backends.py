@@ -55,7 +55,7 @@ _log = logging.getLogger("kiln")
 
 
 class BackendUnavailable(RuntimeError):
-    """The named backend exists in kiln's plan but is not built yet, or is unknown."""
+    """The named backend is unknown."""
 
 
 class BackendCompilerFailed(RuntimeError):
@@ -181,21 +181,15 @@ def _torch_inductor(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
 
 
 backend_rules["torch_inductor"] = _torch_inductor
-# Names reserved for backends still to come, with what they need.
-_PLANNED: dict[str, str] = {}
 
 
 def resolve_backend(backend: str | Backend) -> Backend:
-    """The backend callable for a name or callable; unknown or unbuilt names are an error."""
+    """The backend callable for a name or callable; an unknown name is an error."""
     if callable(backend):
         return backend
     if isinstance(backend, str) and backend in backend_rules:
         return backend_rules[backend]
-    if isinstance(backend, str) and backend in _PLANNED:
-        raise BackendUnavailable(
-            f"backend {backend!r} needs {_PLANNED[backend]}, which is not available yet; "
-            "use backend='eager' or pass a callable backend(gm, example_inputs)")
-    known = sorted([*backend_rules, *_PLANNED])
+    known = sorted(backend_rules)
     raise BackendUnavailable(f"unknown backend {backend!r}; known: {', '.join(known)}")
 
 
