@@ -371,8 +371,8 @@ def install_counters(counts: Counts) -> None:
 
     compile_graph = kiln_compile.compile_graph
 
-    def counting_compile_graph(gm, config=None):
-        compiled = compile_graph(gm, config)
+    def counting_compile_graph(gm, config=None, builders=None):
+        compiled = compile_graph(gm, config, builders)
         counts.kiln.append(compiled.kernels)
         counts.kiln_externs.append(compiled.externs)
         counts.kiln_fallbacks.update(compiled.fallbacks)
@@ -560,13 +560,13 @@ def _steady(runs: dict[str, Variant], rounds: int, target_s: float, row: Row) ->
 def warm_main(name: str, threads: int) -> None:
     """The kiln warm compile of ``name``, in this new process, as one JSON line."""
     from kiln.inductor import InductorConfig
-    from kiln.inductor._compile import _builders, cache_root
+    from kiln.inductor._compile import cache_root
 
     torch.set_num_threads(threads)
     pay_imports(kiln_only=True)
     work = make(name)
     _, _, seconds = _first_call(lambda: variant(work, _kiln_compile))
-    builder = _builders.get(str(cache_root(InductorConfig())))  # none: no graph had a kernel
+    builder = kiln.session().kernels.get(str(cache_root(InductorConfig())))  # none: no graph had a kernel
     compiled, hits = (builder.stats.compiled, builder.stats.disk_hits) if builder else (0, 0)
     print(json.dumps({"warm_s": seconds, "compiled": compiled, "disk_hits": hits, "source": source_digest()}))
 

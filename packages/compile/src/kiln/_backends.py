@@ -97,7 +97,8 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
     graph inductor fails on runs as its generated code (the reason logged)."""
     from kiln.inductor import InductorConfig, aten_compiler, decompositions
 
-    compile_aten = aten_compiler(context.configs.inductor if context is not None else InductorConfig())
+    config = context.configs.inductor if context is not None else InductorConfig()
+    compile_aten = aten_compiler(config, context.kernels if context is not None else None)
 
     def compiler(aten_gm: Any) -> Callable[..., Any]:
         try:

@@ -94,6 +94,7 @@ class CompileContext:
     configs: StageConfigs = DEFAULT_CONFIGS
     guards: GuardSink = field(default_factory=GuardSink)
     timings: dict[str, float] = field(default_factory=dict)
+    kernels: dict[str, Any] = field(default_factory=dict)  # the Session's kernel libraries (kiln.inductor)
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -145,7 +146,9 @@ def active(context: CompileContext | None) -> Iterator[None]:
         _current.reset(token)
 
 
-def context_of(cap: Any, configs: StageConfigs = DEFAULT_CONFIGS,
-               timings: dict[str, float] | None = None) -> CompileContext:
-    """The context of a kiln.symexec Capture's graph, compiled with ``configs``."""
-    return CompileContext(cap.code, cap.shape_env, cap.fake_inputs, configs, GuardSink(), dict(timings or {}))
+def context_of(cap: Any, configs: StageConfigs = DEFAULT_CONFIGS, timings: dict[str, float] | None = None,
+               kernels: dict[str, Any] | None = None) -> CompileContext:
+    """The context of a kiln.symexec Capture's graph, compiled with ``configs``; ``kernels``:
+    the Session's kernel libraries."""
+    return CompileContext(cap.code, cap.shape_env, cap.fake_inputs, configs, GuardSink(), dict(timings or {}),
+                          kernels if kernels is not None else {})

@@ -202,7 +202,7 @@ class FrameCompiler:
         start = time.perf_counter()
         cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=numbers,
                       dynamic_shapes=dynamic is True, dynamic_dims=dims, caches=current.symexec)
-        context = context_of(cap, self.configs, {"capture": time.perf_counter() - start})
+        context = context_of(cap, self.configs, {"capture": time.perf_counter() - start}, current.kernels)
         stats.code_guards.setdefault(code, []).append(cap.specializations)
         if dynamic is not False:
             inherit_resume_inputs(stats, cap, dims=automatic)

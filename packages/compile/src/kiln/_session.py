@@ -6,9 +6,12 @@ A Session owns the process state of the compiler:
   given up on, the guards of each capture, the automatic-dynamic memory (numbers and
   dimensions made dynamic), the graph breaks taken;
 - ``symexec``: kiln.symexec's caches (``SymexecCaches``: decoded code, fake-op results,
-  resume functions), passed explicitly to every capture.
+  resume functions), passed explicitly to every capture;
+- ``kernels``: kiln.inductor's loaded kernel libraries, one ``CppBuilder`` per cache
+  directory (its in-process map from cache key to library), handed to the inductor stage
+  through the CompileContext.
 
-Later stages (kernels, autotuning results) add their caches here, never as module globals.
+Later stages (autotuning results) add their caches here, never as module globals.
 
 Exactly one Session is current: ``kiln.session()``. ``kiln.reset()`` replaces it with a fresh
 one (and resets kiln.frameeval). A test that wants counters of its own makes a Session and
@@ -50,6 +53,7 @@ class Session:
 
     stats: Stats = field(default_factory=Stats)
     symexec: SymexecCaches = field(default_factory=SymexecCaches)
+    kernels: dict[str, Any] = field(default_factory=dict)  # cache directory -> kiln.inductor CppBuilder
     _outer: list[Session] = field(default_factory=list, init=False, repr=False)
 
     def __enter__(self) -> Session:

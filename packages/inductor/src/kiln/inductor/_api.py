@@ -34,13 +34,17 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
     return core_aten_decompositions(keep=_KEEP)
 
 
-def aten_compiler(config: InductorConfig | None = None) -> Callable[[Any], Callable[..., Any]]:
+def aten_compiler(config: InductorConfig | None = None,
+                  builders: dict[str, Any] | None = None) -> Callable[[Any], Callable[..., Any]]:
     """``compiler(gm)``: the compiled callable of an ATen graph, taking one list of inputs
-    (``boxed_call``); ``.compiled`` holds the ``CompiledGraph`` (its code, kernel counts)."""
+    (``boxed_call``); ``.compiled`` holds the ``CompiledGraph`` (its code, kernel counts).
+    ``builders``: the kernel libraries loaded so far, by cache directory (kiln's Session's);
+    without it the compiler keeps its own."""
+    builders = {} if builders is None else builders
 
     def compiler(gm: Any) -> Callable[..., Any]:
         try:
-            compiled = compile_graph(gm, config)
+            compiled = compile_graph(gm, config, builders)
         except InductorUnsupported as e:
             _log.warning("kiln.inductor does not take this ATen graph (%s); it runs as generated Python", e)
             return gm.forward

@@ -34,7 +34,6 @@ from .cpp._build import CppBuilder
 __all__ = ["CompiledGraph", "InductorUnsupported", "cache_root", "compile_graph"]
 
 _code_log = logging.getLogger("kiln.output_code")
-_builders: dict[str, CppBuilder] = {}
 
 
 def cache_root(config: InductorConfig) -> Path:
@@ -44,11 +43,13 @@ def cache_root(config: InductorConfig) -> Path:
     return Path(env) if env else Path.home() / ".cache" / "kiln"
 
 
-def _builder(config: InductorConfig) -> CppBuilder:
+def _builder(config: InductorConfig, builders: dict[str, Any]) -> CppBuilder:
+    """The builder of ``config``'s cache directory in ``builders`` (the caller's: kiln's
+    Session keeps one map per process state), made on first use."""
     root = str(cache_root(config))
-    builder = _builders.get(root)
+    builder = builders.get(root)
     if builder is None:
-        builder = _builders[root] = CppBuilder(root)
+        builder = builders[root] = CppBuilder(root)
     return builder
 
 
@@ -67,9 +68,11 @@ class CompiledGraph:
 _ARGTYPES = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "size": ctypes.c_int64}
 
 
-def compile_graph(gm: GraphModule, config: InductorConfig | None = None) -> CompiledGraph:
+def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
+                  builders: dict[str, Any] | None = None) -> CompiledGraph:
     """Compile the ATen graph ``gm`` (placeholders carry ``meta["val"]``: fake tensors with
-    the traced sizes and strides) for CPU tensors."""
+    the traced sizes and strides) for CPU tensors. ``builders``: the kernel libraries loaded
+    so far, by cache directory (kiln's Session's; without it, the disk cache only)."""
     config = config or InductorConfig()
     policy = FusionPolicy(fuse=config.fuse)
     graph = lower_graph(gm, policy)
@@ -79,7 +82,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None) -> Comp
     cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in sources) if sources else ""
     functions: dict[str, Any] = {}
     if sources:
-        library = _builder(config).load(cpp_code)
+        library = _builder(config, builders if builders is not None else {}).load(cpp_code)
         for k in sources:
             argtypes = [_ARGTYPES[p.kind] for p in k.params] + [ctypes.c_int64]
             functions[k.name] = library.function(k.name, argtypes)
