@@ -18,44 +18,15 @@ from typing import Any
 import sympy
 import torch
 
-from kiln.symshapes import FloorDiv, Mod
-
 from ._graph import LoweredGraph
 from ._ir import ExternBuffer, InputBuffer, TensorValue, sym
+from ._printer import PYTHON
 from ._scheduler import Kernel, buffer_readers, output_buffers
 
 __all__ = ["WrapperSource", "render_wrapper"]
 
 
-def pyexpr(expr: Any) -> str:
-    """A size expression as Python (``floor`` of a fraction as ``//``)."""
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        return str(int(expr))
-    if expr.is_Symbol:
-        return expr.name
-    if expr.is_Add:
-        return "(" + " + ".join(pyexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
-    if expr.is_Mul:
-        num, den = sympy.fraction(expr)
-        if den != 1:  # an exact quotient: the ShapeEnv knows the size divisible (s0 / 4)
-            return f"({pyexpr(num)} // {pyexpr(den)})"
-        return "(" + " * ".join(pyexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
-    if isinstance(expr, sympy.floor):
-        num, den = sympy.fraction(sympy.together(expr.args[0]))
-        return f"({pyexpr(num)} // {pyexpr(den)})"
-    if isinstance(expr, sympy.Mod):
-        return f"({pyexpr(expr.args[0])} % {pyexpr(expr.args[1])})"
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
-        return f"({pyexpr(expr.base)} ** {int(expr.exp)})"
-    if isinstance(expr, FloorDiv):
-        return f"({pyexpr(expr.args[0])} // {pyexpr(expr.args[1])})"
-    if isinstance(expr, Mod):
-        return f"({pyexpr(expr.args[0])} % {pyexpr(expr.args[1])})"
-    if isinstance(expr, (sympy.Max, sympy.Min)):
-        fn = "max" if isinstance(expr, sympy.Max) else "min"
-        return f"{fn}({', '.join(pyexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key))})"
-    raise ValueError(f"no Python for the size expression {expr}")
+pyexpr = PYTHON  # a size expression as Python
 
 
 def _tuple(exprs: Sequence[Any]) -> str:

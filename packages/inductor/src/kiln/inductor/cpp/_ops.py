@@ -15,9 +15,8 @@ from typing import Any
 import sympy
 import torch
 
-from kiln.symshapes import FloorDiv, Mod
-
 from .._ops import COMPARISONS, OP_ARITY
+from .._printer import CPP
 
 __all__ = ["CTYPES", "HEADER", "CppOps", "CppVar", "cconst", "cexpr"]
 
@@ -200,45 +199,8 @@ def cconst(value: Any, dtype: torch.dtype) -> str:
 
 
 def cexpr(expr: sympy.Expr) -> str:
-    """An integer index expression as C++ (division and remainder never trap: a zero divisor
-    gives 0, in loops that then run no iteration)."""
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        v = int(expr)
-        return f"{v}LL" if abs(v) >= 2**31 else str(v)
-    if expr.is_Symbol:
-        return expr.name
-    if expr.is_Add:
-        terms = sorted(expr.args, key=sympy.default_sort_key)
-        return "(" + " + ".join(cexpr(t) for t in terms) + ")"
-    if expr.is_Mul:
-        num, den = sympy.fraction(expr)
-        if den != 1:  # an exact quotient: the ShapeEnv knows the size divisible (s0 / 4)
-            return f"kiln_fdiv({cexpr(num)}, {cexpr(den)})"
-        return "(" + " * ".join(cexpr(t) for t in sorted(expr.args, key=sympy.default_sort_key)) + ")"
-    if isinstance(expr, sympy.floor):
-        num, den = sympy.fraction(sympy.together(expr.args[0]))
-        return f"kiln_fdiv({cexpr(num)}, {cexpr(den)})"
-    if isinstance(expr, sympy.Mod):
-        return f"kiln_pmod({cexpr(expr.args[0])}, {cexpr(expr.args[1])})"
-    if isinstance(expr, FloorDiv):
-        return f"kiln_fdiv({cexpr(expr.args[0])}, {cexpr(expr.args[1])})"
-    if isinstance(expr, Mod):
-        return f"kiln_pmod({cexpr(expr.args[0])}, {cexpr(expr.args[1])})"
-    if isinstance(expr, sympy.Max):
-        return _fold("std::max<int64_t>", expr.args)
-    if isinstance(expr, sympy.Min):
-        return _fold("std::min<int64_t>", expr.args)
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
-        return "(" + " * ".join([cexpr(expr.base)] * int(expr.exp)) + ")"
-    raise ValueError(f"no C++ for the index expression {expr}")
-
-
-def _fold(fn: str, args: Any) -> str:
-    out = cexpr(args[0])
-    for a in args[1:]:
-        out = f"{fn}({out}, {cexpr(a)})"
-    return out
+    """An integer index expression as C++ (``_printer.CPP``)."""
+    return CPP(expr)
 
 
 @dataclass(frozen=True, slots=True)
