@@ -146,15 +146,7 @@ def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Ke
 
 def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:
     """Reduction results read only by later stages of their own kernel stay in registers."""
-    readers: dict[str, set[int]] = {}
-    for k, step in enumerate(steps):
-        if isinstance(step, Kernel):
-            for stage in step.stages:
-                for read in _reads(stage, loop_vars("x", len(step.outer))):
-                    readers.setdefault(read.name, set()).add(k)
-        else:
-            for name in _extern_reads(step):
-                readers.setdefault(name, set()).add(k)
+    readers = step_readers(steps)
     outputs = output_buffers(graph)
     for k, step in enumerate(steps):
         if not isinstance(step, Kernel):
@@ -163,6 +155,19 @@ def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> Non
             name = stage.buffer.name
             if isinstance(stage.buffer.body, Reduction) and name not in outputs and readers.get(name, set()) <= {k}:
                 stage.local = True
+
+
+def step_readers(steps: Sequence[Kernel | ExternBuffer]) -> dict[str, set[int]]:
+    """For each buffer, the steps that read it (the last one ends its life)."""
+    readers: dict[str, set[int]] = {}
+    for k, step in enumerate(steps):
+        if isinstance(step, Kernel):
+            names = [read.name for stage in step.stages for read in _reads(stage, loop_vars("x", len(step.outer)))]
+        else:
+            names = _extern_reads(step)
+        for name in names:
+            readers.setdefault(name, set()).add(k)
+    return readers
 
 
 def output_buffers(graph: LoweredGraph) -> set[str]:
@@ -193,18 +198,3 @@ def _extern_reads(buffer: ExternBuffer) -> list[str]:
 
     visit(buffer.node.meta["inductor_args"])
     return names
-
-
-def buffer_readers(steps: Sequence[Kernel | ExternBuffer]) -> dict[str, int]:
-    """For each buffer, the index of the last step that reads it (memory planning)."""
-    last: dict[str, int] = {}
-    for k, step in enumerate(steps):
-        if isinstance(step, Kernel):
-            for stage in step.stages:
-                for read in _reads(stage, loop_vars("x", len(step.outer))):
-                    last[read.name] = k
-        else:
-            for name in _extern_reads(step):
-                last[name] = k
-    return last
-

@@ -21,7 +21,7 @@ import torch
 from ._graph import LoweredGraph
 from ._ir import ExternBuffer, InputBuffer, TensorValue, sym
 from ._printer import PYTHON
-from ._scheduler import Kernel, buffer_readers, output_buffers
+from ._scheduler import Kernel, output_buffers, step_readers
 
 __all__ = ["WrapperSource", "render_wrapper"]
 
@@ -112,7 +112,8 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
     lines.append("threads = _threads()")
     for name, tensor in graph.constants.items():
         lines.append(f"{name} = {glob.ref(tensor, 'const')}")
-    last = buffer_readers(steps)
+    last = {name: max(at) for name, at in step_readers(steps).items()}
+    local = {st.buffer.name for s in steps if isinstance(s, Kernel) for st in s.stages if st.local}
     outputs = output_buffers(graph)
     freed: set[str] = set()
     for k, step in enumerate(steps):
@@ -121,7 +122,7 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
         else:
             lines += _kernel_call(step, kernels, params, glob)
         dead = sorted(n for n, at in last.items() if at == k and n not in outputs and n not in freed
-                      and n in by_name and not _is_local(n, steps))
+                      and n in by_name and n not in local)
         if dead:
             lines.append(f"del {', '.join(dead)}")
             freed.update(dead)
@@ -132,10 +133,6 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
 
 def _tuple_code(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-def _is_local(name: str, steps: Sequence[Any]) -> bool:
-    return any(isinstance(s, Kernel) and any(st.local and st.buffer.name == name for st in s.stages) for s in steps)
 
 
 def _bind_sizes(inputs: list[Any], args: list[str], graph: LoweredGraph) -> list[str]:
