@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import sympy
 import torch
@@ -39,16 +39,18 @@ class Fallback(Exception):
     """This op (with these arguments) has no lowering: call ATen for it."""
 
 
-class LoweringContext:
-    """What rules may ask of the graph being lowered: ``realize(value)`` (a value in memory,
-    as a strided read of a buffer) and ``reduction(...)`` (a new reduction buffer)."""
+class LoweringContext(Protocol):
+    """What rules may ask of the graph being lowered (``_graph._Lowering`` answers):
+    ``realize(value)`` (a value in memory, as a strided read of a buffer), ``reduction(...)``
+    (a new reduction buffer) and ``storage_base(value)`` (the buffer a window reads and that
+    buffer's offset in its storage, or None)."""
 
-    def realize(self, value: TensorValue) -> TensorValue:  # pragma: no cover - interface
-        raise NotImplementedError
+    def realize(self, value: TensorValue) -> TensorValue: ...
 
     def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
-                  reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype) -> TensorValue:
-        raise NotImplementedError  # pragma: no cover - interface
+                  reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype) -> TensorValue: ...
+
+    def storage_base(self, value: TensorValue) -> tuple[str, sympy.Expr] | None: ...
 
 
 def register(*ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
