@@ -40,10 +40,12 @@ from ._ir import (
     Reduction,
     TensorValue,
     contiguous_strides,
+    flat_index,
     loop_vars,
     sym,
 )
-from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, lowering_rules
+from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, broadcast, lowering_rules, scalar
+from ._mutation import is_input_copy, overwritten_copies, shared_storage_inputs
 from ._ops import ReadsOps
 from ._policy import FusionPolicy
 
@@ -122,6 +124,9 @@ class _Lowering(LoweringContext):
     def run(self) -> LoweredGraph:
         env: dict[Node, Any] = {}
         self.env = env
+        self.overwritten = overwritten_copies(self.gm.graph)
+        self.position = {node: k for k, node in enumerate(self.gm.graph.nodes)}
+        self.shared_inputs = shared_storage_inputs(self.gm.graph)
         inputs: list[Any] = []
         constants: dict[str, Any] = {}
         reads: dict[Node, int] = {}
@@ -186,6 +191,12 @@ class _Lowering(LoweringContext):
         if node.target is operator.getitem:
             return args[0][args[1]]
         _refuse_unsupported(node)
+        if is_input_copy(node):
+            if node in self.overwritten:
+                return None  # the next write of the input replaces it before anything reads it
+            written = self._input_write(node, args, kwargs)
+            if written is not None:
+                return written
         if not isinstance(getattr(node.target, "_schema", None), torch.FunctionSchema):
             number = _size_arithmetic(node, args, kwargs)
             if number is not None:
@@ -206,6 +217,48 @@ class _Lowering(LoweringContext):
         vals = vals if isinstance(vals, (tuple, list)) else [vals]
         return all(not isinstance(v, torch.Tensor) or (v.device.type == "cpu" and v.dtype in KERNEL_DTYPES)
                    for v in vals)
+
+    def _input_write(self, node: Node, args: Any, kwargs: dict) -> TensorValue | None:
+        """``copy_`` of a whole graph input as a kernel stage storing into the input's memory
+        (``ComputedBuffer.into``), or None where it stays an ATen call (another device or
+        dtype, an input sharing its storage with another). Values not computed yet that read
+        the input's old elements and are still needed are computed first (``_before_write``);
+        the value written, when it reads the input only at the element it replaces, is not:
+        it is computed in the same loop, and its later readers read the input instead."""
+        dst, src = args[0], args[1] if len(args) > 1 else kwargs.get("src")
+        target = node.args[0]
+        buffer = self.by_name.get(dst.view[0]) if isinstance(dst, TensorValue) and dst.view else None
+        if (not isinstance(buffer, InputBuffer) or target in self.shared_inputs or len(args) + len(kwargs) > 3
+                or dst.view != (buffer.name, buffer.stride, sympy.S.Zero) or dst.sizes != buffer.sizes
+                or not self._on_cpu(node) or not _kernel_operands(args, kwargs)):
+            return None
+        dtype = buffer.dtype
+        try:
+            value = broadcast(src if isinstance(src, TensorValue) else scalar(src, dtype), buffer.sizes)
+        except Fallback:
+            return None
+        index = list(loop_vars("x", len(buffer.sizes)))
+        store = flat_index(index, buffer.stride)
+        reads = ReadsOps()
+        value.loader(index, reads)
+        if any(r.name == buffer.name and sympy.expand(r.index - store) != 0 for r in reads.reads):
+            value = self.realize(value)  # it reads elements the write replaces first: computed before
+        source = node.args[1] if len(node.args) > 1 else None
+        # the value itself (not a conversion, a broadcast or a copy of it): its readers can read the input
+        rebind = isinstance(source, Node) and self.env.get(source) is src and value is src and src.view is None \
+            and src.dtype == dtype
+        self._before_write(buffer.name, node, keep=source if rebind else None)
+        load = value.loader
+
+        def loader(idx: Sequence[sympy.Expr], ops: Any) -> Any:
+            return ops.to_dtype(load(idx, ops), dtype)
+
+        self._add(ComputedBuffer(self._new_name("buf"), buffer.sizes, dtype, Pointwise(loader),
+                                 origins=[node.name], layout_strides=buffer.stride, into=buffer.name))
+        written = buffer.value()
+        if rebind:
+            self.env[source] = written  # the input now holds its elements
+        return written
 
     def _extern(self, node: Node, args: Any, kwargs: Any) -> Any:
         realized = _map_values(args, self.realize), _map_values(kwargs, self.realize)
@@ -228,13 +281,16 @@ class _Lowering(LoweringContext):
             return tuple(out(v, i) for i, v in enumerate(val))
         return out(val, None)
 
-    def _before_write(self, name: str, writer: Node) -> None:
-        """Values not computed yet that read buffer ``name``, which ``writer`` (an ATen call:
-        ``copy_`` into a graph input, ``index_put_``, ...) is about to write: they are computed
-        now, into buffers of their own, so they see the buffer as it was (views included)."""
+    def _before_write(self, name: str, writer: Node, keep: Node | None = None) -> None:
+        """Values not computed yet that read buffer ``name``, which ``writer`` (``copy_`` into a
+        graph input, ``index_put_``, ...) is about to write, and that a node not lowered yet
+        still reads: they are computed now, into buffers of their own, so they see the buffer
+        as it was (views included). ``keep``: a node the caller takes care of."""
         for node, value in list(self.env.items()):
-            if node is writer or node.op == "placeholder":  # an input is what is written, not a copy
+            if node is writer or node is keep or node.op == "placeholder":  # an input is what is written
                 continue
+            if all(user in self.env or user is writer for user in node.users):
+                continue  # nothing reads it any more
             if isinstance(value, tuple):
                 self.env[node] = tuple(self._snapshot(v, name) for v in value)
             else:
@@ -258,11 +314,19 @@ class _Lowering(LoweringContext):
             return value
         if value.ops_count > self.policy.realize_ops:
             return self.realize(value)
-        if readers > 1 and value.ops_count > self.policy.inline_max_ops:
+        if readers > 1 and value.ops_count > self.policy.inline_max_ops and not self._stored_first(node):
             return self.realize(value)
         if readers > 1 and any(_is_reduction(u) for u in node.users):
             return self.realize(value)
         return value
+
+    def _stored_first(self, node: Node) -> bool:
+        """Whether the first node to read ``node`` copies it into a graph input: then its later
+        readers read the input (``_input_write``), and computing it into a buffer of its own
+        first would be one more pass over memory."""
+        first = min(node.users, key=self.position.__getitem__, default=None)
+        return first is not None and is_input_copy(first) and first not in self.overwritten \
+            and len(first.args) > 1 and first.args[1] is node and first.args[0] not in self.shared_inputs
 
     def _output(self, v: Any, env: dict[Node, Any]) -> GraphOutput:
         value = env[v] if isinstance(v, Node) else v

@@ -11,7 +11,8 @@ Buffers (what exists in memory at run time):
 - ``InputBuffer``: a graph input, with the sizes and strides it was traced with.
 - ``ComputedBuffer``: written by a kernel; its ``body`` is a ``Pointwise`` (one element per
   index) or a ``Reduction`` (one element per index, folding ``reduction_type`` over a
-  reduced range). Stored contiguously.
+  reduced range). Stored contiguously, unless it is a graph output (eager's layout) or an
+  input mutation (``into``: the kernel writes the input's memory, with its strides).
 - ``ExternBuffer``: the result of an ATen call in the wrapper (matrix products,
   convolutions, and every op without a lowering); its layout is the traced one (the wrapper
   copies into it when the call returns another).
@@ -123,6 +124,7 @@ class ComputedBuffer(Buffer):
     body: Pointwise | Reduction | None = None
     origins: list[str] = field(default_factory=list)  # the ATen nodes it computes, for comments
     layout_strides: tuple[sympy.Expr, ...] | None = None  # a graph output's eager layout; else contiguous
+    into: str | None = None  # the graph input whose memory it writes (an input mutation), laid out as it is
 
     def strides(self) -> tuple[sympy.Expr, ...]:
         return self.layout_strides if self.layout_strides is not None else contiguous_strides(self.sizes)

@@ -14,7 +14,10 @@ A buffer joins the kernel before it when (``_fits``):
   iteration: the read index equals the writer's index with the same outer variables (and,
   for a pointwise writer with inner loops, the same inner sizes and variables). Outer
   iterations then share nothing, so they can run on different threads.
-ATen calls (``ExternBuffer``) are steps of their own and end the kernel before them.
+ATen calls (``ExternBuffer``) are steps of their own and end the kernel before them. A stage
+that writes a graph input (``ComputedBuffer.into``) joins a kernel only when the kernel's
+stages read that input only where it writes it, in the same outer iteration; later stages
+reading the input are placed as readers of what it wrote.
 
 A reduction result read only inside its kernel stays a local variable of the loop
 (``Stage.local``): no memory.
@@ -112,10 +115,30 @@ def _fits(kernel: Kernel, stage: Stage, written: dict[str, Stage]) -> bool:
             continue
         if not isinstance(writer.buffer.body, Reduction) and writer.inner != stage.inner:
             return False
-        store = flat_index(writer.index, writer.buffer.strides())
-        if sympy.expand(read.index - store) != 0:
+        if sympy.expand(read.index - _store(writer)) != 0:
             return False
+    target = stage.buffer.into
+    if target is not None:
+        # it writes an input: the kernel's stages may read the input only where this stage
+        # writes it in the same outer iteration (other iterations may run on other threads)
+        store = _store(stage)
+        for other in kernel.stages:
+            if any(read.name == target and (other.inner != stage.inner or sympy.expand(read.index - store) != 0)
+                   for read in _reads(other, outer_vars)):
+                return False
     return True
+
+
+def _store(stage: Stage) -> sympy.Expr:
+    return flat_index(stage.index, stage.buffer.strides())
+
+
+def _written(stage: Stage) -> dict[str, Stage]:
+    """The names a stage writes: its buffer's, and the input it writes (``into``)."""
+    names = {stage.buffer.name: stage}
+    if stage.buffer.into is not None:
+        names[stage.buffer.into] = stage
+    return names
 
 
 def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Kernel | ExternBuffer]:
@@ -135,11 +158,11 @@ def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Ke
             stage = _place(buffer, last.outer)
             if stage is not None and _fits(last, stage, written):
                 last.stages.append(stage)
-                written[buffer.name] = stage
+                written.update(_written(stage))
                 continue
         kernel = _new_kernel(buffer, sum(isinstance(s, Kernel) for s in steps))
         steps.append(kernel)
-        written = {buffer.name: kernel.stages[0]}
+        written = _written(kernel.stages[0])
     _mark_locals(steps, graph)
     return steps
 
@@ -158,11 +181,13 @@ def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> Non
 
 
 def step_readers(steps: Sequence[Kernel | ExternBuffer]) -> dict[str, set[int]]:
-    """For each buffer, the steps that read it (the last one ends its life)."""
+    """For each buffer, the steps that read it or write it as an input mutation (the last
+    one ends its life)."""
     readers: dict[str, set[int]] = {}
     for k, step in enumerate(steps):
         if isinstance(step, Kernel):
             names = [read.name for stage in step.stages for read in _reads(stage, loop_vars("x", len(step.outer)))]
+            names += [stage.buffer.into for stage in step.stages if stage.buffer.into is not None]
         else:
             names = _extern_reads(step)
         for name in names:

@@ -165,7 +165,7 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
     lines = []
     for stage in kernel.stages:
         b = stage.buffer
-        if not stage.local:
+        if not stage.local and b.into is None:  # an input mutation writes the input
             lines.append(f"{b.name} = _empty({_tuple(b.sizes)}, {_tuple(b.strides())}, "
                          f"dtype={glob.ref(b.dtype, 'dtype')})")
     fn = glob.ref(kernels[kernel.name], kernel.name)

@@ -96,8 +96,9 @@ class _Writer:
         self.absorb(ops)
         store = flat_index(stage.index, buffer.strides())
         self.symbols |= store.free_symbols
-        self.writes[buffer.name] = buffer.dtype
-        body = [*ops.lines, f"{buffer.name}[{cexpr(store)}] = {value.name};"]
+        target = buffer.into or buffer.name  # an input mutation stores into the input's pointer
+        self.writes[target] = buffer.dtype
+        body = [*ops.lines, f"{target}[{cexpr(store)}] = {value.name};"]
         if not stage.inner:
             return [comment, *_block(body, "")]
         simd = f"omp parallel for simd {self.parallel}" if self.parallel else "omp simd"

@@ -1,0 +1,106 @@
+"""Input mutations: what the lowering needs to write a graph input's memory from a kernel.
+
+aotgrad records an in-place op on a graph input as its functional op followed by
+``copy_(input, result)``, one per in-place op: ``m.mul_(b).add_(g)`` is two ``copy_`` into
+``m``. The lowering turns a ``copy_`` of a whole input into a kernel stage that stores into
+the input (``ComputedBuffer.into``) instead of an ATen call, and skips a ``copy_`` whose
+value nothing can see (``overwritten_copies``): the next node to touch the input, or any
+view of it, is another ``copy_`` of the whole input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kiln.fxgraph import Graph, Node
+
+__all__ = ["is_input_copy", "overwritten_copies", "shared_storage_inputs"]
+
+aten = torch.ops.aten
+
+
+def is_input_copy(node: Node) -> bool:
+    """``copy_(placeholder, src)``: a write of a whole graph input."""
+    return (node.op == "call_function" and node.target is aten.copy_.default and bool(node.args)
+            and isinstance(node.args[0], Node) and node.args[0].op == "placeholder")
+
+
+def _is_view(node: Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    info = schema.returns[0].alias_info
+    return info is not None
+
+
+def _aliases(graph: Graph, target: Node) -> set[Node]:
+    """``target`` and every node whose result may share its memory (views of views, and the
+    results of in-place ops on any of them)."""
+    family = {target}
+    for node in graph.nodes:
+        if node.op == "call_function" and node.args and isinstance(node.args[0], Node) \
+                and node.args[0] in family and _is_view(node):
+            family.add(node)
+    return family
+
+
+def overwritten_copies(graph: Graph) -> set[Node]:
+    """The ``copy_`` nodes into a graph input whose result nothing reads and whose value
+    the next node touching the input's memory overwrites whole (a ``copy_`` of the same
+    input that does not read it otherwise): writing them would change nothing anyone sees."""
+    nodes = list(graph.nodes)
+    dead: set[Node] = set()
+    families: dict[Node, set[Node]] = {}
+    for k, node in enumerate(nodes):
+        if not is_input_copy(node) or node.users:
+            continue
+        target = node.args[0]
+        family = families.get(target)
+        if family is None:
+            family = families[target] = _aliases(graph, target)
+        for later in nodes[k + 1:]:
+            touched = [inp for inp in later.all_input_nodes if inp in family]
+            if not touched:
+                continue
+            if is_input_copy(later) and later.args[0] is target and touched == [target] \
+                    and not any(inp in family for inp in _flat_inputs(later.args[1:], later.kwargs)):
+                dead.add(node)
+            break
+    return dead
+
+
+def _flat_inputs(args: Any, kwargs: dict) -> list[Node]:
+    out: list[Node] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, Node):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+
+    visit((args, kwargs))
+    return out
+
+
+def shared_storage_inputs(graph: Graph) -> set[Node]:
+    """Placeholders whose traced tensor shares its storage with another placeholder's (a
+    kernel must not write one while reading the other), and those whose storage is not known
+    (not a kiln fake tensor): either may alias another input."""
+    by_storage: dict[int, list[Node]] = {}
+    unknown: set[Node] = set()
+    for node in graph.nodes:
+        val = node.meta.get("val") if node.op == "placeholder" else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        storage = getattr(val, "fake_storage", None)
+        if storage is None:
+            unknown.add(node)
+        else:
+            by_storage.setdefault(id(storage), []).append(node)
+    return unknown | {n for group in by_storage.values() if len(group) > 1 for n in group}

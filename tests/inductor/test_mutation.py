@@ -1,0 +1,173 @@
+"""Input mutations in kiln.inductor: a ``copy_`` of a whole graph input is a kernel stage that
+stores into the input (no ATen call, no buffer of its own), a write that a later write
+replaces before anything reads it is skipped, and every value that reads the input's old
+elements still sees them: computed before the write, or in the same loop iteration before
+the store, never from the new elements."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from torch import nn
+
+import kiln
+from kiln.inductor import _api
+
+
+@pytest.fixture
+def graphs(monkeypatch):
+    compiled = []
+    original = _api.compile_graph
+
+    def record(gm, config=None, builders=None):
+        result = original(gm, config, builders)
+        compiled.append(result)
+        return result
+
+    monkeypatch.setattr(_api, "compile_graph", record)
+    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
+    kiln.reset()
+    yield compiled
+    kiln.reset()
+
+
+def _run(fn, *inputs, dynamic=None):
+    """``fn`` eagerly on clones and compiled on ``inputs``: results and every input equal."""
+    eager_inputs = [t.clone() for t in inputs]
+    expected = fn(*eager_inputs)
+    with torch.no_grad():
+        got = kiln.compile(fn, dynamic=dynamic)(*inputs)
+    torch.testing.assert_close(got, expected)
+    for mine, theirs in zip(inputs, eager_inputs, strict=True):
+        torch.testing.assert_close(mine, theirs)
+    return got
+
+
+def _stores(code: str, name: str) -> int:
+    return len(re.findall(rf"\b{name}\[[^\]]*\] = ", code))
+
+
+def _adam(p, g, m, v):
+    m.mul_(0.9).add_(g, alpha=0.1)
+    v.mul_(0.999).addcmul_(g, g, value=0.001)
+    p.addcdiv_(m, (v / 0.5).sqrt().add_(1e-8), value=-0.01)
+
+
+def test_in_place_adam_is_one_kernel_writing_each_input_once(graphs):
+    tensors = [torch.randn(1000), torch.randn(1000), torch.randn(1000), torch.rand(1000)]
+    _run(_adam, *tensors)
+    (graph,) = graphs
+    assert (graph.kernels, graph.externs) == (1, 0)
+    assert "_empty(" not in graph.wrapper_code  # no buffer: every value goes to its input
+    # m and v are each written by two in-place ops: the first write is never seen
+    assert [_stores(graph.cpp_code, f"arg{k}") for k in range(4)] == [1, 0, 1, 1]
+
+
+def test_a_value_reading_other_elements_of_the_input_is_computed_before_the_write(graphs):
+    def fn(x):
+        x.copy_(x.flip(0) * 2 + x)
+
+    _run(fn, torch.randn(64, 8))
+
+    def transpose(x):
+        x.copy_(x + x.t())
+        return x.sum()
+
+    _run(transpose, torch.randn(48, 48))
+
+
+def test_the_written_value_read_later_and_values_read_before(graphs):
+    def fn(x, y):
+        before = x * 3
+        z = x * 2 + y
+        x.copy_(z)
+        return z.sum(), before * x, z + 1
+
+    _run(fn, torch.randn(16, 32), torch.randn(32))
+
+
+def test_a_row_reduction_then_the_row_written_in_one_kernel(graphs):
+    # large enough to run on several threads: each row is reduced, then written, by one thread
+    def fn(x):
+        s = x.sum(1, keepdim=True)
+        x.sub_(s / x.shape[1])
+        return s
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _run(fn, torch.randn(512, 1024))
+    finally:
+        torch.set_num_threads(threads)
+    (graph,) = graphs
+    assert (graph.kernels, graph.externs) == (1, 0)
+
+
+def test_broadcast_converted_and_non_contiguous_writes(graphs):
+    def broadcast(x, v):
+        x.copy_(v)
+
+    _run(broadcast, torch.randn(6, 5), torch.randn(5))
+
+    def convert(x, y):
+        x.copy_(y * 2)  # float32 values into a float64 input
+        return x + 1
+
+    _run(convert, torch.randn(7, 3, dtype=torch.float64), torch.randn(7, 3))
+
+    def scale(x):
+        x.mul_(2).add_(1)
+        return x.sum(0)
+
+    base = torch.randn(9, 4)
+    x = base.t()  # a transposed input: written with its own strides
+    expected = base.clone().t().mul_(2).add_(1)
+    got = kiln.compile(scale)(x)
+    torch.testing.assert_close(x, expected)
+    torch.testing.assert_close(got, expected.sum(0))
+    assert all(g.externs == 0 for g in graphs)
+
+
+def test_a_partial_write_stays_an_aten_call(graphs):
+    def fn(x, y):
+        x[1:3].mul_(y)
+        return x * 2
+
+    _run(fn, torch.randn(5, 4), torch.randn(4))
+
+
+def test_writes_with_dynamic_sizes(graphs):
+    def fn(p, g):
+        p.mul_(0.5).add_(g)
+        return p.sum()
+
+    compiled = kiln.compile(fn, dynamic=True)
+    for n in (10, 37):
+        p, g = torch.randn(n, 3), torch.randn(n, 3)
+        p_eager = p.clone()
+        expected = fn(p_eager, g)
+        with torch.no_grad():
+            got = compiled(p, g)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(p, p_eager)
+    assert len(graphs) == 1 and graphs[0].externs == 0
+
+
+def test_batch_norm_running_statistics_are_written_by_kernels(graphs):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU())
+    eager = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU())
+    eager.load_state_dict(model.state_dict())
+    x = torch.randn(32, 8)
+    compiled = kiln.compile(model)
+    for _ in range(2):
+        compiled(x).sum().backward()
+        eager(x).sum().backward()
+    for (name, mine), theirs in zip(model.state_dict().items(), eager.state_dict().values(), strict=True):
+        torch.testing.assert_close(mine, theirs, msg=name)
+    for mine, theirs in zip(model.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(mine.grad, theirs.grad)
+    forward = graphs[0]
+    assert "copy_" not in forward.wrapper_code
