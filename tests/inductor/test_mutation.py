@@ -171,3 +171,30 @@ def test_batch_norm_running_statistics_are_written_by_kernels(graphs):
         torch.testing.assert_close(mine.grad, theirs.grad)
     forward = graphs[0]
     assert "copy_" not in forward.wrapper_code
+
+
+# ---------------------------------------------------------------- memory planning
+def test_a_dead_buffer_is_handed_to_the_next_buffer_of_its_layout(graphs):
+    def fn(x, w):
+        a = torch.relu(x @ w)  # kernel buffers of layout (64, 64), each dead after the next matmul
+        b = torch.relu(a @ w + 1)
+        c = torch.relu(b @ w - 1)
+        return c @ w
+
+    _run(fn, torch.randn(64, 64), torch.randn(64, 64) / 8)
+    (graph,) = graphs
+    assert len(re.findall(r"buf\d+ = buf\d+; del buf\d+", graph.wrapper_code)) == 2
+    assert graph.wrapper_code.count("_empty((64, 64)") == 1
+
+
+def test_a_buffer_an_aten_view_may_alias_is_never_reused(graphs):
+    def fn(x):
+        a = (x * 2).sin().sum(0, keepdim=True) + x  # a kernel buffer (16, 16)
+        v = a.unfold(0, 2, 1)  # an ATen call: its result is a view of a's memory
+        b = (x + 1).cos().sum(0, keepdim=True) + x  # the same layout as a, while v is alive
+        return v.sum((1, 2)) + b.sum(1)[:15]
+
+    _run(fn, torch.randn(16, 16))
+    (graph,) = graphs
+    unfolded = re.search(r"= _aten_unfold_default\d*\((buf\d+)", graph.wrapper_code).group(1)
+    assert f"= {unfolded}; del" not in graph.wrapper_code

@@ -36,7 +36,7 @@ from ._ir import ComputedBuffer, ExternBuffer, Reduction, flat_index, loop_vars
 from ._ops import ReadsOps
 from ._policy import FusionPolicy
 
-__all__ = ["Kernel", "Stage", "schedule"]
+__all__ = ["Kernel", "Stage", "extern_reads", "output_buffers", "schedule", "step_readers"]
 
 
 @dataclass(slots=True)
@@ -189,7 +189,7 @@ def step_readers(steps: Sequence[Kernel | ExternBuffer]) -> dict[str, set[int]]:
             names = [read.name for stage in step.stages for read in _reads(stage, loop_vars("x", len(step.outer)))]
             names += [stage.buffer.into for stage in step.stages if stage.buffer.into is not None]
         else:
-            names = _extern_reads(step)
+            names = extern_reads(step)
         for name in names:
             readers.setdefault(name, set()).add(k)
     return readers
@@ -207,7 +207,7 @@ def output_buffers(graph: LoweredGraph) -> set[str]:
     return names
 
 
-def _extern_reads(buffer: ExternBuffer) -> list[str]:
+def extern_reads(buffer: ExternBuffer) -> list[str]:
     names: list[str] = []
 
     def visit(value: Any) -> None:

@@ -1,7 +1,8 @@
 """The wrapper: the Python function that runs a compiled graph. It binds the size symbols
-from the inputs, allocates each buffer a kernel writes, calls the kernels (through ctypes)
-and the ATen calls in order, deletes every buffer after its last reader (memory is released
-as early as in eager code), and returns the outputs with their traced sizes and strides.
+from the inputs, allocates each buffer a kernel writes (or hands it the memory of a dead
+buffer of the same layout: ``_Pool``), calls the kernels (through ctypes) and the ATen calls
+in order, deletes every other buffer after its last reader (memory is released as early as
+in eager code), and returns the outputs with their traced sizes and strides.
 
 The source is readable (``KILN_LOGS=output_code``): one statement per step, buffers by name.
 ``call(args)`` takes one list, which it empties (the caller's references go with it); an
@@ -21,7 +22,7 @@ import torch
 from ._graph import LoweredGraph
 from ._ir import ExternBuffer, InputBuffer, TensorValue, sym
 from ._printer import PYTHON
-from ._scheduler import Kernel, output_buffers, step_readers
+from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
 
 __all__ = ["WrapperSource", "render_wrapper"]
 
@@ -116,16 +117,20 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
     local = {st.buffer.name for s in steps if isinstance(s, Kernel) for st in s.stages if st.local}
     outputs = output_buffers(graph)
     freed: set[str] = set()
+    pool = _Pool(_reusable(graph, steps, outputs), steps)
     for k, step in enumerate(steps):
         if isinstance(step, ExternBuffer):
             lines += _extern(step, glob, by_name)
         else:
-            lines += _kernel_call(step, kernels, params, glob)
+            lines += _kernel_call(step, kernels, params, glob, pool)
+        pool.allocated(step)
         dead = sorted(n for n, at in last.items() if at == k and n not in outputs and n not in freed
                       and n in by_name and n not in local)
+        kept = [n for n in dead if pool.keep(by_name[n])]
+        dead = [n for n in dead if n not in kept]
         if dead:
             lines.append(f"del {', '.join(dead)}")
-            freed.update(dead)
+        freed.update(dead, kept)
     lines.append("return " + _tuple_code([_output(o, by_name, glob) for o in graph.outputs]))
     code = "def call(args):\n" + "".join(f"    {line}\n" for line in lines)
     return WrapperSource(code, glob.values)
@@ -161,11 +166,78 @@ def _bind_sizes(inputs: list[Any], args: list[str], graph: LoweredGraph) -> list
     return lines
 
 
-def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list[Any]], glob: _Globals) -> list[str]:
+class _Pool:
+    """Memory planning: buffers past their last use, kept by layout (sizes, strides,
+    dtype) for a later buffer of the same layout, which takes one instead of allocating
+    (``buf7 = buf3; del buf3``). Only buffers the wrapper allocated for kernels are kept, and
+    only those no ATen call may have made a view of (``_reusable``)."""
+
+    def __init__(self, reusable: set[str], steps: Sequence[Kernel | ExternBuffer]) -> None:
+        self.reusable = reusable
+        self.free: dict[tuple, list[str]] = {}
+        # the allocations still to come, by layout: a dead buffer is kept only for one of them
+        self.coming: dict[tuple, int] = {}
+        for step in steps:
+            for buffer in _allocated(step):
+                layout = self._layout(buffer)
+                self.coming[layout] = self.coming.get(layout, 0) + 1
+
+    @staticmethod
+    def _layout(buffer: Any) -> tuple:
+        return tuple(buffer.sizes), tuple(buffer.strides()), buffer.dtype
+
+    def allocated(self, step: Kernel | ExternBuffer) -> None:
+        """``step``'s allocations are made: they no longer wait for memory."""
+        for buffer in _allocated(step):
+            self.coming[self._layout(buffer)] -= 1
+
+    def keep(self, buffer: Any) -> bool:
+        layout = self._layout(buffer)
+        free = self.free.setdefault(layout, [])
+        if buffer.name not in self.reusable or self.coming.get(layout, 0) <= len(free):
+            return False
+        free.append(buffer.name)
+        return True
+
+    def take(self, buffer: Any) -> str | None:
+        names = self.free.get(self._layout(buffer))
+        return names.pop() if names else None
+
+
+def _reusable(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], outputs: set[str]) -> set[str]:
+    """The kernel buffers whose memory may be handed to another buffer once they are dead:
+    allocated by the wrapper (not an input's, not an ATen result, not a register), not an
+    output, and never an argument of an ATen call whose result may alias its arguments (a
+    view of it could still be alive)."""
+    names = {b.name for s in steps for b in _allocated(s)}
+    for step in steps:
+        if isinstance(step, ExternBuffer) and _may_alias(step.node.target):
+            names -= set(extern_reads(step))
+    return names - outputs
+
+
+def _allocated(step: Kernel | ExternBuffer) -> list[Any]:
+    """The buffers the wrapper allocates for ``step`` (a kernel's stored stages)."""
+    if not isinstance(step, Kernel):
+        return []
+    return [st.buffer for st in step.stages if not st.local and st.buffer.into is None]
+
+
+def _may_alias(target: Any) -> bool:
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return True  # not an ATen op: it may return anything
+    return any(r.alias_info is not None for r in schema.returns)
+
+
+def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list[Any]], glob: _Globals,
+                 pool: _Pool) -> list[str]:
     lines = []
-    for stage in kernel.stages:
-        b = stage.buffer
-        if not stage.local and b.into is None:  # an input mutation writes the input
+    for b in _allocated(kernel):
+        reused = pool.take(b)
+        if reused is not None:
+            lines.append(f"{b.name} = {reused}; del {reused}")
+        else:
             lines.append(f"{b.name} = _empty({_tuple(b.sizes)}, {_tuple(b.strides())}, "
                          f"dtype={glob.ref(b.dtype, 'dtype')})")
     fn = glob.ref(kernels[kernel.name], kernel.name)
