@@ -28,10 +28,22 @@ _KEEP = (aten.var_mean, aten.var, aten.logsumexp, aten.baddbmm, aten.addmm, aten
          aten._scaled_dot_product_flash_attention_for_cpu)
 
 
+# composite in torch's full table but not in its core ATen one: decomposed into ops inductor
+# lowers (batch norm in evaluation and training, and its backward: pointwise ops and
+# per-channel reductions), where an ATen call would be one more pass over the activations
+_MORE = (aten._native_batch_norm_legit_no_training.default, aten._native_batch_norm_legit.default,
+         aten._native_batch_norm_legit.no_stats, aten._native_batch_norm_legit_functional.default,
+         aten.native_batch_norm.default, aten.native_batch_norm_backward.default,
+         aten._batch_norm_with_update.default, aten._batch_norm_with_update_functional.default,
+         aten.batch_norm_backward.default)
+
+
 def decompositions() -> dict[Any, Callable[..., Any]]:
+    from torch._decomp import get_decompositions
+
     from kiln.aotgrad import core_aten_decompositions
 
-    return core_aten_decompositions(keep=_KEEP)
+    return {**core_aten_decompositions(keep=_KEEP), **get_decompositions(list(_MORE))}
 
 
 def aten_compiler(config: InductorConfig | None = None,

@@ -202,6 +202,12 @@ def _view(ctx: LoweringContext, node: Any, x: TensorValue, size: Sequence[Any]) 
     return TensorValue.strided(contiguous.view[0], sizes, contiguous_strides(sizes), sympy.S.Zero, x.dtype)
 
 
+@register(aten.flatten.using_ints)
+def _flatten(ctx: LoweringContext, node: Any, x: TensorValue, start_dim: int = 0, end_dim: int = -1) -> TensorValue:
+    """A reshape to the traced sizes (torch's decompositions call it, e.g. batch norm's)."""
+    return _view(ctx, node, x, _out_sizes(node))
+
+
 @register(aten.as_strided.default)
 def _as_strided(ctx: LoweringContext, node: Any, x: TensorValue, size: Sequence[Any], stride: Sequence[Any],
                 storage_offset: Any = None) -> TensorValue:
