@@ -198,3 +198,15 @@ def test_a_buffer_an_aten_view_may_alias_is_never_reused(graphs):
     (graph,) = graphs
     unfolded = re.search(r"= _aten_unfold_default\d*\((buf\d+)", graph.wrapper_code).group(1)
     assert f"= {unfolded}; del" not in graph.wrapper_code
+
+
+def test_a_value_two_aten_calls_read_is_computed_once(graphs):
+    def fn(q, k, v, bias):
+        mask = (bias * 2).tanh()  # not in memory until an ATen call needs it
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        b = torch.nn.functional.scaled_dot_product_attention(a, k, v, attn_mask=mask)
+        return b
+
+    _run(fn, torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), torch.randn(16, 16))
+    (graph,) = graphs
+    assert graph.cpp_code.count("std::tanh") == 1

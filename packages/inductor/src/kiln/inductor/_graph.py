@@ -87,6 +87,7 @@ class _Lowering(LoweringContext):
         self.by_name: dict[str, Buffer] = {}
         self.fallbacks: dict[str, str] = {}
         self.current: Node | None = None
+        self.realized: dict[int, tuple[TensorValue, TensorValue]] = {}  # id(value) -> (value, its buffer)
 
     # ---------------------------------------------------------------- context
     def _new_name(self, prefix: str) -> str:
@@ -98,12 +99,20 @@ class _Lowering(LoweringContext):
         return buffer
 
     def realize(self, value: TensorValue) -> TensorValue:
+        """``value`` in memory: a buffer computing it, made once per value (the same value
+        handed to two ATen calls is computed once; it holds the elements of when it was first
+        realized, which is what the value is: a later write of what it reads first computes
+        the values still to be read, ``_before_write``)."""
         if value.view is not None:
             return value
+        known = self.realized.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
         origin = [self.current.name] if self.current is not None else []
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
                                           origins=origin))
-        return buffer.value()
+        self.realized[id(value)] = (value, buffer.value())
+        return self.realized[id(value)][1]
 
     def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
                   reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype) -> TensorValue:
@@ -303,6 +312,9 @@ class _Lowering(LoweringContext):
         value.loader(list(loop_vars("x", value.ndim)), ops)
         if not any(read.name == name for read in ops.reads):
             return value
+        known = self.realized.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]  # already in memory, computed before this write
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
                                           origins=[f"{self.current.name} (before a write of {name})"]))
         return buffer.value()
