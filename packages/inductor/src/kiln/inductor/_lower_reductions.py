@@ -7,6 +7,12 @@ scheduler can put it in the same kernel, in the same loop over the kept dimensio
 Variance takes two passes over each row (the mean, then the squared deviations), both in
 that one kernel: as exact as Welford's update for rows that fit in cache, with no
 per-element division.
+
+Half inputs (bfloat16, float16) are reduced in float32 (sums in double, as float32's): a
+reduction whose result is the op's (``sum``, ``amax``, ...) is a buffer of the half type,
+rounded once when stored; the reductions inside a normalization (a mean, a softmax's max
+and sum, a variance) are float32 and so are the steps between them, and only the op's
+results are half values.
 """
 
 from __future__ import annotations
@@ -23,15 +29,18 @@ from ._lowering import (
     Fallback,
     LoweringContext,
     broadcast,
+    nonzero,
     out_dtype,
     pointwise,
     register,
+    retype,
 )
+from ._ops import HALF_DTYPES, compute_type
 
 __all__: list[str] = []
 
 aten = torch.ops.aten
-_FLOAT = frozenset({torch.float32, torch.float64})
+_FLOAT = frozenset({torch.float32, torch.float64, torch.bfloat16, torch.float16})
 
 
 def _dims(x: TensorValue, dims: Any) -> list[int]:
@@ -47,8 +56,8 @@ def _dims(x: TensorValue, dims: Any) -> list[int]:
 def reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], keepdim: bool, reduction_type: str,
            dtype: torch.dtype) -> TensorValue:
     """``reduction_type`` of ``x`` over ``dims`` (sorted, nonnegative), as a buffer of
-    ``dtype``; the elements are converted to ``dtype`` first (``argmax``/``argmin``: compared
-    in their own dtype, giving int64)."""
+    ``dtype``; the elements are converted to ``compute_type(dtype)`` first (``argmax``/
+    ``argmin``: compared in their own dtype, a half one rounded, giving int64)."""
     if dtype not in KERNEL_DTYPES or x.dtype not in KERNEL_DTYPES:
         raise Fallback(f"reduction over {x.dtype} to {dtype}")
     reduced = tuple(x.sizes[d] for d in dims)
@@ -60,7 +69,8 @@ def reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], keepdim: b
         tuple(x.sizes[d] for d in kept)
     load = x.loader
     arg = reduction_type in ("argmax", "argmin")
-    src = x.dtype if arg else dtype
+    src = x.dtype if arg else compute_type(dtype)
+    convert = x.dtype != src or src in HALF_DTYPES
 
     def loader(index: Sequence[sympy.Expr], rindex: Sequence[sympy.Expr], ops: Any) -> Any:
         full: list[sympy.Expr] = [sympy.Integer(0)] * x.ndim
@@ -70,7 +80,7 @@ def reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], keepdim: b
         for d, r in zip(dims, rindex, strict=True):
             full[d] = r
         value = load(full, ops)
-        return value if x.dtype == src else ops.to_dtype(value, src)
+        return ops.to_dtype(value, src) if convert else value
 
     return ctx.reduction(sizes, dtype, reduction_type, reduced, loader, src)
 
@@ -80,6 +90,8 @@ def _numel(x: TensorValue, dims: Sequence[int]) -> sympy.Expr:
 
 
 def _scale(value: TensorValue, factor: Any, dtype: torch.dtype) -> TensorValue:
+    """``value`` times ``factor`` (a number) or divided by it (a size expression), in
+    ``dtype`` (not a half type: constants would be rounded)."""
     load = value.loader
     expr = sympy.sympify(factor)
 
@@ -112,9 +124,10 @@ def _mean(ctx: LoweringContext, node: Any, x: TensorValue, dims: Any = None, kee
     if out not in _FLOAT:
         raise Fallback("mean of integers")
     d = _dims(x, dims)
-    total = reduce(ctx, x, d, keepdim, "sum", out)
+    compute = compute_type(out)
+    total = reduce(ctx, x, d, keepdim, "sum", compute)
     n = _numel(x, d)
-    return _scale(total, 1 / n if isinstance(n, sympy.Integer) else n, out)
+    return retype(_scale(total, 1 / n if isinstance(n, sympy.Integer) else n, compute), out)
 
 
 @register(aten.amax.default, aten.amin.default)
@@ -156,7 +169,7 @@ def _any(ctx: LoweringContext, node: Any, x: TensorValue, dims: Any = None, keep
         raise Fallback(f"{kind} giving {out_dtype(node)}")
     load = x.loader
     as_bool = x if x.dtype == torch.bool else TensorValue(
-        x.sizes, torch.bool, lambda i, ops: ops.ne(load(i, ops), ops.constant(0, x.dtype)), None, x.ops_count + 1)
+        x.sizes, torch.bool, lambda i, ops: nonzero(ops, load(i, ops), x.dtype), None, x.ops_count + 1)
     return reduce(ctx, as_bool, _dims(x, dims), keepdim, kind, torch.bool)
 
 
@@ -213,30 +226,34 @@ def _var(ctx: LoweringContext, node: Any, x: TensorValue, dims: Any = None, *, c
     dtype = out_dtype(node, 0 if node.target is aten.var_mean.correction else None)
     if dtype not in _FLOAT:
         raise Fallback(f"variance in {dtype}")
-    var, mean = _variance(ctx, x, _dims(x, dims), correction, keepdim, dtype)
-    return (var, mean) if node.target is aten.var_mean.correction else var
+    var, mean = _variance(ctx, x, _dims(x, dims), correction, keepdim, compute_type(dtype))
+    if node.target is aten.var_mean.correction:
+        return retype(var, dtype), retype(mean, out_dtype(node, 1))
+    return retype(var, dtype)
 
 
 @register(aten._softmax.default, aten._log_softmax.default)
 def _softmax(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, half_to_float: bool) -> TensorValue:
-    dtype = out_dtype(node)
-    if dtype not in _FLOAT or x.dtype != dtype:
-        raise Fallback(f"softmax of {x.dtype} to {dtype}")
+    out = out_dtype(node)
+    if out not in _FLOAT or compute_type(x.dtype) != compute_type(out):
+        raise Fallback(f"softmax of {x.dtype} to {out}")
+    dtype = compute_type(out)
     d = _dims(x, dim)
     peak = broadcast(reduce(ctx, x, d, True, "max", dtype), x.sizes)
-    shifted = pointwise(node, lambda ops, a, m: ops.sub(a, m), x, peak)
-    exps = pointwise(node, lambda ops, a: ops.exp(a), shifted)
+    shifted = pointwise(node, lambda ops, a, m: ops.sub(a, m), x, peak, dtype=dtype)
+    exps = pointwise(node, lambda ops, a: ops.exp(a), shifted, dtype=dtype)
     total = broadcast(reduce(ctx, exps, d, True, "sum", dtype), x.sizes)
     if node.target is aten._softmax.default:
-        return pointwise(node, lambda ops, e, s: ops.truediv(e, s), exps, total)
-    return pointwise(node, lambda ops, a, s: ops.sub(a, ops.log(s)), shifted, total)
+        return retype(pointwise(node, lambda ops, e, s: ops.truediv(e, s), exps, total, dtype=dtype), out)
+    return retype(pointwise(node, lambda ops, a, s: ops.sub(a, ops.log(s)), shifted, total, dtype=dtype), out)
 
 
 @register(aten.logsumexp.default)
 def _logsumexp(ctx: LoweringContext, node: Any, x: TensorValue, dims: Any, keepdim: bool = False) -> TensorValue:
-    dtype = out_dtype(node)
-    if dtype not in _FLOAT or x.dtype != dtype:
+    out = out_dtype(node)
+    if out not in _FLOAT or x.dtype != out:
         raise Fallback(f"logsumexp of {x.dtype}")
+    dtype = compute_type(out)
     d = _dims(x, dims)
     peak_keep = reduce(ctx, x, d, True, "max", dtype)
     peak = broadcast(peak_keep, x.sizes)
@@ -246,22 +263,23 @@ def _logsumexp(ctx: LoweringContext, node: Any, x: TensorValue, dims: Any, keepd
         finite = ops.logical_not(ops.isinf(m))
         return ops.exp(ops.sub(a, ops.where(finite, m, ops.constant(0.0, dtype))))
 
-    total = reduce(ctx, pointwise(node, shift, x, peak, cost=4), d, True, "sum", dtype)
+    total = reduce(ctx, pointwise(node, shift, x, peak, dtype=dtype, cost=4), d, True, "sum", dtype)
 
     def finish(ops: Any, s: Any, m: Any) -> Any:
         finite = ops.logical_not(ops.isinf(m))
         return ops.add(ops.log(s), ops.where(finite, m, ops.constant(0.0, dtype)))
 
-    out = pointwise(node, finish, total, peak_keep, cost=4)
-    return out if keepdim else _drop_dims(out, d)
+    result = retype(pointwise(node, finish, total, peak_keep, dtype=dtype, cost=4), out)
+    return result if keepdim else _drop_dims(result, d)
 
 
 @register(aten.native_layer_norm.default)
 def _layer_norm(ctx: LoweringContext, node: Any, x: TensorValue, shape: Sequence[Any], weight: Any, bias: Any,
                 eps: float) -> tuple:
-    dtype = out_dtype(node, 0)
-    if dtype not in _FLOAT or x.dtype != dtype:
+    out = out_dtype(node, 0)
+    if out not in _FLOAT or x.dtype != out:
         raise Fallback(f"layer norm of {x.dtype}")
+    dtype = compute_type(out)
     axis = x.ndim - len(shape)
     dims = list(range(axis, x.ndim))
     var, mean = _variance(ctx, x, dims, 0, True, dtype)
@@ -272,4 +290,5 @@ def _layer_norm(ctx: LoweringContext, node: Any, x: TensorValue, shape: Sequence
         normed = pointwise(node, lambda ops, a, w: ops.mul(a, w), normed, weight, dtype=dtype)
     if bias is not None:
         normed = pointwise(node, lambda ops, a, b: ops.add(a, b), normed, bias, dtype=dtype)
-    return normed, mean, rstd
+    # a half input's mean and rstd are float32 when the weights are (torch's mixed types)
+    return retype(normed, out), retype(mean, out_dtype(node, 1)), retype(rstd, out_dtype(node, 2))

@@ -11,6 +11,12 @@ Type conversions are explicit: a pointwise rule computes in one dtype (``compute
 the traced result's for arithmetic, the promoted operand type for comparisons) and the
 loaders convert each operand to it. Broadcasting follows torch (sizes aligned from the
 right, a size 1 repeats).
+
+Half types (bfloat16, float16) compute in float32 (``_ops.compute_type``): a value of a half
+type has float32 handles, rounded to its type only where it is stored, converted
+(``to_dtype``) or compared; so fused chains of half ops round once, as torch's Inductor
+does (eager rounds after each op). Scalars of half arithmetic stay float32, as eager's
+``opmath``; a comparison rounds its operands to the half type first, as eager compares.
 """
 
 from __future__ import annotations
@@ -23,16 +29,17 @@ import sympy
 import torch
 
 from ._ir import TensorValue, sym
+from ._ops import HALF_DTYPES, compute_type
 
-__all__ = ["Fallback", "LoweringContext", "broadcast", "lowering_rules", "pointwise", "register"]
+__all__ = ["Fallback", "LoweringContext", "broadcast", "lowering_rules", "nonzero", "pointwise", "register", "retype"]
 
 aten = torch.ops.aten
 lowering_rules: dict[Any, Callable[..., Any]] = {}
 
 # dtypes the C++ kernels compute in (others fall back to ATen)
-KERNEL_DTYPES = frozenset({torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8,
-                           torch.uint8, torch.bool})
-_FLOAT = frozenset({torch.float32, torch.float64})
+KERNEL_DTYPES = frozenset({torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32,
+                           torch.int16, torch.int8, torch.uint8, torch.bool})
+_FLOAT = frozenset({torch.float32, torch.float64, torch.bfloat16, torch.float16})
 
 
 class Fallback(Exception):
@@ -146,25 +153,52 @@ def compute_dtype(node: Any, args: Sequence[Any], comparison: bool) -> torch.dty
 def pointwise(node: Any, fn: Callable[..., Any], *args: Any, dtype: torch.dtype | None = None,
               comparison: bool = False, cost: int = 1) -> TensorValue:
     """The elementwise ``fn(ops, *handles)`` of ``args`` (values and numbers), broadcast,
-    each operand converted to the compute dtype (``dtype``, else ``compute_dtype``)."""
-    compute = dtype or compute_dtype(node, args, comparison)
+    each operand converted to the compute dtype (``dtype``, else ``compute_dtype``; float32
+    for a half type, some operands rounded to it first: ``_rounding``)."""
+    traced = dtype or compute_dtype(node, args, comparison)
     result = torch.bool if comparison else (dtype if dtype is not None else out_dtype(node))
-    for d in (result, compute):
+    for d in (result, traced):
         if d not in KERNEL_DTYPES:
             raise Fallback(f"dtype {d}")
-    operands = [_operand(a, compute) for a in args]
+    compute = compute_type(traced)
+    operands = [_operand(a, traced if comparison else compute) for a in args]
     sizes = broadcast_sizes(*(o.sizes for o in operands))
     loaders = [broadcast(o, sizes).loader for o in operands]
-    dtypes = [o.dtype for o in operands]
+    conversions = [(_rounding(o, traced, comparison), o.dtype) for o in operands]
 
     def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
         handles = []
-        for load, d in zip(loaders, dtypes, strict=True):
+        for load, (rounding, d) in zip(loaders, conversions, strict=True):
             h = load(index, ops)
+            if rounding is not None:
+                h = ops.to_dtype(h, rounding)
             handles.append(h if d == compute else ops.to_dtype(h, compute))
         return fn(ops, *handles)
 
     return TensorValue(sizes, result, loader, None, cost + sum(o.ops_count for o in operands))
+
+
+def _rounding(operand: TensorValue, traced: torch.dtype, comparison: bool) -> torch.dtype | None:
+    """The half type ``operand`` is rounded to before an op computing in ``traced`` uses it,
+    as eager holds it (None: none): a comparison's operands (a fused chain's value is not
+    rounded yet), and a dimensioned operand of another type where ``traced`` is a half type
+    (eager casts it to the common dtype; a 0-dim one of arithmetic it uses in float32, its
+    ``opmath`` scalar)."""
+    if traced in HALF_DTYPES and (comparison or (operand.ndim > 0 and operand.dtype != traced)):
+        return traced
+    if comparison and operand.dtype in HALF_DTYPES:
+        return operand.dtype
+    return None
+
+
+def retype(value: TensorValue, dtype: torch.dtype) -> TensorValue:
+    """``value``, computed in ``compute_type(dtype)``, as a value of ``dtype`` (a half type:
+    rounded only where stored or converted)."""
+    if compute_type(dtype) != value.dtype:
+        raise ValueError(f"a {value.dtype} value is not computed as {dtype} is")
+    if dtype == value.dtype:
+        return value
+    return TensorValue(value.sizes, dtype, value.loader, None, value.ops_count)
 
 
 # ---------------------------------------------------------------- pointwise rules
@@ -249,9 +283,16 @@ def _as_bool(x: Any) -> Any:
     load = x.loader
 
     def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
-        return ops.ne(load(index, ops), ops.constant(0, x.dtype))
+        return nonzero(ops, load(index, ops), x.dtype)
 
     return TensorValue(x.sizes, torch.bool, loader, None, x.ops_count + 1)
+
+
+def nonzero(ops: Any, handle: Any, dtype: torch.dtype) -> Any:
+    """Whether an element of ``dtype`` is not 0 (a half one as eager holds it: rounded)."""
+    if dtype in HALF_DTYPES:
+        handle = ops.to_dtype(handle, dtype)
+    return ops.ne(handle, ops.constant(0, dtype))
 
 
 @register(aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar)
@@ -364,7 +405,7 @@ def _silu(ctx: LoweringContext, node: Any, x: TensorValue) -> TensorValue:
 def _gelu(ctx: LoweringContext, node: Any, x: TensorValue, *, approximate: str = "none") -> TensorValue:
     if out_dtype(node) not in _FLOAT:
         raise Fallback("gelu of integers")
-    dtype = out_dtype(node)
+    dtype = compute_type(out_dtype(node))
 
     def exact(ops: Any, v: Any) -> Any:
         c = ops.constant

@@ -6,6 +6,12 @@ Every handler answers the same calls (``ops.<name>(*handles)`` for the names in
 belongs to the handler: ``ReadsOps`` returns ``None`` for everything and records the loads
 and the number of operations; the C++ handler returns named temporaries. Lowerings insert
 every type conversion themselves (``to_dtype``), so a handler never promotes.
+
+The half types (``HALF_DTYPES``: bfloat16, float16) are storage types only: a handle of a
+half value is a float32 one (``compute_type``). ``load`` of a half buffer gives the element
+as float32, ``constant`` and ``to_dtype`` to a half type give float32 holding the value
+rounded to that type (to nearest, ties to even), and a kernel rounds on store. So a chain of
+inlined operations on half values runs in float32 with no rounding between them.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 import sympy
 import torch
 
-__all__ = ["COMPARISONS", "OP_ARITY", "Read", "ReadsOps"]
+__all__ = ["COMPARISONS", "HALF_DTYPES", "OP_ARITY", "Read", "ReadsOps", "compute_type"]
 
 # name -> number of operands
 OP_ARITY: dict[str, int] = {
@@ -32,6 +38,12 @@ OP_ARITY: dict[str, int] = {
     "where": 3,
 }
 COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+HALF_DTYPES = frozenset({torch.bfloat16, torch.float16})
+
+
+def compute_type(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of a handle of a ``dtype`` value: float32 for the half types, else ``dtype``."""
+    return torch.float32 if dtype in HALF_DTYPES else dtype
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ A pointwise stage is a ``#pragma omp simd`` loop over its inner sizes storing on
 per iteration; a reduction stage folds its reduced range into an accumulator (``omp simd``
 reductions for sums, products and boolean folds; the NaN-propagating max/min and the
 arg-reductions step element by element) and stores it, or keeps it in a local variable
-when only later stages of the kernel read it.
+when only later stages of the kernel read it. A buffer of a half type is computed and folded
+in float (``compute_type``) and rounded to its type as it is stored (``cstore``).
 
 The function is ``extern "C" void <name>(<pointers>, <sizes>, int64_t kiln_threads)``;
 ``KernelSource.params`` lists the parameters for the caller.
@@ -19,10 +20,10 @@ import sympy
 import torch
 
 from .._ir import ComputedBuffer, Reduction, contiguous_strides, flat_index, loop_vars
-from .._ops import ReadsOps
+from .._ops import ReadsOps, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
-from ._ops import CTYPES, CppOps, CppVar, cconst, cexpr
+from ._ops import CTYPES, CppOps, CppVar, cconst, cexpr, cstore
 
 __all__ = ["KernelSource", "Param", "render_kernel"]
 
@@ -92,13 +93,13 @@ class _Writer:
         if isinstance(buffer.body, Reduction):
             return [comment, *self.reduction(stage, buffer, buffer.body, inner_vars)]
         ops = self.ops()
-        value = ops.to_dtype(buffer.body.loader(stage.index, ops), buffer.dtype)
+        value = ops.to_dtype(buffer.body.loader(stage.index, ops), compute_type(buffer.dtype))
         self.absorb(ops)
         store = flat_index(stage.index, buffer.strides())
         self.symbols |= store.free_symbols
         target = buffer.into or buffer.name  # an input mutation stores into the input's pointer
         self.writes[target] = buffer.dtype
-        body = [*ops.lines, f"{target}[{cexpr(store)}] = {value.name};"]
+        body = [*ops.lines, f"{target}[{cexpr(store)}] = {cstore(value.name, buffer.dtype)};"]
         if not stage.inner:
             return [comment, *_block(body, "")]
         simd = f"omp parallel for simd {self.parallel}" if self.parallel else "omp simd"
@@ -109,7 +110,8 @@ class _Writer:
                   inner_vars: tuple[sympy.Symbol, ...]) -> list[str]:
         kind = body.reduction_type
         arg = kind in ("argmax", "argmin")
-        src = body.src_dtype
+        src = compute_type(body.src_dtype)
+        dtype = compute_type(buffer.dtype)  # what the fold computes in (the buffer may be a half type)
         acc, best = f"acc_{buffer.name}", f"best_{buffer.name}"
         ops = self.ops()
         value = body.loader(stage.index, list(inner_vars), ops)
@@ -123,13 +125,11 @@ class _Writer:
             lines = [f"{CTYPES[src]} {best} = {_init(kind, src)};", f"int64_t {acc} = 0;"]
             pragma = []
         else:
-            ctype = CTYPES[buffer.dtype]
-            # float sums and products accumulate in double: as exact as torch's cascaded sums
-            acc_type = "double" if kind in ("sum", "prod") and buffer.dtype == torch.float32 else ctype
+            acc_type = _accumulator(kind, dtype)
             op = _SIMD_REDUCTION.get(kind)
-            if kind in ("max", "min") and buffer.dtype == torch.bool:
+            if kind in ("max", "min") and dtype == torch.bool:
                 op = "||" if kind == "max" else "&&"
-            lines = [f"{acc_type} {acc} = {_init(kind, buffer.dtype)};"]
+            lines = [f"{acc_type} {acc} = {_init(kind, dtype)};"]
             if op is not None:
                 update = f"{acc} = {acc} {op} {value.name};"
                 clauses = f"reduction({op}:{acc})"
@@ -138,7 +138,7 @@ class _Writer:
                 pick = ">" if kind == "max" else "<"
                 update = f"{acc} = {value.name} {pick} {acc} ? {value.name} : {acc};"
                 clauses = f"reduction({kind}:{acc})"
-                if buffer.dtype.is_floating_point:  # an int flag: a bool one keeps the loop scalar
+                if dtype.is_floating_point:  # an int flag: a bool one keeps the loop scalar
                     lines.append(f"int32_t nan_{buffer.name} = 0;")
                     update += f" nan_{buffer.name} |= ({value.name} != {value.name});"
                     clauses += f" reduction(|:nan_{buffer.name})"
@@ -147,17 +147,23 @@ class _Writer:
             pragma = []
         lines += [*pragma, *_loops(inner_vars, stage.inner, ""), *_block([*ops.lines, update], "")]
         result = f"val_{buffer.name}"
-        final = f"static_cast<{CTYPES[buffer.dtype]}>({acc})"
-        if kind in ("max", "min") and buffer.dtype.is_floating_point:
-            final = f"nan_{buffer.name} ? std::numeric_limits<{CTYPES[buffer.dtype]}>::quiet_NaN() : {final}"
-        lines.append(f"{CTYPES[buffer.dtype]} {result} = {final};")
+        final = f"static_cast<{CTYPES[dtype]}>({acc})"
+        if kind in ("max", "min") and dtype.is_floating_point:
+            final = f"nan_{buffer.name} ? std::numeric_limits<{CTYPES[dtype]}>::quiet_NaN() : {final}"
+        lines.append(f"{CTYPES[dtype]} {result} = {final};")
         if stage.local:
-            self.locals[buffer.name] = CppVar(result, buffer.dtype)
+            self.locals[buffer.name] = CppVar(result, dtype)
             return lines
         store = flat_index(stage.index, buffer.strides())
         self.symbols |= store.free_symbols
         self.writes[buffer.name] = buffer.dtype
-        return [*lines, f"{buffer.name}[{cexpr(store)}] = {result};"]
+        return [*lines, f"{buffer.name}[{cexpr(store)}] = {cstore(result, buffer.dtype)};"]
+
+
+def _accumulator(kind: str, dtype: torch.dtype) -> str:
+    """The C++ type a ``kind`` reduction computing in ``dtype`` accumulates in: float sums and
+    products in double (as exact as torch's cascaded sums), others in ``dtype``."""
+    return "double" if kind in ("sum", "prod") and dtype == torch.float32 else CTYPES[dtype]
 
 
 def _describe(buffer: ComputedBuffer) -> str:
@@ -226,12 +232,12 @@ def _outer_reduction(kernel: Kernel, writer: _Writer, parallel: str) -> list[str
         return None  # the block would not read consecutive elements
     if all(all(sympy.expand(r.index).coeff(v) == 0 for v in inner_vars) for r in reads.reads):
         return None
-    kind, ctype = body.reduction_type, CTYPES[buffer.dtype]
-    acc_type = "double" if kind in ("sum", "prod") and buffer.dtype == torch.float32 else ctype
+    kind, dtype = body.reduction_type, compute_type(buffer.dtype)
+    ctype, acc_type = CTYPES[dtype], _accumulator(kind, dtype)
     ops = writer.ops()
     value = body.loader(stage.index, list(inner_vars), ops)
     writer.absorb(ops)
-    nan = kind in ("max", "min") and buffer.dtype.is_floating_point
+    nan = kind in ("max", "min") and dtype.is_floating_point
     if kind in ("sum", "prod"):
         update = f"acc[j] = acc[j] {'+' if kind == 'sum' else '*'} {value.name};"
     else:
@@ -251,12 +257,12 @@ def _outer_reduction(kernel: Kernel, writer: _Writer, parallel: str) -> list[str
         f"const int64_t width = std::min<int64_t>({_BLOCK}, {size} - xb);",
         f"{acc_type} acc[{_BLOCK}];",
         *([f"int32_t nan[{_BLOCK}] = {{0}};"] if nan else []),
-        f"for (int64_t j = 0; j < {_BLOCK}; ++j) acc[j] = {_init(kind, buffer.dtype)};",
+        f"for (int64_t j = 0; j < {_BLOCK}; ++j) acc[j] = {_init(kind, dtype)};",
         *_loops(inner_vars, stage.inner, ""),
         *_block(["#pragma omp simd", "for (int64_t j = 0; j < width; ++j)",
                  *_block([define, *ops.lines, update], "")], ""),
         "for (int64_t j = 0; j < width; ++j)",
-        *_block([define, f"{buffer.name}[{cexpr(store)}] = {final};"], ""),
+        *_block([define, f"{buffer.name}[{cexpr(store)}] = {cstore(final, buffer.dtype)};"], ""),
     ]
     others = outer_vars[:-1]
     collapse = f" collapse({len(others) + 1})" if others else ""

@@ -3,7 +3,8 @@ operation (common subexpressions written once per loop body), the printer of sym
 expressions, and the small header every kernel file starts with.
 
 Temporaries are declared with their dtype's C++ type, never ``auto``: C++ would promote a
-``bool * bool`` to ``int`` where torch keeps ``bool``.
+``bool * bool`` to ``int`` where torch keeps ``bool``. Half values are float temporaries
+(``.._ops.compute_type``); the header converts them to and from their 16-bit storage.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ from typing import Any
 import sympy
 import torch
 
-from .._ops import COMPARISONS, OP_ARITY
+from .._ops import COMPARISONS, HALF_DTYPES, OP_ARITY
 from .._printer import CPP
 
-__all__ = ["CTYPES", "HEADER", "CppOps", "CppVar", "cconst", "cexpr"]
+__all__ = ["CTYPES", "HEADER", "CppOps", "CppVar", "cconst", "cexpr", "cstore"]
 
+# element types in memory (the half types' arithmetic is in float)
 CTYPES: dict[torch.dtype, str] = {
     torch.float32: "float", torch.float64: "double", torch.int64: "int64_t", torch.int32: "int32_t",
     torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.bool: "bool",
+    torch.bfloat16: "kiln_bf16", torch.float16: "kiln_fp16",
 }
+_HALF_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 # No heavy headers: a kernel file compiles in a fraction of a second.
 HEADER = r"""#include <cmath>
@@ -154,6 +158,45 @@ static inline float kiln_expf(float x) {
 template <typename T> static inline T kiln_sign(T a) {  // torch.sign: 0 for NaN and both zeros
   return T((T(0) < a) - (a < T(0)));
 }
+// Half-precision storage: kernels compute in float; an element is widened when loaded and
+// rounded to nearest (ties to even) when stored. Integer bit arithmetic and one select per
+// case, no branch and no intrinsic, so loops over them vectorize; nothing here meets a
+// subnormal float operand except where flushing it would give the same result.
+typedef uint16_t kiln_bf16;  // bfloat16: the high 16 bits of a float
+typedef uint16_t kiln_fp16;  // IEEE binary16
+static inline float kiln_bf16_to_float(kiln_bf16 h) {
+  return __builtin_bit_cast(float, static_cast<uint32_t>(h) << 16);
+}
+static inline kiln_bf16 kiln_float_to_bf16(float f) {
+  uint32_t u = __builtin_bit_cast(uint32_t, f);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // a carry may reach inf: right
+  uint32_t nan = (u >> 16) | 0x40u;  // quiet, sign kept (a payload only in the low bits is lost)
+  return static_cast<kiln_bf16>(f != f ? nan : rounded);
+}
+static inline float kiln_fp16_to_float(kiln_fp16 h) {
+  uint32_t bits = static_cast<uint32_t>(h & 0x7fffu) << 13;  // exponent and mantissa in float's place
+  uint32_t exponent = bits & 0x0f800000u;
+  uint32_t normal = bits + (112u << 23);  // exponent bias 15 -> 127
+  normal = exponent == 0x0f800000u ? normal + (112u << 23) : normal;  // inf, NaN: exponent 255
+  // subnormal: (1 + m / 1024) * 2^-14 - 2^-14 = m * 2^-24, exact and a normal float
+  float tiny = __builtin_bit_cast(float, bits + (113u << 23)) - __builtin_bit_cast(float, 113u << 23);
+  uint32_t magnitude = exponent == 0 ? __builtin_bit_cast(uint32_t, tiny) : normal;
+  return __builtin_bit_cast(float, magnitude | (static_cast<uint32_t>(h & 0x8000u) << 16));
+}
+static inline kiln_fp16 kiln_float_to_fp16(float f) {
+  uint32_t u = __builtin_bit_cast(uint32_t, f);
+  uint32_t a = u & 0x7fffffffu;
+  uint32_t normal = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;  // rebias, round the 13 bits dropped
+  // below 2^-14 the result is subnormal: adding 0.5 rounds |f| to a multiple of 2^-24 (float's
+  // unit there), and the bits above 0.5's count those units
+  uint32_t tiny = __builtin_bit_cast(uint32_t, __builtin_bit_cast(float, a) + 0.5f) - 0x3f000000u;
+  uint32_t big = 0x7c00u | (static_cast<uint32_t>(a > 0x7f800000u) << 9);  // 2^16 and up: inf; NaN: quiet NaN
+  uint32_t h = a < 0x38800000u ? tiny : normal;
+  h = a >= 0x47800000u ? big : h;
+  return static_cast<kiln_fp16>(h | ((u >> 16) & 0x8000u));
+}
+static inline float kiln_round_bf16(float f) { return kiln_bf16_to_float(kiln_float_to_bf16(f)); }
+static inline float kiln_round_fp16(float f) { return kiln_fp16_to_float(kiln_float_to_fp16(f)); }
 """
 
 _UNARY = {
@@ -198,6 +241,17 @@ def cconst(value: Any, dtype: torch.dtype) -> str:
     return f"{ctype}({int(value)}LL)" if abs(int(value)) >= 2**31 else f"{ctype}({int(value)})"
 
 
+def cstore(value: str, dtype: torch.dtype) -> str:
+    """The C++ expression storing ``value`` (a temporary of ``compute_type(dtype)``) as an
+    element of ``dtype``: a half type is rounded to its 16 bits, others are stored as they are."""
+    return f"kiln_float_to_{_HALF_NAMES[dtype]}({value})" if dtype in HALF_DTYPES else value
+
+
+def _half_value(value: Any, dtype: torch.dtype) -> float:
+    """A number rounded to ``dtype`` (through float32, as torch converts a scalar)."""
+    return torch.tensor(float(value), dtype=torch.float32).to(dtype).item()
+
+
 def cexpr(expr: sympy.Expr) -> str:
     """An integer index expression as C++ (``_printer.CPP``)."""
     return CPP(expr)
@@ -205,8 +259,12 @@ def cexpr(expr: sympy.Expr) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CppVar:
+    """A temporary; ``half``: the half type whose value this float temporary holds exactly
+    (a load or a rounding), so converting it to that type again is no operation."""
+
     name: str
     dtype: torch.dtype
+    half: torch.dtype | None = None
 
 
 @dataclass(slots=True)
@@ -221,11 +279,11 @@ class CppOps:
     _cse: dict[str, CppVar] = field(default_factory=dict)
     _counter: list[int] = field(default_factory=lambda: [0])
 
-    def _emit(self, code: str, dtype: torch.dtype) -> CppVar:
+    def _emit(self, code: str, dtype: torch.dtype, half: torch.dtype | None = None) -> CppVar:
         found = self._cse.get(code)
         if found is not None and found.dtype == dtype:
             return found
-        var = CppVar(f"tmp{self._counter[0]}", dtype)
+        var = CppVar(f"tmp{self._counter[0]}", dtype, half)
         self._counter[0] += 1
         self.lines.append(f"{CTYPES[dtype]} {var.name} = {code};")
         self._cse[code] = var
@@ -237,22 +295,36 @@ class CppOps:
             return local
         self.reads.add(name)
         self.symbols.update(sympy.sympify(index).free_symbols)
-        return self._emit(f"{name}[{cexpr(index)}]", dtype)
+        element = f"{name}[{cexpr(index)}]"
+        if dtype in HALF_DTYPES:
+            return self._emit(f"kiln_{_HALF_NAMES[dtype]}_to_float({element})", torch.float32, dtype)
+        return self._emit(element, dtype)
 
     def constant(self, value: Any, dtype: torch.dtype) -> CppVar:
+        if dtype in HALF_DTYPES:
+            return self._emit(cconst(_half_value(value, dtype), torch.float32), torch.float32, dtype)
         return self._emit(cconst(value, dtype), dtype)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppVar:
+        if dtype in HALF_DTYPES:
+            return self.to_dtype(self.index_expr(expr, torch.int64), dtype)
         self.symbols.update(sympy.sympify(expr).free_symbols)
         return self._emit(f"static_cast<{CTYPES[dtype]}>({cexpr(expr)})", dtype)
 
     def to_dtype(self, x: CppVar, dtype: torch.dtype) -> CppVar:
+        if dtype in HALF_DTYPES:
+            if x.half == dtype:
+                return x
+            # from any type through float, as torch converts (a double is rounded twice)
+            f = self.to_dtype(x, torch.float32)
+            return self._emit(f"kiln_round_{_HALF_NAMES[dtype]}({f.name})", torch.float32, dtype)
         if x.dtype == dtype:
             return x
         return self._emit(f"static_cast<{CTYPES[dtype]}>({x.name})", dtype)
 
     def where(self, c: CppVar, a: CppVar, b: CppVar) -> CppVar:
-        return self._emit(f"({c.name} ? {a.name} : {b.name})", a.dtype)
+        half = a.half if a.half == b.half else None
+        return self._emit(f"({c.name} ? {a.name} : {b.name})", a.dtype, half)
 
     def __getattr__(self, name: str) -> Any:
         arity = OP_ARITY.get(name)
