@@ -2,7 +2,9 @@
 kernel touches enough elements), then each stage in order in the outer loop's body.
 
 A pointwise stage is a ``#pragma omp simd`` loop over its inner sizes storing one element
-per iteration; a reduction stage folds its reduced range into an accumulator (``omp simd``
+per iteration (consecutive pointwise stages over the same inner sizes share one loop, whose
+body computes and stores each in turn: an in-place optimizer update is one loop that reads
+and writes each element once; without outer loops that loop is the parallel one); a reduction stage folds its reduced range into an accumulator (``omp simd``
 reductions for sums, products and boolean folds; the NaN-propagating max/min and the
 arg-reductions step element by element) and stores it, or keeps it in a local variable
 when only later stages of the kernel read it. A buffer of a half type is computed and folded
@@ -77,7 +79,7 @@ class _Writer:
         self.reads: set[str] = set()
         self.writes: dict[str, torch.dtype] = {}
         self.symbols: set[sympy.Symbol] = set()
-        self.parallel = ""  # the OpenMP clauses of a lone pointwise stage with no outer loop
+        self.parallel = ""  # the OpenMP clauses of a lone pointwise loop with no outer loop
 
     def ops(self) -> CppOps:
         return CppOps(locals=self.locals, _counter=self.counter)
@@ -86,12 +88,26 @@ class _Writer:
         self.reads |= ops.reads
         self.symbols |= ops.symbols
 
-    def stage(self, stage: Stage) -> list[str]:
+    def stages(self, group: list[Stage]) -> list[str]:
+        """A reduction stage, or consecutive pointwise stages over the same inner sizes as one
+        loop whose body computes and stores each in turn (each element a stage reads of an
+        earlier one was stored in the same iteration: ``_scheduler._fits``)."""
+        first = group[0]
+        inner_vars = loop_vars("r", len(first.inner))
+        if isinstance(first.buffer.body, Reduction):
+            comment = f"// {first.buffer.name}: {_describe(first.buffer)}"
+            return [comment, *self.reduction(first, first.buffer, first.buffer.body, inner_vars)]
+        body: list[str] = []
+        for stage in group:
+            body += [f"// {stage.buffer.name}: {_describe(stage.buffer)}", *self.pointwise(stage)]
+        if not first.inner:
+            return _block(body, "")
+        simd = f"omp parallel for simd {self.parallel}" if self.parallel else "omp simd"
+        pragma = f"#pragma {simd}" + (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")
+        return [pragma, *_loops(inner_vars, first.inner, ""), *_block(body, "")]
+
+    def pointwise(self, stage: Stage) -> list[str]:
         buffer = stage.buffer
-        inner_vars = loop_vars("r", len(stage.inner))
-        comment = f"// {buffer.name}: {_describe(buffer)}"
-        if isinstance(buffer.body, Reduction):
-            return [comment, *self.reduction(stage, buffer, buffer.body, inner_vars)]
         ops = self.ops()
         value = ops.to_dtype(buffer.body.loader(stage.index, ops), compute_type(buffer.dtype))
         self.absorb(ops)
@@ -99,12 +115,7 @@ class _Writer:
         self.symbols |= store.free_symbols
         target = buffer.into or buffer.name  # an input mutation stores into the input's pointer
         self.writes[target] = buffer.dtype
-        body = [*ops.lines, f"{target}[{cexpr(store)}] = {cstore(value.name, buffer.dtype)};"]
-        if not stage.inner:
-            return [comment, *_block(body, "")]
-        simd = f"omp parallel for simd {self.parallel}" if self.parallel else "omp simd"
-        pragma = f"#pragma {simd}" + (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")
-        return [comment, pragma, *_loops(inner_vars, stage.inner, ""), *_block(body, "")]
+        return [*ops.lines, f"{target}[{cexpr(store)}] = {cstore(value.name, buffer.dtype)};"]
 
     def reduction(self, stage: Stage, buffer: ComputedBuffer, body: Reduction,
                   inner_vars: tuple[sympy.Symbol, ...]) -> list[str]:
@@ -160,6 +171,19 @@ class _Writer:
         return [*lines, f"{buffer.name}[{cexpr(store)}] = {cstore(result, buffer.dtype)};"]
 
 
+def _loop_groups(stages: list[Stage]) -> list[list[Stage]]:
+    """``stages`` in order, consecutive pointwise stages over the same inner sizes together."""
+    groups: list[list[Stage]] = []
+    for stage in stages:
+        pointwise = not isinstance(stage.buffer.body, Reduction)
+        last = groups[-1][-1] if groups else None
+        if pointwise and last is not None and not isinstance(last.buffer.body, Reduction) and last.inner == stage.inner:
+            groups[-1].append(stage)
+        else:
+            groups.append([stage])
+    return groups
+
+
 def _accumulator(kind: str, dtype: torch.dtype) -> str:
     """The C++ type a ``kind`` reduction computing in ``dtype`` accumulates in: float sums and
     products in double (as exact as torch's cascaded sums), others in ``dtype``."""
@@ -180,14 +204,14 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     inner = [sympy.Mul(*s.inner) for s in kernel.stages]
     work = sympy.Mul(*kernel.outer) * max(inner, key=lambda e: e.subs({v: 1024 for v in e.free_symbols}))
     parallel = f"num_threads(kiln_threads) if({cexpr(work)} >= {policy.parallel_min_elements})"
-    lone = len(kernel.stages) == 1 and not isinstance(kernel.stages[0].buffer.body, Reduction)
-    if not kernel.outer and lone:
-        writer.parallel = parallel
+    groups = _loop_groups(kernel.stages)
+    if not kernel.outer and len(groups) == 1 and not isinstance(groups[0][0].buffer.body, Reduction):
+        writer.parallel = parallel  # one pointwise loop and no outer one: that loop is the parallel one
     body: list[str] = []
     blocked = _outer_reduction(kernel, writer, parallel)
     if blocked is None:
-        for stage in kernel.stages:
-            body += writer.stage(stage)
+        for group in groups:
+            body += writer.stages(group)
     loop_names = set(outer_vars) | {v for s in kernel.stages for v in loop_vars("r", len(s.inner))}
     symbols = set(writer.symbols) | work.free_symbols | sympy.Mul(*kernel.outer).free_symbols
     for s in kernel.stages:  # every loop bound

@@ -94,15 +94,17 @@ KILN_SIMD double hypot(double, double);
 }
 #endif
 
-template <typename T> static inline T kiln_max(T a, T b) {  // NaN-propagating, as torch.maximum
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? b : a;
+// NaN-propagating, as torch.maximum and torch.minimum; selects, no branches, so loops calling
+// them vectorize (relu is kiln_max(x, 0))
+template <typename T> static inline T kiln_max(T a, T b) {
+  T m = a < b ? b : a;
+  m = b != b ? b : m;
+  return a != a ? a : m;
 }
 template <typename T> static inline T kiln_min(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return b < a ? b : a;
+  T m = b < a ? b : a;
+  m = b != b ? b : m;
+  return a != a ? a : m;
 }
 template <typename T> static inline T kiln_remainder(T a, T b) {  // Python's %, for floats
   T r = std::fmod(a, b);

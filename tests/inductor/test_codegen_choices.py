@@ -1,0 +1,94 @@
+"""The code kiln.inductor chooses to generate, where the choice decides speed and the values
+must not change: exponents ATen computes without ``pow``, transcendental values computed
+once for all their readers, pointwise stages sharing one loop, NaN-propagating max/min
+written without branches."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import kiln
+from kiln.inductor import _api
+
+
+@pytest.fixture
+def graphs(monkeypatch):
+    compiled = []
+    original = _api.compile_graph
+
+    def record(gm, config=None, builders=None):
+        result = original(gm, config, builders)
+        compiled.append(result)
+        return result
+
+    monkeypatch.setattr(_api, "compile_graph", record)
+    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
+    kiln.reset()
+    yield compiled
+    kiln.reset()
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2])
+def test_special_exponents_are_eagers_bits_without_pow(graphs, exponent):
+    x = torch.rand(4096) * 10 + 0.01
+    got = kiln.compile(lambda t: t**exponent)(x)
+    if exponent == 0.5:  # the correctly rounded square root; eager's vectorized one is within an ulp of it
+        torch.testing.assert_close(got, x**exponent)
+        torch.testing.assert_close(got, x.double().sqrt().float(), rtol=0, atol=0)
+    else:
+        torch.testing.assert_close(got, x**exponent, rtol=0, atol=0)
+    (graph,) = graphs
+    assert "std::pow" not in graph.cpp_code
+
+
+def test_gelu_tanh_computes_the_cube_by_multiplication(graphs):
+    x = torch.randn(64, 256)
+    gelu = torch.nn.GELU(approximate="tanh")
+    with torch.no_grad():
+        torch.testing.assert_close(kiln.compile(gelu)(x), gelu(x))
+    assert "std::pow" not in graphs[0].cpp_code
+
+
+def test_a_transcendental_value_read_twice_is_computed_once(graphs):
+    # rotary embeddings: cos and sin of the positions, broadcast over heads, read by q and k
+    def rotate(q, k, t):
+        cos, sin = t.cos(), t.sin()
+        return q * cos + k * sin, k * cos - q * sin
+
+    q, k, t = torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), torch.randn(16, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(kiln.compile(rotate)(q, k, t), rotate(q, k, t))
+    (graph,) = graphs
+    assert graph.cpp_code.count("std::cos(") == 1 and graph.cpp_code.count("std::sin(") == 1
+
+
+def test_pointwise_stages_over_one_range_share_a_loop(graphs):
+    def update(p, g, m):
+        m.mul_(0.9).add_(g)
+        p.sub_(m * 0.01)
+
+    p, g, m = torch.randn(10000), torch.randn(10000), torch.randn(10000)
+    p2, m2 = p.clone(), m.clone()
+    update(p2, g, m2)
+    kiln.compile(update)(p, g, m)
+    torch.testing.assert_close((p, m), (p2, m2))
+    (graph,) = graphs
+    assert len(re.findall(r"for \(int64_t", graph.cpp_code)) == 1
+    assert "parallel for simd" in graph.cpp_code
+
+
+def test_maximum_minimum_and_relu_propagate_nan_from_either_side(graphs):
+    nan, inf = float("nan"), float("inf")
+    a = torch.tensor([nan, 1.0, nan, -0.0, 0.0, -inf, 2.0, 3.0] * 4)
+    b = torch.tensor([1.0, nan, nan, 0.0, -0.0, inf, 3.0, 2.0] * 4)
+
+    def fn(x, y):
+        return torch.maximum(x, y), torch.minimum(x, y), torch.relu(x), x.clamp(min=0.5, max=2.5)
+
+    with torch.no_grad():
+        got = kiln.compile(fn)(a, b)
+    for mine, theirs in zip(got, fn(a, b), strict=True):
+        torch.testing.assert_close(mine, theirs, equal_nan=True, rtol=0, atol=0)
