@@ -11,7 +11,9 @@ For each thread count (``torch.set_num_threads``) and each case, in one process:
   Both compilers' imports and per-process first use are paid before by a one-op function
   with a backward (torch probes the CPU's vector ISAs once per process: ~30 s here);
 - warm compile (kiln only): the same first call in a new process whose ``KILN_CACHE_DIR``
-  is the one the cold compile filled (imports paid first there too);
+  is the one the cold compile filled (imports paid first there too): kiln captures the
+  frame again, then loads aotgrad's split and inductor's compiled graphs and kernel
+  libraries from the disk caches (a note says when the warm process compiled anything);
 - steady state: median milliseconds per call of eager, torch.compile and kiln, interleaved
   rounds after warm-up (each variant with its own copy of the model and optimizer);
 - kernels per graph ("a+b": forward + backward): kiln's ``CompiledGraph.kernels`` of every
@@ -518,10 +520,11 @@ def run_case(name: str, threads: int, rounds: int, target_s: float, counts: Coun
         row.kiln_warm_s = warm.get("warm_s", math.nan)
         if "error" in warm:
             row.notes.append(f"kiln warm process failed: {warm['error']}")
-        elif warm["compiled"]:
+        elif warm["compiled"] or warm["graph_misses"]:
             edited = ("; kiln's sources changed on disk during the run (edited in parallel), so it ran "
                       "other code" if warm["source"] != source else "")
-            row.notes.append(f"kiln warm process compiled {warm['compiled']} libraries again "
+            row.notes.append(f"kiln warm process compiled {warm['graph_misses']} captured graphs "
+                             f"({warm['graph_hits']} loaded) and {warm['compiled']} libraries again "
                              f"({warm['disk_hits']} disk hits){edited}")
     shutil.rmtree(cache_dir, ignore_errors=True)
     times = _steady(runs, rounds, target_s, row)
@@ -559,8 +562,7 @@ def _steady(runs: dict[str, Variant], rounds: int, target_s: float, row: Row) ->
 
 def warm_main(name: str, threads: int) -> None:
     """The kiln warm compile of ``name``, in this new process, as one JSON line."""
-    from kiln.inductor import InductorConfig
-    from kiln.inductor._compile import cache_root
+    from kiln.inductor import InductorConfig, cache_root
 
     torch.set_num_threads(threads)
     pay_imports(kiln_only=True)
@@ -568,7 +570,9 @@ def warm_main(name: str, threads: int) -> None:
     _, _, seconds = _first_call(lambda: variant(work, _kiln_compile))
     builder = kiln.session().kernels.get(str(cache_root(InductorConfig())))  # none: no graph had a kernel
     compiled, hits = (builder.stats.compiled, builder.stats.disk_hits) if builder else (0, 0)
-    print(json.dumps({"warm_s": seconds, "compiled": compiled, "disk_hits": hits, "source": source_digest()}))
+    graphs = kiln.session().graph_cache
+    print(json.dumps({"warm_s": seconds, "compiled": compiled, "disk_hits": hits, "graph_hits": graphs.hits,
+                      "graph_misses": graphs.misses + graphs.uncacheable, "source": source_digest()}))
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -580,7 +584,7 @@ def _ms(value: float, mark: str = "") -> str:
 
 
 def _s(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:.2f}"
+    return "-" if math.isnan(value) else f"{value:.3f}" if value < 0.1 else f"{value:.2f}"
 
 
 def _geomean(values: list[float]) -> float:

@@ -14,6 +14,8 @@ since those environments do not install the package, its ``src`` folder is put o
 import os
 import sys
 
+import pytest
+
 TORCH_FREE_PACKAGES = ("fxgraph", "frameeval", "guards", "symshapes")
 # package test folder -> its torch-free sub-folders (tests/<package>/<sub>)
 TORCH_FREE_SUBPACKAGES = {"symexec": ("bytecode",)}
@@ -41,3 +43,18 @@ if os.environ.get("KILN_TORCH_FREE") == "1":
         src = os.path.join(os.path.dirname(here), "packages", package, "src")
         if src not in sys.path:
             sys.path.insert(0, src)
+
+
+@pytest.fixture(autouse=True)
+def _kiln_disk_caches_off(monkeypatch):
+    """In-process tests see every compile: no whole graph loaded from an earlier run's cache
+    directory, and no recompile memory carried from one test to the next (kernel libraries
+    are still shared: they are keyed by their source and compile_graph runs either way).
+    Tests of those caches turn them on with a cache directory of their own, or run
+    processes of their own, which start with kiln's defaults."""
+    try:
+        from kiln._config import config
+    except ImportError:  # the torch-free environments have no umbrella package
+        return
+    monkeypatch.setattr(config, "graph_cache", False)
+    monkeypatch.setattr(config, "recompile_memory", False)

@@ -36,6 +36,7 @@ calls from its wrapper).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import types
 from collections.abc import Callable
@@ -70,15 +71,18 @@ class BackendCompilerFailed(RuntimeError):
         super().__init__(f"backend={self.backend_name!r} raised:\n{type(inner).__name__}: {inner}")
 
 
-def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None, **compilers: Any) -> Callable[..., Any]:
+def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None,
+             accept_guards: Callable[[list[Any]], bool] | None = None, **compilers: Any) -> Callable[..., Any]:
     """kiln.aotgrad's forward/backward graphs of ``gm``; ``gm.forward`` where it cannot.
-    ``compilers``: ``fw_compiler``, ``bw_compiler`` and ``decompositions`` (a later stage's)."""
+    ``compilers``: ``fw_compiler``, ``bw_compiler`` and ``decompositions`` (a later stage's);
+    ``accept_guards``: the taker of relations the trace decides (default: the frame's guard
+    sink, ``_guard_sink``)."""
     from kiln.aotgrad import AotUnsupported, aot_compile
 
     partitioner = context.configs.aotgrad.partitioner if context is not None else "min_cut"
     try:
         return aot_compile(gm, example_inputs, context, partitioner=partitioner,
-                           accept_guards=_guard_sink(context), **compilers)
+                           accept_guards=accept_guards or _guard_sink(context), **compilers)
     except AotUnsupported as e:
         _log.warning("kiln.aotgrad cannot take this graph (%s); it runs as captured", e)
         return gm.forward
@@ -94,26 +98,77 @@ def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None,
 
 def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None) -> Callable[..., Any]:
     """aotgrad, with kiln.inductor compiling its forward and backward ATen graphs; an ATen
-    graph inductor fails on runs as its generated code (the reason logged)."""
+    graph inductor fails on runs as its generated code (the reason logged). With the graph
+    cache on (``kiln.config.graph_cache`` and the inductor config's ``graph_cache``), what a
+    process compiled before for this graph and these inputs is loaded from disk instead
+    (``_compiled_cache``), and what is compiled here is recorded."""
     from kiln.inductor import InductorConfig, aten_compiler, decompositions
 
+    from . import _compiled_cache
+    from ._config import config as kiln_config
+
     config = context.configs.inductor if context is not None else InductorConfig()
+    if config.graph_cache and not kiln_config.graph_cache:
+        config = dataclasses.replace(config, graph_cache=False)
+    key = None
+    if context is not None and config.graph_cache:
+        key = _cache_step(_compiled_cache.key_of, gm, example_inputs, context)
+        if key is None:
+            context.graph_cache.uncacheable += 1
+        else:
+            runtime = _cache_step(_compiled_cache.load, key, context, _guard_sink(context))
+            if runtime is not None:
+                context.graph_cache.hits += 1
+                return runtime
+            context.graph_cache.misses += 1
     compile_aten = aten_compiler(config, context.kernels if context is not None else None)
+    halves: dict[str, Any] = {}
 
-    def compiler(aten_gm: Any) -> Callable[..., Any]:
-        try:
-            return compile_aten(aten_gm)
-        except Exception:
-            from ._config import config
+    def compiler_of(half: str) -> Callable[[Any], Callable[..., Any]]:
+        def compiler(aten_gm: Any) -> Callable[..., Any]:
+            try:
+                compiled = compile_aten(aten_gm)
+            except Exception:
+                if kiln_config.raise_internal_errors:
+                    raise
+                _log.warning("kiln.inductor failed on this ATen graph (an error of kiln's); it runs as "
+                             "generated Python", exc_info=True)
+                compiled = aten_gm.forward
+            halves[half] = compiled
+            return compiled
 
-            if config.raise_internal_errors:
-                raise
-            _log.warning("kiln.inductor failed on this ATen graph (an error of kiln's); it runs as "
-                         "generated Python", exc_info=True)
-            return aten_gm.forward
+        return compiler
 
-    return _aotgrad(gm, example_inputs, context, fw_compiler=compiler, bw_compiler=compiler,
-                    decompositions=decompositions())
+    sink = _guard_sink(context)
+    accepted: list[Any] = []
+
+    def accept(exprs: list[Any]) -> bool:
+        taken = sink is not None and sink(exprs)
+        if taken:
+            accepted.extend(exprs)
+        return taken
+
+    runtime = _aotgrad(gm, example_inputs, context, accept, fw_compiler=compiler_of("forward"),
+                       bw_compiler=compiler_of("backward"), decompositions=decompositions())
+    if key is not None and _cache_step(_compiled_cache.store, key, runtime, halves, accepted, context):
+        context.graph_cache.stored += 1
+    return runtime
+
+
+def _cache_step(step: Callable[..., Any], *args: Any) -> Any:
+    """``step(*args)`` of the disk cache of compiled graphs; None, with a warning, when it
+    fails (an error of kiln's: the graph is compiled as if the cache were off), unless
+    ``config.raise_internal_errors``."""
+    from ._config import config
+
+    try:
+        return step(*args)
+    except Exception:
+        if config.raise_internal_errors:
+            raise
+        _log.warning("kiln: the disk cache of compiled graphs failed (an error of kiln's); the graph is "
+                     "compiled without it", exc_info=True)
+        return None
 
 
 def _guard_sink(context: CompileContext | None) -> Callable[[list[Any]], bool] | None:

@@ -28,6 +28,15 @@ class Config:
         "help": "False: an error of kiln's own while capturing a frame (a kiln bug) runs that "
                 "frame eagerly with a warning and its traceback; True: it is raised (kiln's "
                 "tests set it so that such bugs fail them)"})
+    graph_cache: bool = field(default=True, metadata={
+        "help": "keep whole compiled graphs in the cache directory (backend 'inductor': aotgrad's "
+                "split and inductor's code, keyed by the captured graph and its inputs' metadata), so "
+                "that a new process loads what an earlier one compiled instead of tracing and "
+                "compiling again; False: only C++ kernel libraries are kept"})
+    recompile_memory: bool = field(default=True, metadata={
+        "help": "keep in the cache directory which numbers and tensor dimensions turned dynamic for "
+                "which code (automatic dynamic), so that a new process compiles them dynamic on its "
+                "first call instead of compiling a static graph first"})
 
     def describe(self) -> str:
         """Every setting with its value and help."""

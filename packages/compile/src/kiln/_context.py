@@ -44,6 +44,7 @@ import torch
 from kiln.guards import Guard
 
 from ._stage_configs import DEFAULT_CONFIGS, StageConfigs
+from ._stats import GraphCacheStats
 
 __all__ = ["CompileContext", "GuardSink", "compile_context"]
 
@@ -95,6 +96,7 @@ class CompileContext:
     guards: GuardSink = field(default_factory=GuardSink)
     timings: dict[str, float] = field(default_factory=dict)
     kernels: dict[str, Any] = field(default_factory=dict)  # the Session's kernel libraries (kiln.inductor)
+    graph_cache: GraphCacheStats = field(default_factory=GraphCacheStats)  # the Session's (_compiled_cache)
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -147,8 +149,9 @@ def active(context: CompileContext | None) -> Iterator[None]:
 
 
 def context_of(cap: Any, configs: StageConfigs = DEFAULT_CONFIGS, timings: dict[str, float] | None = None,
-               kernels: dict[str, Any] | None = None) -> CompileContext:
+               kernels: dict[str, Any] | None = None, graph_cache: GraphCacheStats | None = None) -> CompileContext:
     """The context of a kiln.symexec Capture's graph, compiled with ``configs``; ``kernels``:
-    the Session's kernel libraries."""
+    the Session's kernel libraries; ``graph_cache``: its graph cache's counters."""
     return CompileContext(cap.code, cap.shape_env, cap.fake_inputs, configs, GuardSink(), dict(timings or {}),
-                          kernels if kernels is not None else {})
+                          kernels if kernels is not None else {},
+                          graph_cache if graph_cache is not None else GraphCacheStats())

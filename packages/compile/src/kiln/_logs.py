@@ -31,6 +31,7 @@ ARTIFACTS: dict[str, str] = {
     "aot_graphs": "the joint, forward and backward ATen graphs kiln.aotgrad makes of each graph",
     "output_code": "the code kiln.inductor generates (reserved: not built yet)",
     "perf_hints": "performance hints of the backends (reserved: not built yet)",
+    "cache": "the disk caches of whole graphs and of the recompile memory: what is not cacheable, corrupt entries",
 }
 
 

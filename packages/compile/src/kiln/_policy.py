@@ -29,7 +29,9 @@ with a warning carrying the traceback (never a broken program), unless ``fullgra
 ``config.raise_internal_errors`` (what kiln's tests set). Recompiles are logged
 (``KILN_LOGS=recompiles``) with the guard that failed for each existing entry. Which numbers
 and tensor dimensions each capture makes dynamic is ``_automatic_dynamic``'s memory (learned
-from failed guards, inherited by resume functions and by frames a compiled code calls).
+from failed guards, inherited by resume functions and by frames a compiled code calls), which
+``_recompile_memory`` keeps in the cache directory across processes
+(``config.recompile_memory``).
 
 Everything the policy records and every cache it hands to a stage belongs to the current
 ``kiln.Session`` (``_session``), read once per miss: its ``stats`` (counters, decisions,
@@ -53,6 +55,7 @@ from typing import Any
 import torch
 
 import kiln.frameeval as fe
+from kiln.inductor import cache_root
 from kiln.symexec import ConstraintViolation, Unsupported, capture
 
 from ._automatic_dynamic import (
@@ -65,6 +68,7 @@ from ._backends import BackendCompilerFailed, compile_graph
 from ._config import config
 from ._context import CompileContext, context_of
 from ._logs import artifact_logger
+from ._recompile_memory import recall, remember
 from ._session import Session, session
 from ._stage_configs import DEFAULT_CONFIGS, StageConfigs
 from ._stats import Stats
@@ -197,12 +201,19 @@ class FrameCompiler:
         automatic = dynamic is None
         if automatic:
             inherit_from_caller(stats, code, L, caller)
+        on_disk = dynamic is not False and config.recompile_memory
+        if on_disk:
+            memory_root = str(cache_root(self.configs.inductor))
+            recall(stats, code, memory_root)
         numbers = dynamic_numbers(stats, code, L, func.__globals__, learn=dynamic is not False)
         dims = dynamic_dims(stats, code, L, func.__globals__, learn=automatic)
+        if on_disk:
+            remember(stats, code, memory_root)
         start = time.perf_counter()
         cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=numbers,
                       dynamic_shapes=dynamic is True, dynamic_dims=dims, caches=current.symexec)
-        context = context_of(cap, self.configs, {"capture": time.perf_counter() - start}, current.kernels)
+        context = context_of(cap, self.configs, {"capture": time.perf_counter() - start}, current.kernels,
+                             current.graph_cache)
         stats.code_guards.setdefault(code, []).append(cap.specializations)
         if dynamic is not False:
             inherit_resume_inputs(stats, cap, dims=automatic)

@@ -9,7 +9,9 @@ A Session owns the process state of the compiler:
   resume functions), passed explicitly to every capture;
 - ``kernels``: kiln.inductor's loaded kernel libraries, one ``CppBuilder`` per cache
   directory (its in-process map from cache key to library), handed to the inductor stage
-  through the CompileContext.
+  through the CompileContext;
+- ``graph_cache``: the counters of the disk cache of compiled captured graphs
+  (``GraphCacheStats``, ``_compiled_cache``), handed to the inductor stage the same way.
 
 Later stages (autotuning results) add their caches here, never as module globals.
 
@@ -41,7 +43,7 @@ from typing import Any
 
 from kiln.symexec import SymexecCaches
 
-from ._stats import Stats
+from ._stats import GraphCacheStats, Stats
 
 __all__ = ["Session", "session"]
 
@@ -54,6 +56,7 @@ class Session:
     stats: Stats = field(default_factory=Stats)
     symexec: SymexecCaches = field(default_factory=SymexecCaches)
     kernels: dict[str, Any] = field(default_factory=dict)  # cache directory -> kiln.inductor CppBuilder
+    graph_cache: GraphCacheStats = field(default_factory=GraphCacheStats)
     _outer: list[Session] = field(default_factory=list, init=False, repr=False)
 
     def __enter__(self) -> Session:

@@ -16,7 +16,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Stats"]
+__all__ = ["GraphCacheStats", "Stats"]
 
 
 @dataclass(slots=True, eq=False)
@@ -44,3 +44,19 @@ class Stats:
     # (a replacement's constants may be unhashable); finds the compiled callers of a frame
     originals: dict[int, tuple[types.CodeType, types.CodeType]] = field(default_factory=dict)
     breaks: list[Any] = field(default_factory=list)  # kiln.Unsupported or str
+    # per code: the recompile memory on disk as last read or written (_recompile_memory):
+    # (numbers, dims), to write only what is new
+    recorded_memory: dict[types.CodeType, tuple[frozenset[Any], dict[Any, frozenset[int]]]] = \
+        field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class GraphCacheStats:
+    """What the disk cache of compiled captured graphs (``_compiled_cache``, backend
+    ``"inductor"``) did in one Session: graphs loaded from disk (no aotgrad trace, no inductor
+    compile), looked up and not found (compiled), recorded, and not cacheable."""
+
+    hits: int = 0
+    misses: int = 0
+    stored: int = 0
+    uncacheable: int = 0

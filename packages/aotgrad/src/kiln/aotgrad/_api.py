@@ -4,7 +4,9 @@ Steps: fresh fake inputs (the compile context's, with their symbolic sizes, or m
 real example inputs), ``trace`` (forward only when no input requires grad or grad mode is
 off, else the joint graph), ``partition``, a compiler for each half (default: the graph's
 own generated Python, which is the ``aot_eager`` backend; the backward's boxed: it takes one
-list and frees each saved tensor after its last use), ``make_runtime``.
+list and frees each saved tensor after its last use), ``make_runtime``. The callable returned
+carries its ``RuntimeMeta`` as ``runtime_meta``: with the two compiled halves it is all a
+cache needs to rebuild the callable (``make_runtime``) without tracing again.
 
 The trace must not decide anything about a symbolic size that the frame's guards do not
 check: a relation it decided beyond them is offered to ``accept_guards`` (kiln's backend adds
@@ -96,7 +98,9 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
         saved_tensor=tuple(isinstance(n.meta.get("val"), torch.Tensor) for n in split.saved),
         final_grad_mode=final_grad_mode,
     )
-    return make_runtime(forward, backward, meta)
+    runtime = make_runtime(forward, backward, meta)
+    runtime.runtime_meta = meta  # type: ignore[attr-defined]
+    return runtime
 
 
 def _global_effects(gm: GraphModule) -> bool | None:

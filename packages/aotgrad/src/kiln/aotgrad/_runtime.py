@@ -46,6 +46,26 @@ class RuntimeMeta:
     saved_tensor: tuple[bool, ...] = ()  # per saved value: whether it is a tensor
     final_grad_mode: bool | None = None  # the grad mode the original graph leaves set
 
+    def to_json(self) -> dict[str, Any]:
+        """The fields as JSON values (tuples as lists), for a disk cache of compiled graphs."""
+        return {f: _lists(getattr(self, f)) for f in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RuntimeMeta:
+        """The RuntimeMeta ``to_json`` gave ``data`` for (lists back to tuples); a KeyError or
+        TypeError for data of another shape."""
+        def layout(v: Any) -> tuple | None:
+            return None if v is None else (tuple(v[0]), tuple(v[1]), int(v[2]))
+
+        return cls(int(data["num_inputs"]), int(data["num_outputs"]), tuple(data["output_aliases"]),
+                   tuple(layout(v) for v in data["alias_layouts"]), tuple(data["grad_inputs"]),
+                   tuple(data["diff_outputs"]), tuple(bool(v) for v in data["saved_tensor"]),
+                   data["final_grad_mode"])
+
+
+def _lists(value: Any) -> Any:
+    return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
+
 
 def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | None, meta: RuntimeMeta) -> Callable:
     n_out = meta.num_outputs

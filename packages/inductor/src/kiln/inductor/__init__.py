@@ -15,8 +15,13 @@ from kiln.inductor._config import InductorConfig
 __version__ = "0.1.0"
 
 _WHERE = {
-    "CompiledGraph": "_compile", "compile_graph": "_compile", "InductorUnsupported": "_graph", "aten_compiler": "_api", "backend": "_api",
-    "decompositions": "_api", "FusionPolicy": "_policy", "lower_graph": "_graph", "schedule": "_scheduler",
+    "CompiledGraph": "_graph_cache", "compile_graph": "_compile", "InductorUnsupported": "_graph", "aten_compiler": "_api",
+    "backend": "_api", "decompositions": "_api", "FusionPolicy": "_policy", "lower_graph": "_graph", "schedule": "_scheduler",
+    # the disk caches (``_graph_cache``, ``_entries``), also used by the umbrella's cache of
+    # whole captured graphs and its recompile memory
+    "EntryStore": "_entries", "GraphDescriber": "_graph_cache", "Uncacheable": "_graph_cache",
+    "cache_identity": "_graph_cache", "cache_root": "_config", "load_compiled": "_graph_cache",
+    "code_digest": "_graph_cache", "source_digest": "_graph_cache",
 }
 __all__ = ["InductorConfig", *sorted(_WHERE)]
 

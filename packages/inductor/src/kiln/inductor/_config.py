@@ -4,9 +4,11 @@ Imports nothing heavy: the umbrella builds it at every ``kiln.compile``."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["InductorConfig"]
+__all__ = ["InductorConfig", "cache_root"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,5 +23,18 @@ class InductorConfig:
     max_autotune: bool = field(default=False, metadata={
         "help": "search kernel configurations (and vendor libraries) for the fastest (not built yet)"})
     cache_dir: str = field(default="", metadata={
-        "help": "where compiled kernels are kept across processes; empty: $KILN_CACHE_DIR, else "
-                "~/.cache/kiln"})
+        "help": "where compiled kernels and graphs are kept across processes; empty: $KILN_CACHE_DIR, "
+                "else ~/.cache/kiln"})
+    graph_cache: bool = field(default=True, metadata={
+        "help": "keep whole compiled graphs (wrapper and kernel source) in the cache directory, keyed "
+                "by a hash of the ATen graph, so that a new process skips lowering and code generation "
+                "for graphs compiled before (False: only kernel libraries are kept)"})
+
+
+def cache_root(config: InductorConfig) -> Path:
+    """The cache directory of ``config``: its ``cache_dir``, else ``$KILN_CACHE_DIR`` (read at
+    each call), else ``~/.cache/kiln``."""
+    if config.cache_dir:
+        return Path(config.cache_dir)
+    env = os.environ.get("KILN_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "kiln"

@@ -1,0 +1,451 @@
+"""The whole-graph cache: an ATen graph's compiled form (its wrapper's source, the C++ source
+of its kernels, the objects the wrapper refers to) on disk, keyed by an explicit hash, so
+that a process compiling a graph an earlier process compiled skips lowering, scheduling and
+code generation, and the C++ build (the library comes from ``cpp._build``'s cache).
+
+The key (``graph_key``) hashes:
+- the graph: every node's kind, target, arguments and ``meta["val"]`` (dtype, device, sizes,
+  strides and storage offset, symbolic ones as the expressions the lowering sees, simplified
+  by their ShapeEnv, with the value ranges of their symbols; which values share a storage),
+  and the bytes of every tensor constant (``graph_description``);
+- the stage's config (``InductorConfig``, less where the cache is);
+- kiln's own sources (``source_digest``: the packages whose code decides the output), the
+  torch and Python versions, the C++ compiler, its version and flags, and the CPU's ISA.
+
+A graph holding something the description cannot name across processes (a Python object
+without an import path, a quantized tensor) has no key and is compiled each time.
+
+The record (``record_of``) holds the wrapper source, the C++ source, each kernel's parameter
+kinds, and the wrapper's global objects by name (``_encode_global``: kernel functions by
+name, ATen ops by their qualified name, functions by import path, dtypes and devices by
+name, tensor constants by value). ``load_compiled`` rebuilds the callable from it: the
+library through the ``CppBuilder`` (whose integrity check covers the ``.so``), then the
+wrapper's ``call``. An entry that fails its check (``EntryStore``) or cannot be rebuilt is
+logged and compiled again, never loaded.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import dataclasses
+import functools
+import hashlib
+import importlib
+import importlib.util
+import io
+import json
+import linecache
+import logging
+import sys
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sympy
+import torch
+
+from kiln.fxgraph import GraphModule, Node
+
+from ._config import InductorConfig, cache_root
+from ._entries import EntryStore
+
+__all__ = [
+    "CompiledGraph",
+    "GraphDescriber",
+    "Uncacheable",
+    "bind_kernels",
+    "builder_of",
+    "cache_identity",
+    "code_digest",
+    "exec_wrapper",
+    "graph_description",
+    "graph_key",
+    "import_path",
+    "kernel_params",
+    "load_compiled",
+    "record_of",
+    "source_digest",
+    "store_compiled",
+]
+
+_log = logging.getLogger("kiln.cache")
+_code_log = logging.getLogger("kiln.output_code")
+# Bump when the record's fields or their meaning change.
+_RECORD_VERSION = 1
+_ARGTYPES = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "size": ctypes.c_int64}
+
+
+@dataclass(slots=True)
+class CompiledGraph:
+    """The compiled callable (``call(args)``: a list it empties) and what it is made of;
+    ``cache_key``: its whole-graph cache key (None: not cacheable), ``from_cache``: whether
+    it was loaded from that cache rather than compiled."""
+
+    call: Callable[[list[Any]], tuple]
+    wrapper_code: str
+    cpp_code: str
+    kernels: int
+    externs: int
+    fallbacks: dict[str, str]
+    cache_key: str | None = None
+    from_cache: bool = False
+
+
+class Uncacheable(Exception):
+    """The graph (or its compiled form) holds something no other process can name."""
+
+
+# ---------------------------------------------------------------------------------- the key
+def source_digest(*packages: str) -> str:
+    """A sha256 of the Python sources of the ``kiln.<package>`` packages (every ``.py`` file,
+    with its path), each read once per process: a change of kiln's code is a change of key."""
+    return hashlib.sha256("".join(_package_digest(p) for p in packages).encode()).hexdigest()
+
+
+@functools.cache
+def _package_digest(package: str) -> str:
+    digest = hashlib.sha256(package.encode())
+    spec = importlib.util.find_spec(f"kiln.{package}")
+    for root in list(spec.submodule_search_locations or []) if spec is not None else []:
+        for path in sorted(Path(root).rglob("*.py")):
+            digest.update(f"\0{path.relative_to(root)}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def code_digest(code: types.CodeType) -> str:
+    """A sha256 of what a code object does: its bytecode, names, signature and constants
+    (nested code objects by their own digest), the same in every process."""
+    digest = hashlib.sha256(code.co_code)
+    digest.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, code.co_argcount,
+                        code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)).encode())
+    for const in code.co_consts:
+        digest.update(b"\0" + _const_text(const).encode())
+    return digest.hexdigest()
+
+
+def _const_text(const: Any) -> str:
+    if isinstance(const, types.CodeType):
+        return "code:" + code_digest(const)
+    if isinstance(const, tuple):
+        return "(" + ",".join(_const_text(c) for c in const) + ")"
+    if isinstance(const, frozenset):  # its repr's order follows string hashing, which varies
+        return "{" + ",".join(sorted(_const_text(c) for c in const)) + "}"
+    return f"{type(const).__name__}:{const!r}"
+
+
+def import_path(obj: Any) -> tuple[str, str] | None:
+    """``(module, qualname)`` when importing the module and following the qualname gives
+    ``obj`` itself, else None."""
+    module = getattr(obj, "__module__", None)
+    if module is None and hasattr(obj, "__objclass__"):  # a method descriptor of a C type
+        module = getattr(obj.__objclass__, "__module__", None)
+        qualname = f"{obj.__objclass__.__qualname__}.{obj.__name__}"
+    else:
+        qualname = getattr(obj, "__qualname__", None)
+    if type(module) is not str or type(qualname) is not str or "<" in qualname:
+        return None
+    value: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        value = getattr(value, part, None)
+    if value is obj:
+        return module, qualname
+    # torch's functions bound from a C class (``torch.empty_strided``): the module's name for it
+    name = getattr(obj, "__name__", None)
+    if type(name) is str and getattr(sys.modules.get(module), name, None) is obj:
+        return module, name
+    return None
+
+
+class GraphDescriber:
+    """JSON-able descriptions of graph values that are equal exactly when two processes
+    would compile the same thing from them (see the module docstring); raises
+    ``Uncacheable`` for a value it cannot name."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[Node, int] = {}
+        self.symbols: dict[str, Any] = {}  # name -> (symbol, its ShapeEnv or None)
+        self._storages: dict[tuple[bool, int], int] = {}
+        self._tensors: dict[int, int] = {}
+
+    def value(self, v: Any) -> Any:
+        t = type(v)
+        if v is None or t is bool or t is int or t is str:
+            return v
+        if t is float or t is complex:
+            return [t.__name__, repr(v)]
+        if t is Node:
+            return ["node", self.nodes[v]]
+        if t is list or t is tuple or t is torch.Size:
+            return [t.__name__, *(self.value(x) for x in v)]
+        if t is dict:
+            return ["dict", *([self.value(k), self.value(x)] for k, x in v.items())]
+        if t is slice:
+            return ["slice", self.value(v.start), self.value(v.stop), self.value(v.step)]
+        if v is Ellipsis:
+            return ["ellipsis"]
+        if isinstance(v, (torch.dtype, torch.layout, torch.memory_format)):
+            return ["torch", str(v)]
+        if t is torch.device:
+            return ["device", str(v)]
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return ["sym", t.__name__, self.expr(v)]
+        if isinstance(v, sympy.Basic):
+            return ["expr", self.expr(v)]
+        if isinstance(v, torch.Tensor):
+            return self.tensor(v)
+        if isinstance(v, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+            return ["op", str(v)]
+        path = import_path(v)
+        if path is None:
+            raise Uncacheable(f"{type(v).__name__} {v!r:.60} has no import path")
+        if isinstance(v, types.FunctionType):  # a Python function: what it does, not only its name
+            if v.__closure__:
+                raise Uncacheable(f"the function {path[1]} reads a closure")
+            return ["py", *path, code_digest(v.__code__), self.value(v.__defaults__), self.value(v.__kwdefaults__)]
+        return ["py", *path]
+
+    def expr(self, v: Any) -> str:
+        """A size expression as the lowering sees it: a SymInt's simplified by its ShapeEnv
+        (``_ir.sym``); its symbols noted with their ShapeEnv (for ``ranges``)."""
+        env = None
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            node = v.node
+            expr = getattr(node, "expr", None)
+            if expr is None:
+                raise Uncacheable(f"a {type(v).__name__} without an expression")
+            env = getattr(node, "env", None)
+            v = env.simplify(expr) if env is not None else expr
+        if not isinstance(v, sympy.Basic):
+            return repr(v)
+        for symbol in v.free_symbols:
+            self.symbols.setdefault(symbol.name, (symbol, env))
+        return sympy.srepr(v)
+
+    def tensor(self, t: torch.Tensor) -> list[Any]:
+        """Metadata (and, for a real tensor, the bytes); which earlier tensor is the same
+        object and which shares its storage."""
+        if t.layout != torch.strided or t.is_quantized:
+            raise Uncacheable(f"a {t.layout} tensor")
+        same = self._tensors.setdefault(id(t), len(self._tensors))
+        storage = getattr(t, "fake_storage", None)
+        fake = storage is not None
+        key = (fake, id(storage) if fake else t.untyped_storage().data_ptr())
+        shared = self._storages.setdefault(key, len(self._storages))
+        described = ["tensor", str(t.dtype), str(t.device), [self.expr(s) for s in t.shape],
+                     [self.expr(s) for s in t.stride()], self.expr(t.storage_offset()), t.requires_grad,
+                     same, shared]
+        if not fake:
+            if t.device.type != "cpu":
+                raise Uncacheable(f"a constant on {t.device}")
+            plain = t.detach().resolve_conj().resolve_neg().contiguous()
+            data = plain.reshape(-1).view(torch.uint8).numpy().tobytes()
+            described.append(hashlib.sha256(data).hexdigest())
+        return described
+
+    def node(self, n: Node, gm: GraphModule, metas: bool) -> list[Any]:
+        self.nodes[n] = len(self.nodes)
+        described = [n.op, n.target if type(n.target) is str else self.value(n.target), self.value(n.args),
+                     self.value(n.kwargs)]
+        if n.op == "get_attr":
+            described.append(self.value(gm.get_attr(n.target)))
+        if metas:
+            described.append(self.value(n.meta.get("val")))
+        return described
+
+    def ranges(self) -> list[Any]:
+        """The value range of every symbol described so far, from its ShapeEnv."""
+        out = []
+        for name in sorted(self.symbols):
+            symbol, env = self.symbols[name]
+            out.append([name, str(env.range_of(symbol)) if env is not None else None])
+        return out
+
+
+def graph_description(gm: GraphModule, describer: GraphDescriber | None = None, *, metas: bool = True) -> list[Any]:
+    """Every node of ``gm`` described (``GraphDescriber``), with its ``meta["val"]`` when
+    ``metas``; raises ``Uncacheable``."""
+    describer = describer or GraphDescriber()
+    return [describer.node(n, gm, metas) for n in gm.graph.nodes]
+
+
+def _config_fields(config: InductorConfig) -> dict[str, Any]:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if f.name not in ("cache_dir", "graph_cache")}
+
+
+@functools.cache
+def _build_identity() -> list[Any]:
+    from .cpp._build import compile_flags, compiler, compiler_version, cpu_isa, link_flags
+
+    return [torch.__version__, torch.version.git_version, list(sys.version_info[:2]), compiler(),
+            compiler_version(), list(compile_flags()), list(link_flags()), cpu_isa(),
+            source_digest("inductor", "symshapes", "fxgraph")]
+
+
+def cache_identity(config: InductorConfig) -> list[Any]:
+    """What every key of a graph compiled with ``config`` shares: the record version, kiln's
+    sources, the torch and Python versions, the C++ compiler, its version and flags, the ISA,
+    and the config (less where the cache is)."""
+    return [_RECORD_VERSION, _build_identity(), _config_fields(config)]
+
+
+def graph_key(gm: GraphModule, config: InductorConfig) -> str | None:
+    """The whole-graph cache key of the ATen graph ``gm`` compiled with ``config`` (see the
+    module docstring), or None when it cannot have one (the reason logged)."""
+    describer = GraphDescriber()
+    try:
+        parts = [cache_identity(config), graph_description(gm, describer), describer.ranges()]
+        return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:40]
+    except Uncacheable as why:
+        _log.info("kiln.inductor: an ATen graph is not cached on disk: %s", why)
+    except Exception:  # an error of kiln's: the graph is compiled, not cached
+        _log.warning("kiln.inductor: the cache key of an ATen graph failed; it is not cached", exc_info=True)
+    return None
+
+
+# ------------------------------------------------------------------------------- the record
+def _encode_global(obj: Any, kernel_names: dict[int, str]) -> list[Any]:
+    if id(obj) in kernel_names:
+        return ["kernel", kernel_names[id(obj)]]
+    if isinstance(obj, (torch.dtype, torch.layout, torch.memory_format)):
+        name = str(obj).removeprefix("torch.")
+        if getattr(torch, name, None) is obj:
+            return ["torch", name]
+    if type(obj) is torch.device:
+        return ["device", str(obj)]
+    if isinstance(obj, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        return ["op", str(obj)]
+    if type(obj) is torch.Tensor and obj.layout == torch.strided and obj.device.type == "cpu" \
+            and not obj.requires_grad:
+        buffer = io.BytesIO()
+        torch.save(obj.detach(), buffer)  # with its storage, offset and strides (kernels index by them)
+        return ["tensor", base64.b64encode(buffer.getvalue()).decode()]
+    path = import_path(obj)
+    if path is not None:
+        return ["py", *path]
+    raise Uncacheable(f"the wrapper refers to a {type(obj).__name__} with no name in other processes")
+
+
+def _decode_global(entry: list[Any], functions: dict[str, Any]) -> Any:
+    kind = entry[0]
+    if kind == "kernel":
+        return functions[entry[1]]
+    if kind == "torch":
+        return getattr(torch, entry[1])
+    if kind == "device":
+        return torch.device(entry[1])
+    if kind == "op":
+        namespace, name, *overload = entry[1].split(".")
+        op = getattr(getattr(torch.ops, namespace), name)
+        return getattr(op, overload[0]) if overload else op
+    if kind == "tensor":
+        return torch.load(io.BytesIO(base64.b64decode(entry[1])), weights_only=True)
+    if kind == "py":
+        value: Any = importlib.import_module(entry[1])
+        for part in entry[2].split("."):
+            value = getattr(value, part)
+        return value
+    raise ValueError(f"unknown global kind {kind!r}")
+
+
+def record_of(compiled: CompiledGraph, wrapper_globals: dict[str, Any], functions: dict[str, Any],
+              params: dict[str, list[str]]) -> dict[str, Any]:
+    """The cache record of ``compiled``: ``wrapper_globals`` are its wrapper's globals,
+    ``functions`` its loaded kernel functions by name, ``params`` each kernel's parameter
+    kinds; raises ``Uncacheable``."""
+    kernel_names = {id(fn): name for name, fn in functions.items()}
+    return {
+        "version": _RECORD_VERSION,
+        "wrapper": compiled.wrapper_code,
+        "cpp": compiled.cpp_code,
+        "params": params,
+        "globals": {name: _encode_global(obj, kernel_names) for name, obj in wrapper_globals.items()},
+        "kernels": compiled.kernels,
+        "externs": compiled.externs,
+        "fallbacks": compiled.fallbacks,
+    }
+
+
+def _store(config: InductorConfig) -> EntryStore:
+    return EntryStore(cache_root(config), "graphs")
+
+
+def store_compiled(key: str, compiled: CompiledGraph, wrapper_globals: dict[str, Any],
+                   functions: dict[str, Any], params: dict[str, list[str]], config: InductorConfig) -> bool:
+    """Write the record of ``compiled`` under ``key``; False when it cannot be (logged)."""
+    try:
+        record = record_of(compiled, wrapper_globals, functions, params)
+    except Uncacheable as why:
+        _log.info("kiln.inductor: a compiled graph is not cached on disk: %s", why)
+        return False
+    except Exception:  # an error of kiln's: the graph was compiled, it is not cached
+        _log.warning("kiln.inductor: recording a compiled graph failed; it is not cached", exc_info=True)
+        return False
+    return _store(config).write(key, record)
+
+
+def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph | None:
+    """The compiled graph stored under ``key``, rebuilt (its library loaded through
+    ``builders``' CppBuilder of the cache directory), or None: absent, corrupt, or not
+    rebuildable here (logged)."""
+    record = _store(config).read(key)
+    if record is None:
+        return None
+    try:
+        if record.get("version") != _RECORD_VERSION:
+            raise ValueError(f"record version {record.get('version')!r}")
+        return _rebuild(key, record, config, builders)
+    except Exception as error:  # a record that passed its check but does not rebuild here
+        _log.warning("kiln: the cached graph %s cannot be loaded (%s: %s); it is compiled again", key,
+                     type(error).__name__, error)
+        return None
+
+
+def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph:
+    params = record["params"]
+    functions = bind_kernels(builder_of(config, builders).load(record["cpp"]), params) if params else {}
+    namespace = {name: _decode_global(entry, functions) for name, entry in record["globals"].items()}
+    call = exec_wrapper(record["wrapper"], namespace)
+    if _code_log.isEnabledFor(logging.INFO):
+        _code_log.info("wrapper (from the cache, %s):\n%s\nkernels:\n%s", key, record["wrapper"],
+                       record["cpp"] or "(none)")
+    return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
+                         dict(record["fallbacks"]), key, True)
+
+
+def builder_of(config: InductorConfig, builders: dict[str, Any]) -> Any:
+    """The CppBuilder of ``config``'s cache directory in ``builders`` (the caller's: kiln's
+    Session keeps one map per process state), made on first use."""
+    from .cpp._build import CppBuilder
+
+    root = str(cache_root(config))
+    builder = builders.get(root)
+    if builder is None:
+        builder = builders[root] = CppBuilder(root)
+    return builder
+
+
+def exec_wrapper(code: str, namespace: dict[str, Any]) -> Callable[[list[Any]], tuple]:
+    """The ``call`` function the wrapper source ``code`` defines, with ``namespace`` as its
+    globals; its source is registered with linecache (tracebacks show it)."""
+    filename = f"<kiln.inductor wrapper {hashlib.sha1(code.encode()).hexdigest()[:12]}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    namespace = dict(namespace)
+    exec(compile(code, filename, "exec"), namespace)
+    return namespace["call"]
+
+
+def bind_kernels(library: Any, params: dict[str, list[str]]) -> dict[str, Any]:
+    """Each kernel's function in ``library`` (a loaded ``KernelLibrary``), its argument types
+    set from its parameter kinds (and the thread count, last)."""
+    return {name: library.function(name, [_ARGTYPES[k] for k in kinds] + [ctypes.c_int64])
+            for name, kinds in params.items()}
+
+
+def kernel_params(sources: Iterable[Any]) -> dict[str, list[str]]:
+    """Each kernel's parameter kinds by name, from its ``KernelSource``."""
+    return {k.name: [p.kind for p in k.params] for k in sources}
