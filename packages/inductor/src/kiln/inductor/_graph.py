@@ -28,6 +28,7 @@ from kiln.symshapes import FloorDiv, Mod
 
 from . import (  # noqa: F401 - they register their rules
     _lower_concat,
+    _lower_indexing,
     _lower_reductions,
     _lower_views,
 )
@@ -46,7 +47,7 @@ from ._ir import (
 )
 from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, broadcast, lowering_rules, scalar
 from ._mutation import is_input_copy, overwritten_copies, shared_storage_inputs
-from ._ops import ReadsOps
+from ._ops import ReadsOps, has_indirect
 from ._policy import FusionPolicy
 
 __all__ = ["GraphOutput", "InductorUnsupported", "LoweredGraph", "lower_graph"]
@@ -250,8 +251,11 @@ class _Lowering(LoweringContext):
         store = flat_index(index, buffer.stride)
         reads = ReadsOps()
         value.loader(index, reads)
-        if any(r.name == buffer.name and sympy.expand(r.index - store) != 0 for r in reads.reads):
-            value = self.realize(value)  # it reads elements the write replaces first: computed before
+        if any(r.name == buffer.name and sympy.expand(r.index - store) != 0 for r in reads.reads) \
+                or any(has_indirect(r.index) for r in reads.reads):
+            # it reads elements the write replaces first, or through an index that may be out of
+            # range (eager raises before writing anything): computed before
+            value = self.realize(value)
         source = node.args[1] if len(node.args) > 1 else None
         # the value itself (not a conversion, a broadcast or a copy of it): its readers can read the input
         rebind = isinstance(source, Node) and self.env.get(source) is src and value is src and src.view is None \

@@ -2,7 +2,7 @@
 records what a loader reads.
 
 Every handler answers the same calls (``ops.<name>(*handles)`` for the names in
-``OP_ARITY``, plus ``load``, ``constant``, ``index_expr``, ``to_dtype``); what a handle is
+``OP_ARITY``, plus ``load``, ``constant``, ``index_expr``, ``to_dtype``, ``indirect``); what a handle is
 belongs to the handler: ``ReadsOps`` returns ``None`` for everything and records the loads
 and the number of operations; the C++ handler returns named temporaries. Lowerings insert
 every type conversion themselves (``to_dtype``), so a handler never promotes.
@@ -12,8 +12,13 @@ half value is a float32 one (``compute_type``). ``load`` of a half buffer gives 
 as float32, ``constant`` and ``to_dtype`` to a half type give float32 holding the value
 rounded to that type (to nearest, ties to even), and a kernel rounds on store. So a chain of
 inlined operations on half values runs in float32 with no rounding between them.
-"""
 
+Indirect indexing (gather, embedding, advanced indexing): ``ops.indirect(handle, size,
+check)`` turns a loaded integer into an ``IndirectIndex``, a symbol that index expressions may
+use like a loop variable. The handler checks it against ``size`` (wrapping negative values
+first when ``check.negative``); an element out of range is reported (``IndexCheck``: the
+exception eager raises) and read as element 0, never out of bounds.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,7 +27,8 @@ from typing import Any
 import sympy
 import torch
 
-__all__ = ["COMPARISONS", "HALF_DTYPES", "OP_ARITY", "Read", "ReadsOps", "compute_type"]
+__all__ = ["COMPARISONS", "HALF_DTYPES", "OP_ARITY", "IndexCheck", "IndirectIndex", "Read", "ReadsOps",
+           "compute_type", "has_indirect"]
 
 # name -> number of operands
 OP_ARITY: dict[str, int] = {
@@ -46,6 +52,28 @@ def compute_type(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in HALF_DTYPES else dtype
 
 
+class IndirectIndex(sympy.Symbol):
+    """An index loaded from a tensor (``ops.indirect``): a variable of the loop body, never a
+    size; no two are assumed equal, and no read through one equals a store's index."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexCheck:
+    """What eager raises for an index out of range: ``error`` (``IndexError`` or
+    ``RuntimeError``) with ``message``, where ``{index}``, ``{dim}`` and ``{size}`` are
+    filled in; ``negative``: a negative index counts from the end (advanced indexing)."""
+
+    error: str
+    message: str
+    dim: int
+    negative: bool = False
+    size: Any = None  # the size checked against (set by the handler that checks)
+
+
+def has_indirect(index: sympy.Expr) -> bool:
+    return any(isinstance(s, IndirectIndex) for s in sympy.sympify(index).free_symbols)
+
+
 @dataclass(frozen=True, slots=True)
 class Read:
     name: str
@@ -59,6 +87,12 @@ class ReadsOps:
 
     reads: list[Read] = field(default_factory=list)
     count: int = 0
+    _indirect: int = 0
+
+    def indirect(self, x: Any, size: sympy.Expr, check: IndexCheck) -> sympy.Expr:
+        self.count += 2
+        self._indirect += 1
+        return IndirectIndex(f"ind{self._indirect}", integer=True)
 
     def load(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> None:
         self.reads.append(Read(name, index))

@@ -33,7 +33,7 @@ import sympy
 
 from ._graph import LoweredGraph
 from ._ir import ComputedBuffer, ExternBuffer, Reduction, flat_index, loop_vars
-from ._ops import ReadsOps
+from ._ops import ReadsOps, has_indirect
 from ._policy import FusionPolicy
 
 __all__ = ["Kernel", "Stage", "extern_reads", "output_buffers", "schedule", "step_readers"]
@@ -118,6 +118,9 @@ def _fits(kernel: Kernel, stage: Stage, written: dict[str, Stage]) -> bool:
         if sympy.expand(read.index - _store(writer)) != 0:
             return False
     target = stage.buffer.into
+    if target is not None and any(has_indirect(read.index) for other in kernel.stages
+                                  for read in _reads(other, outer_vars)):
+        return False  # an index the kernel checks may be out of range: eager raises before the write
     if target is not None:
         # it writes an input: the kernel's stages may read the input only where this stage
         # writes it in the same outer iteration (other iterations may run on other threads)

@@ -12,6 +12,7 @@ kernel reads it (the kernels index memory by the traced strides).
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from ._graph import LoweredGraph
 from ._ir import ExternBuffer, InputBuffer, TensorValue, sym
 from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
+from .cpp._kernel import ERROR_PARAM
 
 __all__ = ["WrapperSource", "render_wrapper"]
 
@@ -95,7 +97,8 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
     C++ function of each kernel by name; ``params``: each kernel's parameters."""
     glob = _Globals()
     glob.values.update({"_reinterpret": _reinterpret, "_to_layout": _to_layout, "_empty": torch.empty_strided,
-                        "_threads": torch.get_num_threads})
+                        "_threads": torch.get_num_threads, "_error_slots": _error_slots, "_address": _address,
+                        "_raise_index_error": _raise_index_error})
     by_name = {b.name: b for b in graph.buffers}
     args = [b.name if isinstance(b, InputBuffer) else f"arg{k}" for k, b in enumerate(graph.inputs)]
     lines = [f"{', '.join(args)}{',' if len(args) == 1 else ''} = args; args.clear()" if args else "args.clear()"]
@@ -241,9 +244,36 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
             lines.append(f"{b.name} = _empty({_tuple(b.sizes)}, {_tuple(b.strides())}, "
                          f"dtype={glob.ref(b.dtype, 'dtype')})")
     fn = glob.ref(kernels[kernel.name], kernel.name)
-    call_args = [f"{p.name}.data_ptr()" if p.kind != "size" else p.name for p in params[kernel.name]]
+    error = next((p for p in params[kernel.name] if p.name == ERROR_PARAM), None)
+    if error is not None:
+        lines.append(f"{ERROR_PARAM} = _error_slots()")
+    call_args = [p.name if p.kind == "size" else f"_address({p.name})" if p is error else f"{p.name}.data_ptr()"
+                 for p in params[kernel.name]]
     lines.append(f"{fn}({', '.join([*call_args, 'threads'])})")
+    if error is not None:
+        checks = ", ".join(f"({c.error!r}, {c.message!r}, {c.dim})" for c in error.checks)
+        sizes = ", ".join(pyexpr(c.size) for c in error.checks)
+        lines.append(f"if {ERROR_PARAM}[0]: _raise_index_error({ERROR_PARAM}, ({checks},), ({sizes},))")
     return lines
+
+
+_ErrorSlots = ctypes.c_int64 * 2
+
+
+def _error_slots() -> Any:
+    """Where a kernel reports an index out of range: which check (from 1; 0: none) and its value."""
+    return _ErrorSlots()
+
+
+def _address(slots: Any) -> int:
+    return ctypes.addressof(slots)
+
+
+def _raise_index_error(slots: Any, checks: tuple, sizes: tuple) -> None:
+    """Raise what eager raises for the index a kernel found out of range."""
+    error, message, dim = checks[slots[0] - 1]
+    text = message.format(index=slots[1], dim=dim, size=sizes[slots[0] - 1])
+    raise (IndexError if error == "IndexError" else RuntimeError)(text)
 
 
 def _extern(buffer: ExternBuffer, glob: _Globals, by_name: dict[str, Any]) -> list[str]:

@@ -22,12 +22,14 @@ import sympy
 import torch
 
 from .._ir import ComputedBuffer, Reduction, contiguous_strides, flat_index, loop_vars
-from .._ops import ReadsOps, compute_type
+from .._ops import IndexCheck, ReadsOps, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
 from ._ops import CTYPES, CppOps, CppVar, cconst, cexpr, cstore
 
-__all__ = ["KernelSource", "Param", "render_kernel"]
+__all__ = ["ERROR_PARAM", "KernelSource", "Param", "render_kernel"]
+
+ERROR_PARAM = "kiln_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,7 @@ class Param:
     name: str
     kind: str  # "in" (read-only pointer), "out" (written pointer), "size" (int64)
     dtype: torch.dtype | None = None
+    checks: tuple[IndexCheck, ...] = ()  # ERROR_PARAM's: the checks it reports, in order
 
 
 @dataclass(slots=True)
@@ -42,6 +45,7 @@ class KernelSource:
     name: str
     code: str
     params: list[Param] = field(default_factory=list)
+    checks: list[IndexCheck] = field(default_factory=list)  # check k + 1 is reported as k + 1 in kiln_error
 
 
 _SIMD_REDUCTION = {"sum": "+", "prod": "*", "any": "||", "all": "&&"}
@@ -79,10 +83,11 @@ class _Writer:
         self.reads: set[str] = set()
         self.writes: dict[str, torch.dtype] = {}
         self.symbols: set[sympy.Symbol] = set()
+        self.checks: list[IndexCheck] = []
         self.parallel = ""  # the OpenMP clauses of a lone pointwise loop with no outer loop
 
     def ops(self) -> CppOps:
-        return CppOps(locals=self.locals, _counter=self.counter)
+        return CppOps(locals=self.locals, checks=self.checks, _counter=self.counter)
 
     def absorb(self, ops: CppOps) -> None:
         self.reads |= ops.reads
@@ -219,6 +224,8 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     symbols = sorted(symbols - loop_names, key=lambda v: v.name)
     params = [Param(n, "out", d) for n, d in sorted(writer.writes.items())]
     params += [Param(n, "in", dtypes[n]) for n in sorted(writer.reads - set(writer.writes))]
+    if writer.checks:  # where an index out of range is reported: two int64 (which check, its value)
+        params.append(Param(ERROR_PARAM, "out", torch.int64, tuple(writer.checks)))
     params += [Param(v.name, "size") for v in symbols]
     if blocked is not None:
         lines = blocked
@@ -230,7 +237,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         lines = body
     signature = ", ".join([*(_param_decl(p) for p in params), "int64_t kiln_threads"])
     code = "\n".join([f'extern "C" void {kernel.name}({signature})', *_block(lines, "")])
-    return KernelSource(kernel.name, code, params)
+    return KernelSource(kernel.name, code, params, writer.checks)
 
 
 _BLOCK = 16  # outputs reduced side by side in an outer reduction (one AVX-512 vector of floats)

@@ -9,6 +9,7 @@ Temporaries are declared with their dtype's C++ type, never ``auto``: C++ would 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import sympy
 import torch
 
-from .._ops import COMPARISONS, HALF_DTYPES, OP_ARITY
+from .._ops import COMPARISONS, HALF_DTYPES, OP_ARITY, IndexCheck, IndirectIndex
 from .._printer import CPP
 
 __all__ = ["CTYPES", "HEADER", "CppOps", "CppVar", "cconst", "cexpr", "cstore"]
@@ -105,6 +106,13 @@ template <typename T> static inline T kiln_min(T a, T b) {
   T m = b < a ? b : a;
   m = b != b ? b : m;
   return a != a ? a : m;
+}
+// an index out of range (gather, embedding, advanced indexing): the first one found is kept
+// (which check, its value) for the wrapper to raise eager's error after the kernel
+static inline void kiln_index_error(int64_t* err, int64_t check, int64_t value) {
+  int64_t none = 0;
+  if (__atomic_compare_exchange_n(&err[0], &none, check, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    __atomic_store_n(&err[1], value, __ATOMIC_RELAXED);
 }
 template <typename T> static inline T kiln_remainder(T a, T b) {  // Python's %, for floats
   T r = std::fmod(a, b);
@@ -278,8 +286,24 @@ class CppOps:
     locals: dict[str, CppVar] = field(default_factory=dict)
     reads: set[str] = field(default_factory=set)  # buffers loaded from memory
     symbols: set[sympy.Symbol] = field(default_factory=set)  # every symbol of an index
+    checks: list[IndexCheck] = field(default_factory=list)  # the kernel's index checks (shared list)
     _cse: dict[str, CppVar] = field(default_factory=dict)
     _counter: list[int] = field(default_factory=lambda: [0])
+
+    def indirect(self, x: CppVar, size: sympy.Expr, check: IndexCheck) -> sympy.Expr:
+        """``x`` as an index below ``size`` (negative ones wrapped when the check says so); one
+        out of range is reported through ``kiln_error`` (check number ``len(checks)``, its
+        value) and read as 0."""
+        bound = cexpr(size)
+        self.symbols.update(sympy.sympify(size).free_symbols)
+        value = self._emit(f"static_cast<int64_t>({x.name})", torch.int64)
+        if check.negative:
+            value = self._emit(f"({value.name} < 0 ? {value.name} + {bound} : {value.name})", torch.int64)
+        self.checks.append(dataclasses.replace(check, size=size))
+        inside = f"static_cast<uint64_t>({value.name}) < static_cast<uint64_t>({bound})"
+        self.lines.append(f"if (!({inside})) kiln_index_error(kiln_error, {len(self.checks)}, {x.name});")
+        safe = self._emit(f"({inside} ? {value.name} : int64_t(0))", torch.int64)
+        return IndirectIndex(safe.name, integer=True)
 
     def _emit(self, code: str, dtype: torch.dtype, half: torch.dtype | None = None) -> CppVar:
         found = self._cse.get(code)
@@ -296,7 +320,7 @@ class CppOps:
         if local is not None:
             return local
         self.reads.add(name)
-        self.symbols.update(sympy.sympify(index).free_symbols)
+        self.symbols.update(v for v in sympy.sympify(index).free_symbols if not isinstance(v, IndirectIndex))
         element = f"{name}[{cexpr(index)}]"
         if dtype in HALF_DTYPES:
             return self._emit(f"kiln_{_HALF_NAMES[dtype]}_to_float({element})", torch.float32, dtype)
@@ -310,7 +334,7 @@ class CppOps:
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppVar:
         if dtype in HALF_DTYPES:
             return self.to_dtype(self.index_expr(expr, torch.int64), dtype)
-        self.symbols.update(sympy.sympify(expr).free_symbols)
+        self.symbols.update(v for v in sympy.sympify(expr).free_symbols if not isinstance(v, IndirectIndex))
         return self._emit(f"static_cast<{CTYPES[dtype]}>({cexpr(expr)})", dtype)
 
     def to_dtype(self, x: CppVar, dtype: torch.dtype) -> CppVar:

@@ -1,0 +1,143 @@
+"""Lowering rules for reads through loaded indices: ``embedding``, ``index_select``,
+``gather`` and advanced indexing (``index.Tensor`` with integer index tensors).
+
+Each reads its index tensor's element, turns it into an index with ``ops.indirect`` (checked
+against the indexed size, as eager checks it: the kernel reports the first index out of
+range and the wrapper raises eager's error), and reads the source there. The result is a
+value like any other: it fuses with the pointwise ops around it (an embedding lookup, the
+sum of two embeddings and a layer norm are one kernel). Boolean masks (a data-dependent
+number of results) and index tensors of other types run as ATen calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from ._ir import TensorValue, sym
+from ._lowering import Fallback, LoweringContext, broadcast, broadcast_sizes, register
+from ._ops import IndexCheck
+
+aten = torch.ops.aten
+
+_INTEGER_INDEX = frozenset({torch.int64, torch.int32})
+_OUT_OF_RANGE = IndexCheck("IndexError", "index out of range in self", 0)
+
+
+def _traced_sizes(node: Any) -> tuple[sympy.Expr, ...]:
+    return tuple(sym(s) for s in node.meta["val"].shape)
+
+
+def _index_tensor(index: Any) -> TensorValue:
+    if not isinstance(index, TensorValue) or index.dtype not in _INTEGER_INDEX:
+        raise Fallback(f"an index of {getattr(index, 'dtype', type(index).__name__)}")
+    return index
+
+
+def _dim(dim: int, ndim: int) -> int:
+    return dim + ndim if dim < 0 else dim
+
+
+def _checked(sizes: tuple[sympy.Expr, ...], node: Any) -> tuple[sympy.Expr, ...]:
+    traced = _traced_sizes(node)
+    if traced != sizes:
+        raise Fallback(f"sizes {sizes} where the trace has {traced}")
+    return sizes
+
+
+@register(aten.embedding.default)
+def _embedding(ctx: LoweringContext, node: Any, weight: TensorValue, indices: Any, padding_idx: int = -1,
+               scale_grad_by_freq: bool = False, sparse: bool = False) -> TensorValue:
+    """``weight[indices]`` along the first dimension (padding_idx only matters for the gradient)."""
+    indices = _index_tensor(indices)
+    if weight.ndim != 2:
+        raise Fallback("embedding of a weight that is not 2-d")
+    k = indices.ndim
+    sizes = _checked((*indices.sizes, weight.sizes[1]), node)
+    rows, load_index, load_weight = weight.sizes[0], indices.loader, weight.loader
+
+    def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+        row = ops.indirect(load_index(index[:k], ops), rows, _OUT_OF_RANGE)
+        return load_weight([row, index[k]], ops)
+
+    return TensorValue(sizes, weight.dtype, loader, None, weight.ops_count + indices.ops_count + 2)
+
+
+@register(aten.index_select.default)
+def _index_select(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: Any) -> TensorValue:
+    index = _index_tensor(index)
+    if index.ndim > 1:
+        raise Fallback("index_select with a multi-dimensional index")
+    dim = _dim(dim, max(x.ndim, 1))
+    if x.ndim == 0:
+        raise Fallback("index_select of a 0-d tensor")
+    sizes = list(x.sizes)
+    sizes[dim] = index.sizes[0] if index.ndim else sympy.Integer(1)
+    sizes = _checked(tuple(sizes), node)
+    n, load_index, load_x = x.sizes[dim], index.loader, x.loader
+    check = IndexCheck("IndexError", "index out of range in self", dim)
+
+    def loader(idx: Sequence[sympy.Expr], ops: Any) -> Any:
+        at = ops.indirect(load_index([idx[dim]] if index.ndim else [], ops), n, check)
+        return load_x([*idx[:dim], at, *idx[dim + 1:]], ops)
+
+    return TensorValue(sizes, x.dtype, loader, None, x.ops_count + index.ops_count + 2)
+
+
+@register(aten.gather.default)
+def _gather(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: Any,
+            sparse_grad: bool = False) -> TensorValue:
+    """``out[i][j] = x[i][index[i][j]]`` (for ``dim`` 1): the index's sizes, each at most the
+    source's in the other dimensions (eager checks that; the trace has it)."""
+    index = _index_tensor(index)
+    if index.ndim != x.ndim or x.ndim == 0:
+        raise Fallback("gather with an index of another rank")
+    dim = _dim(dim, x.ndim)
+    sizes = _checked(index.sizes, node)
+    n, load_index, load_x = x.sizes[dim], index.loader, x.loader
+    check = IndexCheck("RuntimeError", "index {index} is out of bounds for dimension {dim} with size {size}", dim)
+
+    def loader(idx: Sequence[sympy.Expr], ops: Any) -> Any:
+        at = ops.indirect(load_index(idx, ops), n, check)
+        return load_x([*idx[:dim], at, *idx[dim + 1:]], ops)
+
+    return TensorValue(sizes, x.dtype, loader, None, x.ops_count + index.ops_count + 2)
+
+
+@register(aten.index.Tensor)
+def _index(ctx: LoweringContext, node: Any, x: TensorValue, indices: Sequence[Any]) -> TensorValue:
+    """Advanced indexing with integer tensors (negative indices count from the end): the
+    indexed dimensions are replaced by the indices' broadcast sizes, in place when the
+    indexed dimensions are adjacent, else in front."""
+    given = [(d, _index_tensor(t)) for d, t in enumerate(indices) if t is not None]
+    if not given or len(indices) > x.ndim:
+        raise Fallback("index without index tensors")
+    dims = [d for d, _ in given]
+    shape = broadcast_sizes(*(t.sizes for _, t in given))
+    loaders = [broadcast(t, shape).loader for _, t in given]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    rest = [d for d in range(x.ndim) if d not in dims]
+    at = dims[0] if adjacent else 0  # where the broadcast dimensions go in the result
+    before = [d for d in rest if d < at] if adjacent else []
+    after = [d for d in rest if d not in before]
+    sizes = _checked((*(x.sizes[d] for d in before), *shape, *(x.sizes[d] for d in after)), node)
+    checks = [IndexCheck("IndexError", "index {index} is out of bounds for dimension {dim} with size {size}", d,
+                         negative=True) for d in dims]
+    load_x, k = x.loader, len(shape)
+
+    def loader(idx: Sequence[sympy.Expr], ops: Any) -> Any:
+        lead, point, tail = idx[:len(before)], idx[len(before):len(before) + k], idx[len(before) + k:]
+        full: list[Any] = [None] * x.ndim
+        for d, v in zip(before, lead, strict=True):
+            full[d] = v
+        for d, v in zip(after, tail, strict=True):
+            full[d] = v
+        for d, load, check in zip(dims, loaders, checks, strict=True):
+            full[d] = ops.indirect(load(point, ops), x.sizes[d], check)
+        return load_x(full, ops)
+
+    cost = x.ops_count + sum(t.ops_count for _, t in given) + 2 * len(given)
+    return TensorValue(sizes, x.dtype, loader, None, cost)
