@@ -148,3 +148,17 @@ def test_training_through_embedding_gather_and_cross_entropy(graphs):
     torch.testing.assert_close(got, expected)
     for mine, theirs in zip(model.parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(mine.grad, theirs.grad)
+
+
+def test_an_embedding_read_by_several_nodes_is_gathered_once(graphs):
+    torch.manual_seed(0)
+    table, norm = nn.Embedding(100, 32), nn.RMSNorm(32)
+
+    def fn(ids, w):
+        h = table(ids)
+        a = norm(h) @ w  # the matmul splits the kernels: h is read before and after it
+        return h + a
+
+    _check(fn, torch.randint(0, 100, (4, 16)), torch.randn(32, 32))
+    (graph,) = graphs
+    assert graph.cpp_code.count("kiln_index_error(kiln_error") == 1
