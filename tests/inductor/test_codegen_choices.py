@@ -92,3 +92,16 @@ def test_maximum_minimum_and_relu_propagate_nan_from_either_side(graphs):
         got = kiln.compile(fn)(a, b)
     for mine, theirs in zip(got, fn(a, b), strict=True):
         torch.testing.assert_close(mine, theirs, equal_nan=True, rtol=0, atol=0)
+
+
+def test_a_size_symbol_of_a_kernel_with_an_empty_dimension_is_a_parameter(graphs):
+    # OpInfo's samples for cos: (1, 0, 3) compiles with a symbol for the dimension beside the
+    # empty one; that loop bound must still be a kernel parameter (the product of the outer
+    # sizes is 0, with no symbols)
+    def fn(x):
+        return torch.cos(x)
+
+    compiled = kiln.compile(fn)
+    for shape in [(20,), (30,), (1, 0, 3), ()]:  # dimension 0 turns dynamic, then holds 1 beside a 0
+        x = torch.randn(shape)
+        torch.testing.assert_close(compiled(x), torch.cos(x))

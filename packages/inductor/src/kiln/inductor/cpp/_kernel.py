@@ -218,9 +218,9 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         for group in groups:
             body += writer.stages(group)
     loop_names = set(outer_vars) | {v for s in kernel.stages for v in loop_vars("r", len(s.inner))}
-    symbols = set(writer.symbols) | work.free_symbols | sympy.Mul(*kernel.outer).free_symbols
-    for s in kernel.stages:  # every loop bound
-        symbols |= sympy.Mul(*s.inner).free_symbols
+    symbols = set(writer.symbols) | work.free_symbols
+    for size in (*kernel.outer, *(size for s in kernel.stages for size in s.inner)):  # every loop bound
+        symbols |= sympy.sympify(size).free_symbols  # one by one: a product with a size 0 has no symbols
     symbols = sorted(symbols - loop_names, key=lambda v: v.name)
     params = [Param(n, "out", d) for n, d in sorted(writer.writes.items())]
     params += [Param(n, "in", dtypes[n]) for n in sorted(writer.reads - set(writer.writes))]
