@@ -22,7 +22,8 @@ Each compiled result is compared with eager by ``torch.testing.assert_close`` (`
 sample decides). For kiln the record also says what it compiled: graphs (a pass without one
 ran eagerly), graph breaks, the ATen graphs kiln.inductor compiled, their C++ kernels and
 ATen calls, the ATen ops it did not lower, and the warnings of graphs aotgrad refused.
-``kiln.reset()`` and ``torch._dynamo.reset()`` run between ops.
+``kiln.reset()`` and ``torch._dynamo.reset()`` run between ops; kiln's disk caches of
+compiled graphs and of the recompile memory are off, so no op starts from another's state.
 
 Run: ``python benchmarks/inductor_opinfo.py [--ops add,div.floor_rounding] [--limit N]
 [--no-torch] [--json PATH]``; the summary table comes last, then kiln's mismatches and
@@ -324,8 +325,11 @@ def kiln_recording() -> Iterator[tuple[list[Any], _Warnings]]:
 def run_kiln(op: Any, expected: dict[int, Any], count: int = SAMPLES) -> tuple[Verdict, KilnRecord]:
     """``op`` under ``kiln.compile(backend="inductor")``: the verdict and what kiln made."""
     kiln.reset()
-    previous = kiln.config.raise_internal_errors
+    previous = kiln.config.raise_internal_errors, kiln.config.recompile_memory, kiln.config.graph_cache
     kiln.config.raise_internal_errors = True
+    # every op starts from nothing, as under torch.compile: its samples are called through one
+    # shared caller, whose dynamic dimensions the disk's recompile memory would carry from op to op
+    kiln.config.recompile_memory = kiln.config.graph_cache = False
     try:
         with kiln_recording() as (graphs, logged):
             verdict = run_compiled(
@@ -341,7 +345,7 @@ def run_kiln(op: Any, expected: dict[int, Any], count: int = SAMPLES) -> tuple[V
             warnings=logged.messages[:3],
         )
     finally:
-        kiln.config.raise_internal_errors = previous
+        kiln.config.raise_internal_errors, kiln.config.recompile_memory, kiln.config.graph_cache = previous
         kiln.reset()
     return verdict, record
 
