@@ -162,3 +162,20 @@ def test_an_embedding_read_by_several_nodes_is_gathered_once(graphs):
     _check(fn, torch.randint(0, 100, (4, 16)), torch.randn(32, 32))
     (graph,) = graphs
     assert graph.cpp_code.count("kiln_index_error(kiln_error") == 1
+
+
+def test_an_embedding_bag_sum_reduces_blocks_of_columns_with_the_index_loaded_once(graphs):
+    table = torch.randn(1000, 40)
+
+    def bags(ids):
+        return table[ids].sum(1)
+
+    _check(bags, torch.randint(0, 1000, (8, 12)))
+    (graph,) = graphs
+    assert "outputs at a time" in graph.cpp_code  # the sum over the bag runs outside the block of columns
+    body = graph.cpp_code.split("#pragma omp simd")[-1]
+    assert "kiln_index_error" not in body  # checked once per index, not once per column
+    bad = torch.randint(0, 1000, (8, 12))
+    bad[3, 5] = 1000
+    with pytest.raises(IndexError, match="index 1000 is out of bounds for dimension 0 with size 1000"):
+        kiln.compile(bags)(bad)

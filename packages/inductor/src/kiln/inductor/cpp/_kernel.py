@@ -16,6 +16,7 @@ The function is ``extern "C" void <name>(<pointers>, <sizes>, int64_t kiln_threa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import sympy
@@ -259,8 +260,9 @@ def _outer_reduction(kernel: Kernel, writer: _Writer, parallel: str) -> list[str
     last = outer_vars[-1]
     reads = ReadsOps()
     body.loader(stage.index, list(inner_vars), reads)
-    if not reads.reads or any(sympy.expand(r.index).coeff(last) != 1 for r in reads.reads):
-        return None  # the block would not read consecutive elements
+    steps = [sympy.expand(r.index).coeff(last) for r in reads.reads]
+    if not steps or any(c not in (0, 1) for c in steps) or 1 not in steps:
+        return None  # the block would not read consecutive elements (or the same one)
     if all(all(sympy.expand(r.index).coeff(v) == 0 for v in inner_vars) for r in reads.reads):
         return None
     kind, dtype = body.reduction_type, compute_type(buffer.dtype)
@@ -278,6 +280,7 @@ def _outer_reduction(kernel: Kernel, writer: _Writer, parallel: str) -> list[str
             update += f" nan[j] |= ({value.name} != {value.name});"
     size = cexpr(kernel.outer[-1])
     define = f"const int64_t {last} = xb + j;"
+    hoisted, varying = _split_invariant(ops.lines, last.name)
     store = flat_index(stage.index, buffer.strides())
     writer.symbols |= store.free_symbols
     writer.writes[buffer.name] = buffer.dtype
@@ -290,8 +293,8 @@ def _outer_reduction(kernel: Kernel, writer: _Writer, parallel: str) -> list[str
         *([f"int32_t nan[{_BLOCK}] = {{0}};"] if nan else []),
         f"for (int64_t j = 0; j < {_BLOCK}; ++j) acc[j] = {_init(kind, dtype)};",
         *_loops(inner_vars, stage.inner, ""),
-        *_block(["#pragma omp simd", "for (int64_t j = 0; j < width; ++j)",
-                 *_block([define, *ops.lines, update], "")], ""),
+        *_block([*hoisted, "#pragma omp simd", "for (int64_t j = 0; j < width; ++j)",
+                 *_block([define, *varying, update], "")], ""),
         "for (int64_t j = 0; j < width; ++j)",
         *_block([define, f"{buffer.name}[{cexpr(store)}] = {cstore(final, buffer.dtype)};"], ""),
     ]
@@ -301,6 +304,30 @@ def _outer_reduction(kernel: Kernel, writer: _Writer, parallel: str) -> list[str
             f"#pragma omp parallel for {parallel}{collapse}",
             *_loops(others, kernel.outer[:-1], ""),
             f"for (int64_t xb = 0; xb < {size}; xb += {_BLOCK})", *_block(block, "")]
+
+
+_NAME = re.compile(r"\b(tmp\d+|[a-z]\d+)\b")
+
+
+def _split_invariant(lines: list[str], variable: str) -> tuple[list[str], list[str]]:
+    """``lines`` of a loop body over ``variable`` split into those that do not depend on it
+    (run once, before the loop: an index loaded and checked for a whole block of outputs)
+    and the rest, each list in order. A line depends on the variable when it names it or a
+    temporary of a line that does."""
+    hoisted: list[str] = []
+    varying: list[str] = []
+    dependent = {variable}
+    for line in lines:
+        names = set(_NAME.findall(line))
+        defined = line.split(" = ", 1)[0].split()[-1] if " = " in line and not line.startswith("if") else None
+        uses = names - {defined} if defined else names
+        if uses & dependent:
+            varying.append(line)
+            if defined:
+                dependent.add(defined)
+        else:
+            hoisted.append(line)
+    return hoisted, varying
 
 
 def _param_decl(p: Param) -> str:
