@@ -323,3 +323,38 @@ def test_bf16_mlp_training_step(graphs):
     for graph in graphs:
         assert graph.kernels >= 1
         assert set(graph.fallbacks) <= _MATMULS, graph.fallbacks
+
+
+def test_layer_norm_statistics_of_a_half_input_have_its_dtype_on_the_cpu():
+    # the CPU kernel returns mean and rstd in the input's dtype (the meta kernel, written for
+    # other devices, says float32): the traced graph must agree, and the backward that reads
+    # them must give eager's gradients
+    torch.manual_seed(0)
+    ln = torch.nn.LayerNorm(16).to(torch.bfloat16)
+    x = torch.randn(8, 16, dtype=torch.bfloat16)
+
+    def stats(x):
+        return torch.ops.aten.native_layer_norm(x, [16], ln.weight, ln.bias, 1e-5)
+
+    kiln.reset()
+    with torch.no_grad():
+        got, expected = kiln.compile(stats)(x), stats(x)
+    assert [t.dtype for t in got] == [t.dtype for t in expected] == [torch.bfloat16] * 3
+    for mine, theirs in zip(got, expected, strict=True):
+        torch.testing.assert_close(mine, theirs)
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4))
+    model = model.to(torch.bfloat16)
+    eager, reference = copy.deepcopy(model), copy.deepcopy(model).float()
+    kiln.compile(model)(x).float().square().mean().backward()
+    eager(x).float().square().mean().backward()
+    reference(x.float()).square().mean().backward()
+    for k in (0, 2):  # before and after the norm: eager's gradients (the ones before read mean and rstd)
+        for mine, theirs in zip(model[k].parameters(), eager[k].parameters(), strict=True):
+            torch.testing.assert_close(mine.grad, theirs.grad)
+    for mine, theirs, exact in zip(model[1].parameters(), eager[1].parameters(), reference[1].parameters(),
+                                   strict=True):
+        # the norm's own gradients are reductions kept in float32 (eager rounds in between):
+        # never further from the float32 computation than eager's
+        assert (mine.grad.float() - exact.grad).abs().max() <= (theirs.grad.float() - exact.grad).abs().max()
+    kiln.reset()

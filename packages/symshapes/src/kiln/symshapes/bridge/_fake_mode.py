@@ -75,6 +75,9 @@ _METADATA_QUERIES = {
     "is_contiguous": torch.Tensor.is_contiguous,
 }
 _CPU = torch.device("cpu")
+# ops whose CPU kernel gives these results in the dtype of the first input, where the meta
+# kernel (written for the other devices) gives the computation dtype
+_CPU_INPUT_DTYPE_RESULTS = {torch.ops.aten.native_layer_norm.default: (1, 2)}
 
 data_dependent_rules: dict[str, Callable] = {}
 """Op name (``aten.nonzero.default``'s packet name ``nonzero``) -> rule(mode, func, args, kwargs)."""
@@ -266,7 +269,7 @@ class FakeTensorMode(TorchDispatchMode):
             out = info.fast(self, func, info, args, kwargs)
             if out is not None:
                 self.fast_hits += 1
-                return out
+                return self._cpu_result_dtypes(func, args, out)
         inputs: list[FakeTensor] = []
         meta_args = self._unwrap(args, inputs)
         meta_kwargs = {k: self._unwrap(v, inputs) for k, v in kwargs.items()} if kwargs else {}
@@ -287,7 +290,25 @@ class FakeTensorMode(TorchDispatchMode):
             else:
                 why = "its meta kernel refused: " + message.strip().splitlines()[0]
             raise UnsupportedOpError(func, why) from err
-        return self._wrap_outputs(func, info, out, args, kwargs, inputs, device)
+        return self._cpu_result_dtypes(func, args, self._wrap_outputs(func, info, out, args, kwargs, inputs, device))
+
+    def _cpu_result_dtypes(self, func, args: tuple, out):
+        """``out`` with the dtypes the CPU kernel gives where its meta kernel says otherwise
+        (``_CPU_INPUT_DTYPE_RESULTS``): native_layer_norm's mean and rstd of a bf16 or fp16
+        input are float32 on other devices but of the input's dtype on the CPU."""
+        results = _CPU_INPUT_DTYPE_RESULTS.get(func)
+        if results is None or not isinstance(out, tuple) or not args or not isinstance(args[0], torch.Tensor):
+            return out
+        x = args[0]
+        if x.device.type != "cpu":
+            return out
+        fixed = list(out)
+        for k in results:
+            t = fixed[k]
+            if isinstance(t, FakeTensor) and t.dtype != x.dtype:
+                fixed[k] = FakeTensor.of_metadata(self, list(t.shape), list(t.stride()), t.storage_offset(), x.dtype,
+                                                  t.device)
+        return tuple(fixed)
 
     def _run_symbolic(self, func, meta_args, meta_kwargs):
         """``func`` on meta tensors with symbolic sizes. A size that may be 1 is decided
