@@ -302,6 +302,11 @@ class FakeTensorMode(TorchDispatchMode):
         x = args[0]
         if x.device.type != "cpu":
             return out
+        # with weights of another dtype (float32 weights of a bf16 input) the CPU kernel
+        # computes in theirs and gives the statistics in it, as the meta kernel does
+        params = [a for a in args[2:4] if isinstance(a, torch.Tensor)]
+        if any(p.dtype != x.dtype for p in params):
+            return out
         fixed = list(out)
         for k in results:
             t = fixed[k]
