@@ -22,6 +22,7 @@ import kiln.frameeval as fe
 from kiln.symexec import SourceLocation, Unsupported
 
 from ._backends import resolve_backend
+from ._compile_key import compile_key
 from ._logs import configure_from_env
 from ._policy import FrameCompiler
 from ._session import _CURRENT, new_session, session
@@ -61,7 +62,7 @@ def compile(
     # hook's ~20 ns on other Python calls while no callback is set.
     fe.keep_installed(True)
     resolved = resolve_backend(backend)  # an unknown or unavailable backend fails here, early
-    callback = FrameCompiler(resolved, configs, entry=_entry_code(model))
+    callback = FrameCompiler(resolved, configs, entry=_entry_code(model), key=compile_key(backend, configs))
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, callback)
     return _wrap(model, callback)

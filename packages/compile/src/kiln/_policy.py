@@ -58,6 +58,7 @@ import kiln.frameeval as fe
 from kiln.inductor import cache_root
 from kiln.symexec import ConstraintViolation, Unsupported, capture
 
+from ._compile_key import SameCompile
 from ._automatic_dynamic import (
     dynamic_dims,
     dynamic_numbers,
@@ -112,9 +113,10 @@ class FrameCompiler:
     (``kiln.session()``), read once, whose parts it hands to each stage."""
 
     def __init__(self, backend: Any, configs: StageConfigs = DEFAULT_CONFIGS, *,
-                 entry: types.CodeType | None = None, observer: Any = None) -> None:
+                 entry: types.CodeType | None = None, observer: Any = None, key: Any = None) -> None:
         self.backend = backend
         self.configs = configs
+        self.key = key  # which kiln.compile configuration: each entry it makes is guarded by it
         self.observer = observer  # called with each Capture made (kiln.explain)
         # ``fullgraph`` is about the compiled function itself; other frames that start during
         # the call (callees of code run eagerly, constructors the replacement calls) fall back.
@@ -234,6 +236,8 @@ class FrameCompiler:
         stats.originals[id(replacement)] = (replacement, code)
         with context.timed("guards"):
             cap.guards.extend(context.guards.close())  # what the stages added: the same checker
+            if self.key is not None:
+                cap.guards.add(SameCompile(self.key))  # another backend or options compiles anew
             check = cap.guards.compile(func.__globals__)
         fe.add_cache_entry(code, check, replacement)
         stats.entries += 1
