@@ -58,7 +58,6 @@ import kiln.frameeval as fe
 from kiln.inductor import cache_root
 from kiln.symexec import ConstraintViolation, Unsupported, capture
 
-from ._compile_key import SameCompile
 from ._automatic_dynamic import (
     dynamic_dims,
     dynamic_numbers,
@@ -66,6 +65,7 @@ from ._automatic_dynamic import (
     inherit_resume_inputs,
 )
 from ._backends import BackendCompilerFailed, compile_graph
+from ._compile_key import SameCompile
 from ._config import config
 from ._context import CompileContext, context_of
 from ._logs import artifact_logger
