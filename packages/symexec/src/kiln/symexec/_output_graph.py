@@ -179,8 +179,12 @@ class OutputGraph:
             if known.source is not None and known.source != source:
                 self.guards.add(ObjectAliasing(known.source, source))
             return known
-        node = self._placeholder(source, real)
         import torch
+
+        if real.layout != torch.strided:
+            # fake tensors model strided memory only (a sparse tensor has no strides or storage)
+            raise Unsupported(f"{source} is a {real.layout} tensor; kiln traces strided tensors only")
+        node = self._placeholder(source, real)
 
         dims = set(range(real.dim()) if self.dynamic_shapes else self.dynamic_dims.get(source, ()))
         marks = marks_of(real)
