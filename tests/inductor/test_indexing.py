@@ -179,3 +179,18 @@ def test_an_embedding_bag_sum_reduces_blocks_of_columns_with_the_index_loaded_on
     bad[3, 5] = 1000
     with pytest.raises(IndexError, match="index 1000 is out of bounds for dimension 0 with size 1000"):
         kiln.compile(bags)(bad)
+
+
+def test_an_index_read_before_an_input_write_is_checked_before_it(graphs):
+    # y is read only after the write of x: its gather must still be checked first, as
+    # eager raises at table[ids] before x.add_ runs
+    def fn(x, table, ids):
+        y = table[ids]
+        x.add_(1)
+        return y * 2 + x
+
+    x, table = torch.zeros(2, 3), torch.ones(4, 3)
+    with pytest.raises(IndexError):
+        kiln.compile(fn)(x, table, torch.tensor([1, 9]))
+    assert torch.equal(x, torch.zeros(2, 3))
+    torch.testing.assert_close(kiln.compile(fn)(x, table, torch.tensor([1, 3])), torch.full((2, 3), 3.0))

@@ -298,7 +298,9 @@ class _Lowering(LoweringContext):
         """Values not computed yet that read buffer ``name``, which ``writer`` (``copy_`` into a
         graph input, ``index_put_``, ...) is about to write, and that a node not lowered yet
         still reads: they are computed now, into buffers of their own, so they see the buffer
-        as it was (views included). ``keep``: a node the caller takes care of."""
+        as it was (views included); when the buffer is a graph input, so are values whose
+        indices a kernel checks (an index out of range raises before the write, as in eager).
+        ``keep``: a node the caller takes care of."""
         for node, value in list(self.env.items()):
             if node is writer or node is keep or node.op == "placeholder":  # an input is what is written
                 continue
@@ -314,7 +316,11 @@ class _Lowering(LoweringContext):
             return value
         ops = ReadsOps()
         value.loader(list(loop_vars("x", value.ndim)), ops)
-        if not any(read.name == name for read in ops.reads):
+        # a value that reads through loaded indices is computed before a graph input is
+        # written too: its index checks come first in the program, and eager raises before
+        # writing anything the caller can see
+        checked = isinstance(self.by_name.get(name), InputBuffer) and any(has_indirect(r.index) for r in ops.reads)
+        if not checked and not any(read.name == name for read in ops.reads):
             return value
         known = self.realized.get(id(value))
         if known is not None and known[0] is value:
