@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import torch
 
 import kiln
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    kiln.reset()
-    yield
-    kiln.reset()
 
 
 def _counting(name: str, calls: list[str]):

@@ -10,14 +10,6 @@ import torch
 import kiln
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
-    kiln.reset()
-    yield
-    kiln.reset()
-
-
 def test_a_sparse_input_runs_eagerly():
     def f(s, d):
         return torch.sparse.mm(s, d) + 1

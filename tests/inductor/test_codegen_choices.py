@@ -11,24 +11,6 @@ import pytest
 import torch
 
 import kiln
-from kiln.inductor import _api
-
-
-@pytest.fixture
-def graphs(monkeypatch):
-    compiled = []
-    original = _api.compile_graph
-
-    def record(gm, config=None, builders=None):
-        result = original(gm, config, builders)
-        compiled.append(result)
-        return result
-
-    monkeypatch.setattr(_api, "compile_graph", record)
-    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
-    kiln.reset()
-    yield compiled
-    kiln.reset()
 
 
 @pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2])

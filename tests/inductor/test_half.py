@@ -19,30 +19,11 @@ import torch
 from torch import nn
 
 import kiln
-from kiln.inductor import _api
 
 HALF = [torch.bfloat16, torch.float16]
 _BITS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 
 
-@pytest.fixture
-def graphs(monkeypatch):
-    """The CompiledGraph of every ATen graph kiln.inductor compiles in the test (torch's RNG
-    seeded: the inputs are the same on every run)."""
-    torch.manual_seed(0)
-    compiled = []
-    original = _api.compile_graph
-
-    def record(gm, config=None, builders=None):
-        result = original(gm, config, builders)
-        compiled.append(result)
-        return result
-
-    monkeypatch.setattr(_api, "compile_graph", record)
-    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
-    kiln.reset()
-    yield compiled
-    kiln.reset()
 
 
 def _check(fn, *args):

@@ -6,29 +6,10 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import torch
 from torch import nn
 
 import kiln
-from kiln.inductor import _api
-
-
-@pytest.fixture
-def graphs(monkeypatch):
-    compiled = []
-    original = _api.compile_graph
-
-    def record(gm, config=None, builders=None):
-        result = original(gm, config, builders)
-        compiled.append(result)
-        return result
-
-    monkeypatch.setattr(_api, "compile_graph", record)
-    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
-    kiln.reset()
-    yield compiled
-    kiln.reset()
 
 
 def _convnet():

@@ -53,13 +53,7 @@ OPS = (
 _BY_NAME = {full_name(op): op for op in load_op_db()}
 
 
-@pytest.fixture(autouse=True)
-def fresh_kiln(monkeypatch):
-    # A bug of kiln's own fails the test instead of running the frame eagerly (the default)
-    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
-    kiln.reset()
-    yield
-    kiln.reset()
+pytestmark = pytest.mark.usefixtures("fresh_kiln")
 
 
 def _describe(sample) -> str:

@@ -1,0 +1,31 @@
+import pytest
+import torch
+
+import kiln
+from kiln.inductor import _api
+
+
+@pytest.fixture
+def fresh_kiln(monkeypatch):
+    # A bug of kiln's own fails the test instead of running the frame eagerly (the default)
+    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
+    kiln.reset()
+    yield
+    kiln.reset()
+
+
+@pytest.fixture
+def graphs(monkeypatch, fresh_kiln):
+    """The CompiledGraph of every ATen graph kiln.inductor compiles in the test (torch's RNG
+    seeded: the inputs are the same on every run)."""
+    torch.manual_seed(0)
+    compiled = []
+    original = _api.compile_graph
+
+    def record(gm, config=None, builders=None):
+        result = original(gm, config, builders)
+        compiled.append(result)
+        return result
+
+    monkeypatch.setattr(_api, "compile_graph", record)
+    return compiled
