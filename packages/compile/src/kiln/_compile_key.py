@@ -5,52 +5,50 @@ frameeval keeps one list of entries per code object, whatever callback compiled 
 second would run the first's compiled code and never call its backend. torch.compile
 recompiles for another backend; so does kiln: each entry carries ``SameCompile``, which holds
 while the thread's current callback has the entry's key (the backend and every stage's
-config, interned: ``compile_key``) or none at all (``RUN_ONLY``, or frames run with no kiln
-callback, which any entry may serve). Two ``kiln.compile`` calls with the same backend and
+config: ``compile_key``, compared by identity first, then by value) or none at all
+(``RUN_ONLY``, or frames run with no kiln callback, which any entry may serve). Two ``kiln.compile`` calls with the same backend and
 options share their entries, as before.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from kiln import frameeval as fe
 from kiln.guards import Guard, Source
 
-__all__ = ["SameCompile", "compile_key", "current_key"]
-
-_KEYS: dict[Any, CompileKey] = {}
-_LOCK = threading.Lock()
+__all__ = ["CompileKey", "SameCompile", "compile_key", "current_key"]
 
 
 class CompileKey:
-    """One ``kiln.compile`` configuration (compared by identity)."""
+    """One ``kiln.compile`` configuration: the backend (a name, or the callable itself,
+    compared by identity) and the stage configs. The entries of one ``kiln.compile`` see
+    the very same key (an identity check); another call with an equal configuration
+    compares equal."""
 
-    __slots__ = ("description",)
+    __slots__ = ("_ident", "backend", "configs")
 
-    def __init__(self, description: str) -> None:
-        self.description = description
+    def __init__(self, backend: Any, configs: Any) -> None:
+        self.backend = backend
+        self.configs = configs
+        self._ident = ("name", backend) if isinstance(backend, str) else ("object", id(backend))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CompileKey) and self._ident == other._ident and self.configs == other.configs
+
+    def __hash__(self) -> int:
+        return hash((self._ident, self.configs))
 
     def __repr__(self) -> str:
-        return f"<kiln.compile {self.description}>"
+        name = self.backend if isinstance(self.backend, str) else getattr(
+            self.backend, "__qualname__", type(self.backend).__name__)
+        return f"<kiln.compile backend={name}>"
 
 
 def compile_key(backend: Any, configs: Any) -> CompileKey:
-    """The key of ``backend`` (a name, or a callable by identity) with ``configs``: the same
-    object for the same pair."""
-    ident = ("name", backend) if isinstance(backend, str) else ("object", backend)
-    try:
-        hash(ident)
-    except TypeError:  # an unhashable callable: its own key
-        ident = ("id", id(backend))
-    with _LOCK:
-        key = _KEYS.get((ident, configs))
-        if key is None:
-            name = backend if isinstance(backend, str) else getattr(backend, "__qualname__", type(backend).__name__)
-            key = _KEYS[(ident, configs)] = CompileKey(f"backend={name}")
-        return key
+    """The key of ``backend`` with ``configs``."""
+    return CompileKey(backend, configs)
 
 
 def current_key() -> CompileKey | None:
@@ -78,6 +76,6 @@ class SameCompile(Guard):
 
     def explain(self) -> str | None:
         current = current_key()
-        if current is None or current is self.key:
+        if current is None or current == self.key:
             return None
         return f"compiled by {self.key!r}, called under {current!r}"

@@ -281,7 +281,7 @@ def _config_fields(config: InductorConfig) -> dict[str, Any]:
 def _build_identity() -> list[Any]:
     from .cpp._build import compile_flags, compiler, compiler_version, cpu_isa, link_flags
 
-    return [torch.__version__, torch.version.git_version, list(sys.version_info[:2]), compiler(),
+    return [torch.__version__, torch.version.git_version, sys.implementation.cache_tag, compiler(),
             compiler_version(), list(compile_flags()), list(link_flags()), cpu_isa(),
             source_digest("inductor", "symshapes", "fxgraph")]
 

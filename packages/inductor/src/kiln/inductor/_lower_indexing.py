@@ -18,16 +18,15 @@ import sympy
 import torch
 
 from ._ir import TensorValue, sym
-from ._lowering import Fallback, LoweringContext, broadcast, broadcast_sizes, register
+from ._lowering import EXPENSIVE, Fallback, LoweringContext, broadcast, broadcast_sizes, register
 from ._ops import IndexCheck
 
 aten = torch.ops.aten
 
 _INTEGER_INDEX = frozenset({torch.int64, torch.int32})
-# the cost of a read through a loaded index (a check, a scattered load): as a transcendental
-# function's, so a gathered value with several readers (an embedding read by a norm and a
+# a read through a loaded index (a check, a scattered load) costs what a transcendental
+# function does, so a gathered value with several readers (an embedding read by a norm and a
 # residual) is gathered once into a buffer instead of in each reader
-_GATHER_COST = 8
 _OUT_OF_RANGE = IndexCheck("IndexError", "index out of range in self", 0)
 
 
@@ -67,7 +66,7 @@ def _embedding(ctx: LoweringContext, node: Any, weight: TensorValue, indices: An
         row = ops.indirect(load_index(index[:k], ops), rows, _OUT_OF_RANGE)
         return load_weight([row, index[k]], ops)
 
-    return TensorValue(sizes, weight.dtype, loader, None, weight.ops_count + indices.ops_count + _GATHER_COST)
+    return TensorValue(sizes, weight.dtype, loader, None, weight.ops_count + indices.ops_count + EXPENSIVE)
 
 
 @register(aten.index_select.default)
@@ -88,7 +87,7 @@ def _index_select(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, ind
         at = ops.indirect(load_index([idx[dim]] if index.ndim else [], ops), n, check)
         return load_x([*idx[:dim], at, *idx[dim + 1:]], ops)
 
-    return TensorValue(sizes, x.dtype, loader, None, x.ops_count + index.ops_count + _GATHER_COST)
+    return TensorValue(sizes, x.dtype, loader, None, x.ops_count + index.ops_count + EXPENSIVE)
 
 
 @register(aten.gather.default)
@@ -108,7 +107,7 @@ def _gather(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: An
         at = ops.indirect(load_index(idx, ops), n, check)
         return load_x([*idx[:dim], at, *idx[dim + 1:]], ops)
 
-    return TensorValue(sizes, x.dtype, loader, None, x.ops_count + index.ops_count + _GATHER_COST)
+    return TensorValue(sizes, x.dtype, loader, None, x.ops_count + index.ops_count + EXPENSIVE)
 
 
 @register(aten.index.Tensor)
@@ -143,5 +142,5 @@ def _index(ctx: LoweringContext, node: Any, x: TensorValue, indices: Sequence[An
             full[d] = ops.indirect(load(point, ops), x.sizes[d], check)
         return load_x(full, ops)
 
-    cost = x.ops_count + sum(t.ops_count for _, t in given) + _GATHER_COST * len(given)
+    cost = x.ops_count + sum(t.ops_count for _, t in given) + EXPENSIVE * len(given)
     return TensorValue(sizes, x.dtype, loader, None, cost)

@@ -205,14 +205,14 @@ def retype(value: TensorValue, dtype: torch.dtype) -> TensorValue:
 # the cost (``TensorValue.ops_count``) of a transcendental function, against 1 for an add: a
 # value that calls one and has several readers is computed once into a buffer, not in each
 # reader (rotary embeddings' cos and sin, read by the query's and the key's rotation)
-_EXPENSIVE = 8
+EXPENSIVE = 8
 _TRANSCENDENTAL = frozenset({"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin",
                              "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
                              "sigmoid", "lgamma"})
 
 
 def _unary(op: Any, name: str, floats_only: bool = True) -> None:
-    cost = _EXPENSIVE if name in _TRANSCENDENTAL else 1
+    cost = EXPENSIVE if name in _TRANSCENDENTAL else 1
 
     def rule(ctx: LoweringContext, node: Any, x: TensorValue) -> TensorValue:
         if floats_only and out_dtype(node) not in _FLOAT:
@@ -352,7 +352,7 @@ def _pow(ctx: LoweringContext, node: Any, a: Any, b: Any) -> TensorValue:
     if isinstance(a, TensorValue) and type(b) in (int, float) and b in _POW_SPECIAL:
         # the exponents ATen computes without pow (the same values; pow itself does not vectorize)
         return pointwise(node, _POW_SPECIAL[b], a, cost=2)
-    return pointwise(node, lambda ops, x, y: ops.pow(x, y), a, b, cost=_EXPENSIVE)
+    return pointwise(node, lambda ops, x, y: ops.pow(x, y), a, b, cost=EXPENSIVE)
 
 
 _POW_SPECIAL: dict[float, Callable[..., Any]] = {

@@ -16,7 +16,7 @@ import torch
 
 from kiln.fxgraph import Graph, Node
 
-__all__ = ["is_input_copy", "overwritten_copies", "shared_storage_inputs"]
+__all__ = ["is_input_copy", "overwritten_copies", "returns_alias", "shared_storage_inputs"]
 
 aten = torch.ops.aten
 
@@ -27,12 +27,13 @@ def is_input_copy(node: Node) -> bool:
             and isinstance(node.args[0], Node) and node.args[0].op == "placeholder")
 
 
-def _is_view(node: Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    if schema is None or not schema.returns:
-        return False
-    info = schema.returns[0].alias_info
-    return info is not None
+def returns_alias(target: Any, unknown: bool) -> bool:
+    """Whether ``target``'s result may share memory with an argument (its schema says so);
+    ``unknown``: the answer for a target without a schema."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return unknown
+    return any(r.alias_info is not None for r in schema.returns)
 
 
 def _aliases(graph: Graph, target: Node) -> set[Node]:
@@ -41,7 +42,7 @@ def _aliases(graph: Graph, target: Node) -> set[Node]:
     family = {target}
     for node in graph.nodes:
         if node.op == "call_function" and node.args and isinstance(node.args[0], Node) \
-                and node.args[0] in family and _is_view(node):
+                and node.args[0] in family and returns_alias(node.target, unknown=False):
             family.add(node)
     return family
 
@@ -64,28 +65,13 @@ def overwritten_copies(graph: Graph) -> set[Node]:
             touched = [inp for inp in later.all_input_nodes if inp in family]
             if not touched:
                 continue
+            # the next node to touch the input writes it whole and reads it nowhere else
+            # (``touched`` has the input once even when it is also the source: check that too)
             if is_input_copy(later) and later.args[0] is target and touched == [target] \
-                    and not any(inp in family for inp in _flat_inputs(later.args[1:], later.kwargs)):
+                    and all(a is not target for a in (*later.args[1:], *later.kwargs.values())):
                 dead.add(node)
             break
     return dead
-
-
-def _flat_inputs(args: Any, kwargs: dict) -> list[Node]:
-    out: list[Node] = []
-
-    def visit(value: Any) -> None:
-        if isinstance(value, Node):
-            out.append(value)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                visit(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                visit(v)
-
-    visit((args, kwargs))
-    return out
 
 
 def shared_storage_inputs(graph: Graph) -> set[Node]:

@@ -22,6 +22,7 @@ import torch
 
 from ._graph import LoweredGraph
 from ._ir import ExternBuffer, InputBuffer, TensorValue, sym
+from ._mutation import returns_alias
 from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
 from .cpp._kernel import ERROR_PARAM
@@ -114,6 +115,10 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
             flat_inputs.append(inp)
     lines += _bind_sizes(flat_inputs, flat_args, graph)
     lines.append("threads = _threads()")
+    if any(p.name == ERROR_PARAM for ps in params.values() for p in ps):
+        # where kernels report an index out of range: one pair of slots for the call (a
+        # report raises at once, so the slots are clear again for the next kernel)
+        lines.append(f"{ERROR_PARAM} = _error_slots(); {ERROR_PARAM}_at = _address({ERROR_PARAM})")
     for name, tensor in graph.constants.items():
         lines.append(f"{name} = {glob.ref(tensor, 'const')}")
     last = {name: max(at) for name, at in step_readers(steps).items()}
@@ -214,7 +219,7 @@ def _reusable(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], outpu
     view of it could still be alive)."""
     names = {b.name for s in steps for b in _allocated(s)}
     for step in steps:
-        if isinstance(step, ExternBuffer) and _may_alias(step.node.target):
+        if isinstance(step, ExternBuffer) and returns_alias(step.node.target, unknown=True):
             names -= set(extern_reads(step))
     return names - outputs
 
@@ -224,13 +229,6 @@ def _allocated(step: Kernel | ExternBuffer) -> list[Any]:
     if not isinstance(step, Kernel):
         return []
     return [st.buffer for st in step.stages if not st.local and st.buffer.into is None]
-
-
-def _may_alias(target: Any) -> bool:
-    schema = getattr(target, "_schema", None)
-    if schema is None:
-        return True  # not an ATen op: it may return anything
-    return any(r.alias_info is not None for r in schema.returns)
 
 
 def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list[Any]], glob: _Globals,
@@ -245,9 +243,7 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
                          f"dtype={glob.ref(b.dtype, 'dtype')})")
     fn = glob.ref(kernels[kernel.name], kernel.name)
     error = next((p for p in params[kernel.name] if p.name == ERROR_PARAM), None)
-    if error is not None:
-        lines.append(f"{ERROR_PARAM} = _error_slots()")
-    call_args = [p.name if p.kind == "size" else f"_address({p.name})" if p is error else f"{p.name}.data_ptr()"
+    call_args = [p.name if p.kind == "size" else f"{ERROR_PARAM}_at" if p is error else f"{p.name}.data_ptr()"
                  for p in params[kernel.name]]
     lines.append(f"{fn}({', '.join([*call_args, 'threads'])})")
     if error is not None:
