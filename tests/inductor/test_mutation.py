@@ -191,3 +191,33 @@ def test_a_value_two_aten_calls_read_is_computed_once(graphs):
     _run(fn, torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), torch.randn(16, 16))
     (graph,) = graphs
     assert graph.cpp_code.count("std::tanh") == 1
+
+
+def test_a_write_read_through_an_item_of_a_split_view_is_not_skipped():
+    # x.split(2)[0] read between two writes of x sees the first write: that write is not
+    # dead (getitem has no schema; its result is a view of x all the same)
+    import operator
+
+    from kiln.fxgraph import Graph
+    from kiln.inductor._mutation import overwritten_copies
+
+    aten = torch.ops.aten
+    graph = Graph()
+    x = graph.placeholder("x")
+    parts = graph.call_function(aten.split.Tensor, (x, 2))
+    first = graph.call_function(operator.getitem, (parts, 0))
+    doubled = graph.call_function(aten.mul.Tensor, (x, 2))
+    write1 = graph.call_function(aten.copy_.default, (x, doubled))
+    read = graph.call_function(aten.add.Tensor, (first, 1))
+    tripled = graph.call_function(aten.mul.Tensor, (doubled, 3))
+    graph.call_function(aten.copy_.default, (x, tripled))
+    graph.output((read,))
+    assert write1 not in overwritten_copies(graph)
+    # without the read through the view, the first write is overwritten unseen
+    graph2 = Graph()
+    x2 = graph2.placeholder("x")
+    d2 = graph2.call_function(aten.mul.Tensor, (x2, 2))
+    w2 = graph2.call_function(aten.copy_.default, (x2, d2))
+    graph2.call_function(aten.copy_.default, (x2, graph2.call_function(aten.mul.Tensor, (d2, 3))))
+    graph2.output(())
+    assert overwritten_copies(graph2) == {w2}

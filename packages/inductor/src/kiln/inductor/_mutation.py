@@ -37,12 +37,13 @@ def returns_alias(target: Any, unknown: bool) -> bool:
 
 
 def _aliases(graph: Graph, target: Node) -> set[Node]:
-    """``target`` and every node whose result may share its memory (views of views, and the
+    """``target`` and every node whose result may share its memory (views of views, the items
+    of a split (``getitem``, which has no schema, counts as one), and the
     results of in-place ops on any of them)."""
     family = {target}
     for node in graph.nodes:
         if node.op == "call_function" and node.args and isinstance(node.args[0], Node) \
-                and node.args[0] in family and returns_alias(node.target, unknown=False):
+                and node.args[0] in family and returns_alias(node.target, unknown=True):
             family.add(node)
     return family
 
