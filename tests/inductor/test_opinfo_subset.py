@@ -1,8 +1,8 @@
 """kiln's inductor backend on torch's OpInfo samples of common ops, compared with eager.
 
 A fast subset of ``benchmarks/inductor_opinfo.py`` (whose helpers it uses): pointwise ops,
-comparisons, reductions, normalizations, views and an op kiln.inductor runs as an ATen call
-(cumsum). Each op's first two CPU float32 samples (one where it has one) run through one
+comparisons, reductions, normalizations, views, scatters and scans, and an op kiln.inductor
+runs as an ATen call (cummax). Each op's first two CPU float32 samples (one where it has one) run through one
 ``kiln.compile(call, backend="inductor")``, so the second sample also exercises a recompile
 (automatic dynamic sizes where the shapes differ). Each result must match eager
 (``assert_close``, NaNs equal), kiln must have compiled a graph (a pass through the eager
@@ -44,10 +44,13 @@ OPS = (
     # reductions and normalizations
     "sum", "mean", "amax", "amin", "argmax", "var", "std", "softmax", "log_softmax",
     "logsumexp", "nn.functional.layer_norm",
-    # views
-    "permute", "transpose", "reshape", "expand", "select", "slice",
+    # views and index remaps
+    "permute", "transpose", "reshape", "expand", "select", "slice", "flip", "repeat",
+    # writes at loaded places and scans
+    "scatter", "scatter_add", "scatter_reduce.sum", "scatter_reduce.amax", "scatter_reduce.mean", "index_put",
+    "index_add", "cumsum", "cumprod",
     # an ATen call from the wrapper
-    "cumsum",
+    "cummax",
 )
 
 _BY_NAME = {full_name(op): op for op in load_op_db()}

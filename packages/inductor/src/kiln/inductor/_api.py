@@ -22,8 +22,9 @@ _log = logging.getLogger("kiln")
 # lowered whole (one kernel where torch's decomposition would give several) or an ATen call;
 # channel_shuffle: traced through its decomposition, its output was taken for a view of the
 # input (a wrong answer; see the closing note of the session that found it)
-# attention stays one ATen call (faster, and its decomposition's layout differs from eager's)
-_KEEP = (aten.var_mean, aten.var, aten.logsumexp, aten.baddbmm, aten.addmm, aten.channel_shuffle,
+# attention stays one ATen call (faster, and its decomposition's layout differs from eager's);
+# index_add: its decomposition (an index_put) raises another error than eager's for a bad index
+_KEEP = (aten.var_mean, aten.var, aten.logsumexp, aten.baddbmm, aten.addmm, aten.index_add, aten.channel_shuffle,
          aten.native_channel_shuffle, aten.scaled_dot_product_attention, aten._scaled_dot_product_attention_math,
          aten._scaled_dot_product_flash_attention_for_cpu)
 

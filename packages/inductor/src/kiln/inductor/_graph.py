@@ -30,6 +30,8 @@ from . import (  # noqa: F401 - they register their rules
     _lower_concat,
     _lower_indexing,
     _lower_reductions,
+    _lower_scan,
+    _lower_scatter,
     _lower_views,
 )
 from ._ir import (
@@ -39,6 +41,8 @@ from ._ir import (
     InputBuffer,
     Pointwise,
     Reduction,
+    Scan,
+    Scatter,
     TensorValue,
     contiguous_strides,
     flat_index,
@@ -121,6 +125,28 @@ class _Lowering(LoweringContext):
         body = Reduction(reduction_type, tuple(reduced), loader, src_dtype)
         buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=origin))
         return buffer.value()
+
+    def fresh(self, value: TensorValue) -> TensorValue:
+        """A new buffer holding ``value``'s elements, its own (never shared with another value,
+        unlike ``realize``): what a scatter then writes."""
+        origin = [self.current.name] if self.current is not None else []
+        buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
+                                          origins=origin))
+        return buffer.value()
+
+    def scatter(self, dest: TensorValue, sizes: Sequence[sympy.Expr], loader: Callable[..., Any],
+                target: Callable[..., Any], mode: str | None) -> None:
+        """A step writing ``dest`` (a buffer of ``fresh``) at ``target`` (``_ir.Scatter``)."""
+        buffer = self.by_name[dest.view[0]]
+        origin = [self.current.name] if self.current is not None else []
+        self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), buffer.dtype,
+                                 Scatter(loader, target, buffer.strides(), mode), origins=origin, into=buffer.name))
+
+    def scan(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, scan_type: str, dim: int,
+             loader: Callable[..., Any], acc_dtype: torch.dtype) -> TensorValue:
+        origin = [self.current.name] if self.current is not None else []
+        body = Scan(scan_type, dim, loader, acc_dtype)
+        return self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=origin)).value()
 
     def storage_base(self, value: TensorValue) -> tuple[str, sympy.Expr] | None:
         if value.view is None:

@@ -13,6 +13,8 @@ Buffers (what exists in memory at run time):
   index) or a ``Reduction`` (one element per index, folding ``reduction_type`` over a
   reduced range). Stored contiguously, unless it is a graph output (eager's layout) or an
   input mutation (``into``: the kernel writes the input's memory, with its strides).
+  A ``Scatter`` body writes another buffer (``into``) at computed places instead of its own
+  elements, and a ``Scan`` body folds along one dimension, storing every partial result.
 - ``ExternBuffer``: the result of an ATen call in the wrapper (matrix products,
   convolutions, and every op without a lowering); its layout is the traced one (the wrapper
   copies into it when the call returns another).
@@ -30,8 +32,8 @@ from typing import Any
 import sympy
 import torch
 
-__all__ = ["Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Pointwise", "Reduction",
-           "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
+__all__ = ["Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Pointwise", "Reduction", "Scan",
+           "Scatter", "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
 
 Loader = Callable[[Sequence[sympy.Expr], Any], Any]
 
@@ -119,12 +121,41 @@ class Reduction:
     src_dtype: torch.dtype
 
 
+@dataclass(slots=True)
+class Scatter:
+    """For every index of the buffer's sizes (the iteration range), in order: the element of
+    ``into`` (the buffer written, with ``strides``) at ``target(index, ops)`` (one coordinate
+    per dimension of it, loaded indices among them) becomes ``loader(index, ops)``
+    (``mode`` None), or that combined with what is there (``mode``: ``sum``, ``prod``, ``max``,
+    ``min``; NaN-propagating). Later elements win where two indices meet, as in eager's
+    serial loops. The buffer itself holds nothing: it names the step."""
+
+    loader: Loader
+    target: Callable[[Sequence[sympy.Expr], Any], Sequence[sympy.Expr]]
+    strides: tuple[sympy.Expr, ...]
+    mode: str | None = None
+
+
+@dataclass(slots=True)
+class Scan:
+    """An inclusive scan along ``dim``: element ``i`` is ``loader`` at ``i`` folded
+    (``scan_type``: ``sum``, ``prod``) with every element before it along ``dim``, in order,
+    accumulated in ``acc_dtype`` and stored at each step."""
+
+    scan_type: str
+    dim: int
+    loader: Loader
+    acc_dtype: torch.dtype
+
+
 @dataclass(slots=True, eq=False)
 class ComputedBuffer(Buffer):
-    body: Pointwise | Reduction | None = None
+    body: Pointwise | Reduction | Scatter | Scan | None = None
     origins: list[str] = field(default_factory=list)  # the ATen nodes it computes, for comments
     layout_strides: tuple[sympy.Expr, ...] | None = None  # a graph output's eager layout; else contiguous
-    into: str | None = None  # the graph input whose memory it writes (an input mutation), laid out as it is
+    # the buffer whose memory it writes, laid out as it is: a graph input (an input mutation,
+    # with a Pointwise body) or the buffer a Scatter body writes
+    into: str | None = None
 
     def strides(self) -> tuple[sympy.Expr, ...]:
         return self.layout_strides if self.layout_strides is not None else contiguous_strides(self.sizes)

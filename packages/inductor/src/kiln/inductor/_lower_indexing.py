@@ -11,7 +11,8 @@ number of results) and index tensors of other types run as ATen calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sympy
@@ -20,6 +21,8 @@ import torch
 from ._ir import TensorValue, sym
 from ._lowering import EXPENSIVE, Fallback, LoweringContext, broadcast, broadcast_sizes, register
 from ._ops import IndexCheck
+
+__all__ = ["AdvancedIndex", "advanced_index", "index_tensor"]
 
 aten = torch.ops.aten
 
@@ -34,7 +37,7 @@ def _traced_sizes(node: Any) -> tuple[sympy.Expr, ...]:
     return tuple(sym(s) for s in node.meta["val"].shape)
 
 
-def _index_tensor(index: Any) -> TensorValue:
+def index_tensor(index: Any) -> TensorValue:
     if not isinstance(index, TensorValue) or index.dtype not in _INTEGER_INDEX:
         raise Fallback(f"an index of {getattr(index, 'dtype', type(index).__name__)}")
     return index
@@ -55,7 +58,7 @@ def _checked(sizes: tuple[sympy.Expr, ...], node: Any) -> tuple[sympy.Expr, ...]
 def _embedding(ctx: LoweringContext, node: Any, weight: TensorValue, indices: Any, padding_idx: int = -1,
                scale_grad_by_freq: bool = False, sparse: bool = False) -> TensorValue:
     """``weight[indices]`` along the first dimension (padding_idx only matters for the gradient)."""
-    indices = _index_tensor(indices)
+    indices = index_tensor(indices)
     if weight.ndim != 2:
         raise Fallback("embedding of a weight that is not 2-d")
     k = indices.ndim
@@ -71,7 +74,7 @@ def _embedding(ctx: LoweringContext, node: Any, weight: TensorValue, indices: An
 
 @register(aten.index_select.default)
 def _index_select(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: Any) -> TensorValue:
-    index = _index_tensor(index)
+    index = index_tensor(index)
     if index.ndim > 1:
         raise Fallback("index_select with a multi-dimensional index")
     dim = _dim(dim, max(x.ndim, 1))
@@ -95,7 +98,7 @@ def _gather(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: An
             sparse_grad: bool = False) -> TensorValue:
     """``out[i][j] = x[i][index[i][j]]`` (for ``dim`` 1): the index's sizes, each at most the
     source's in the other dimensions (eager checks that; the trace has it)."""
-    index = _index_tensor(index)
+    index = index_tensor(index)
     if index.ndim != x.ndim or x.ndim == 0:
         raise Fallback("gather with an index of another rank")
     dim = _dim(dim, x.ndim)
@@ -110,37 +113,60 @@ def _gather(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: An
     return TensorValue(sizes, x.dtype, loader, None, x.ops_count + index.ops_count + EXPENSIVE)
 
 
-@register(aten.index.Tensor)
-def _index(ctx: LoweringContext, node: Any, x: TensorValue, indices: Sequence[Any]) -> TensorValue:
-    """Advanced indexing with integer tensors (negative indices count from the end): the
-    indexed dimensions are replaced by the indices' broadcast sizes, in place when the
-    indexed dimensions are adjacent, else in front."""
-    given = [(d, _index_tensor(t)) for d, t in enumerate(indices) if t is not None]
-    if not given or len(indices) > x.ndim:
+@dataclass(frozen=True, slots=True)
+class AdvancedIndex:
+    """Where advanced indexing (``x[indices]``, integer index tensors, None for a whole
+    dimension) reads or writes: ``sizes`` of the result, and ``coordinates(index, ops)``,
+    the element of ``x`` for an index of the result (loaded indices checked, negative ones
+    counting from the end). The indexed dimensions are replaced by the indices' broadcast
+    sizes, in place when they are adjacent, else in front."""
+
+    sizes: tuple[sympy.Expr, ...]
+    coordinates: Callable[[Sequence[sympy.Expr], Any], list[Any]]
+    cost: int
+
+
+def advanced_index(x_sizes: Sequence[sympy.Expr], indices: Sequence[Any]) -> AdvancedIndex:
+    given = [(d, index_tensor(t)) for d, t in enumerate(indices) if t is not None]
+    if not given or len(indices) > len(x_sizes):
         raise Fallback("index without index tensors")
     dims = [d for d, _ in given]
     shape = broadcast_sizes(*(t.sizes for _, t in given))
     loaders = [broadcast(t, shape).loader for _, t in given]
     adjacent = dims == list(range(dims[0], dims[-1] + 1))
-    rest = [d for d in range(x.ndim) if d not in dims]
+    rest = [d for d in range(len(x_sizes)) if d not in dims]
     at = dims[0] if adjacent else 0  # where the broadcast dimensions go in the result
     before = [d for d in rest if d < at] if adjacent else []
     after = [d for d in rest if d not in before]
-    sizes = _checked((*(x.sizes[d] for d in before), *shape, *(x.sizes[d] for d in after)), node)
-    checks = [IndexCheck("IndexError", "index {index} is out of bounds for dimension {dim} with size {size}", d,
-                         negative=True) for d in dims]
-    load_x, k = x.loader, len(shape)
+    sizes = (*(x_sizes[d] for d in before), *shape, *(x_sizes[d] for d in after))
+    # eager numbers an index tensor by its place among the index tensors, not by the dimension
+    checks = [IndexCheck("IndexError", "index {index} is out of bounds for dimension {dim} with size {size}", k,
+                         negative=True) for k in range(len(dims))]
+    k = len(shape)
 
-    def loader(idx: Sequence[sympy.Expr], ops: Any) -> Any:
+    def coordinates(idx: Sequence[sympy.Expr], ops: Any) -> list[Any]:
         lead, point, tail = idx[:len(before)], idx[len(before):len(before) + k], idx[len(before) + k:]
-        full: list[Any] = [None] * x.ndim
+        full: list[Any] = [None] * len(x_sizes)
         for d, v in zip(before, lead, strict=True):
             full[d] = v
         for d, v in zip(after, tail, strict=True):
             full[d] = v
         for d, load, check in zip(dims, loaders, checks, strict=True):
-            full[d] = ops.indirect(load(point, ops), x.sizes[d], check)
-        return load_x(full, ops)
+            full[d] = ops.indirect(load(point, ops), x_sizes[d], check)
+        return full
 
-    cost = x.ops_count + sum(t.ops_count for _, t in given) + EXPENSIVE * len(given)
-    return TensorValue(sizes, x.dtype, loader, None, cost)
+    cost = sum(t.ops_count for _, t in given) + EXPENSIVE * len(given)
+    return AdvancedIndex(sizes, coordinates, cost)
+
+
+@register(aten.index.Tensor)
+def _index(ctx: LoweringContext, node: Any, x: TensorValue, indices: Sequence[Any]) -> TensorValue:
+    """Advanced indexing with integer tensors (``advanced_index``)."""
+    where = advanced_index(x.sizes, indices)
+    sizes = _checked(where.sizes, node)
+    load_x, coordinates = x.loader, where.coordinates
+
+    def loader(idx: Sequence[sympy.Expr], ops: Any) -> Any:
+        return load_x(coordinates(idx, ops), ops)
+
+    return TensorValue(sizes, x.dtype, loader, None, x.ops_count + where.cost)

@@ -267,3 +267,29 @@ class _Piece:
 
     def __init__(self, node: Any, item: int) -> None:
         self.meta = {"val": node.meta["val"][item]}
+
+
+@register(aten.repeat.default)
+def _repeat(ctx: LoweringContext, node: Any, x: TensorValue, repeats: Sequence[Any]) -> TensorValue:
+    """``x`` tiled ``repeats`` times along each dimension (new leading dimensions first): an
+    element of the result reads ``x`` at its index modulo ``x``'s sizes (not a view)."""
+    out = _out_sizes(node)
+    lead = len(out) - x.ndim
+    sizes = x.sizes
+
+    def index_map(index: Sequence[sympy.Expr]) -> list[sympy.Expr]:
+        # a dimension of size 0 has no element to read (the loops over the result never run)
+        return [sympy.S.Zero if sizes[k] == 1 else index[lead + k] if out[lead + k] == sizes[k] or sizes[k] == 0
+                else sympy.Mod(index[lead + k], sizes[k]) for k in range(x.ndim)]
+
+    return _remap(x, out, index_map, None)
+
+
+@register(aten.flip.default)
+def _flip(ctx: LoweringContext, node: Any, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+    """``x`` read backwards along ``dims`` (a window with negative strides when ``x`` is one,
+    but eager's result is a new tensor: its readers get the remapped index)."""
+    flipped = {_dim(d, max(x.ndim, 1)) for d in dims}
+    sizes = x.sizes
+    return _remap(x, sizes, lambda index: [sizes[k] - 1 - index[k] if k in flipped else index[k]
+                                           for k in range(x.ndim)], None)

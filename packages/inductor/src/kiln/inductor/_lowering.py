@@ -49,8 +49,10 @@ class Fallback(Exception):
 class LoweringContext(Protocol):
     """What rules may ask of the graph being lowered (``_graph._Lowering`` answers):
     ``realize(value)`` (a value in memory, as a strided read of a buffer), ``reduction(...)``
-    (a new reduction buffer) and ``storage_base(value)`` (the buffer a window reads and that
-    buffer's offset in its storage, or None)."""
+    (a new reduction buffer), ``storage_base(value)`` (the buffer a window reads and that
+    buffer's offset in its storage, or None), ``fresh(value)`` (a new buffer of its own),
+    ``scatter(...)`` (a step writing such a buffer at loaded places) and ``scan(...)`` (a new
+    scan buffer)."""
 
     def realize(self, value: TensorValue) -> TensorValue: ...
 
@@ -58,6 +60,14 @@ class LoweringContext(Protocol):
                   reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype) -> TensorValue: ...
 
     def storage_base(self, value: TensorValue) -> tuple[str, sympy.Expr] | None: ...
+
+    def fresh(self, value: TensorValue) -> TensorValue: ...
+
+    def scatter(self, dest: TensorValue, sizes: Sequence[sympy.Expr], loader: Callable[..., Any],
+                target: Callable[..., Any], mode: str | None) -> None: ...
+
+    def scan(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, scan_type: str, dim: int,
+             loader: Callable[..., Any], acc_dtype: torch.dtype) -> TensorValue: ...
 
 
 def register(*ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -269,9 +279,23 @@ _binary(aten.hypot.default, "hypot", floats_only=True)
 _binary(aten.copysign.Tensor, "copysign", floats_only=True)
 _binary(aten.copysign.Scalar, "copysign", floats_only=True)
 _binary(aten.fmod.Tensor, "fmod_float", floats_only=True)
-_binary(aten.fmod.Scalar, "fmod_float", floats_only=True)
 _binary(aten.remainder.Tensor, "remainder_float", floats_only=True)
-_binary(aten.remainder.Scalar, "remainder_float", floats_only=True)
+
+
+@register(aten.fmod.Scalar, aten.remainder.Scalar)
+def _remainder_scalar(ctx: LoweringContext, node: Any, a: Any, b: Any) -> TensorValue:
+    """``a % b`` (remainder: the divisor's sign, as Python's; fmod: the dividend's, as C's) by a
+    number; for integers only by an integer other than 0 (eager raises) and -1 (the smallest
+    integer's remainder would trap in C++)."""
+    dtype = compute_dtype(node, (a, b), False)
+    python = node.target is aten.remainder.Scalar
+    if dtype in _FLOAT:
+        name = "remainder_float" if python else "fmod_float"
+    elif dtype != torch.bool and type(b) is int and b not in (0, -1):
+        name = "remainder_int" if python else "fmod_int"
+    else:
+        raise Fallback(f"{node.target} of {dtype} by {b!r}")
+    return pointwise(node, lambda ops, x, y: getattr(ops, name)(x, y), a, b, dtype=dtype)
 for _packet, _name in ((aten.bitwise_and, "bitwise_and"), (aten.bitwise_or, "bitwise_or"),
                        (aten.bitwise_xor, "bitwise_xor")):
     _binary(_packet.Tensor, _name)
@@ -440,14 +464,18 @@ def _gelu(ctx: LoweringContext, node: Any, x: TensorValue, *, approximate: str =
 
 
 @register(aten._to_copy.default, aten.to.dtype, aten.clone.default, aten.lift_fresh_copy.default,
-          aten.alias.default, aten.detach.default)
+          aten.alias.default, aten.detach.default, aten.lift_fresh.default)
 def _copy(ctx: LoweringContext, node: Any, x: TensorValue, *args: Any, **kwargs: Any) -> TensorValue:
     dtype = out_dtype(node)
     val = node.meta["val"]
     if val.device.type != "cpu" or dtype not in KERNEL_DTYPES or x.dtype not in KERNEL_DTYPES:
         raise Fallback(f"copy to {val.device} {dtype}")
-    if node.target in (aten.alias.default, aten.detach.default):
-        return x
+    if node.target in (aten.alias.default, aten.detach.default, aten.lift_fresh.default):
+        return x  # the tensor itself
+    copy = args[2] if len(args) > 2 else kwargs.get("copy", False)
+    layout = args[3] if len(args) > 3 else kwargs.get("memory_format")
+    if node.target is aten.to.dtype and dtype == x.dtype and not copy and layout is None:
+        return x  # eager returns the tensor itself
     if dtype == x.dtype:
         return TensorValue(x.sizes, x.dtype, x.loader, None, x.ops_count)
     load = x.loader

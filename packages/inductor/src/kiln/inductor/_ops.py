@@ -39,6 +39,7 @@ OP_ARITY: dict[str, int] = {
         "signbit", "lgamma", "square"), 1),
     **dict.fromkeys((
         "add", "sub", "mul", "truediv", "pow", "maximum", "minimum", "atan2", "fmod_float", "remainder_float",
+        "fmod_int", "remainder_int",
         "floordiv_float", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
         "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "hypot"), 2),
     "where": 3,

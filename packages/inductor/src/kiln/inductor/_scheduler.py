@@ -21,6 +21,11 @@ reading the input are placed as readers of what it wrote.
 
 A reduction result read only inside its kernel stays a local variable of the loop
 (``Stage.local``): no memory.
+
+A scatter (``_ir.Scatter``) or a scan (``_ir.Scan``) is a kernel of its own: a scatter's
+places are known only as it runs (no outer iteration owns an element), and it runs after
+the kernel that fills the buffer it writes; a scan is serial along its dimension, its outer
+loops over the other dimensions.
 """
 
 from __future__ import annotations
@@ -32,11 +37,11 @@ from typing import Any
 import sympy
 
 from ._graph import LoweredGraph
-from ._ir import ComputedBuffer, ExternBuffer, Reduction, flat_index, loop_vars
+from ._ir import ComputedBuffer, ExternBuffer, Reduction, Scan, Scatter, flat_index, loop_vars
 from ._ops import ReadsOps, has_indirect
 from ._policy import FusionPolicy
 
-__all__ = ["Kernel", "Stage", "extern_reads", "output_buffers", "schedule", "step_readers"]
+__all__ = ["Kernel", "Stage", "extern_reads", "output_buffers", "schedule", "serial", "step_readers"]
 
 
 @dataclass(slots=True)
@@ -76,6 +81,9 @@ def _reads(stage: Stage, outer_vars: Sequence[sympy.Symbol]) -> list[Any]:
     body = stage.buffer.body
     if isinstance(body, Reduction):
         body.loader(stage.index, list(inner_vars), ops)
+    elif isinstance(body, Scatter):
+        body.target(stage.index, ops)
+        body.loader(stage.index, ops)
     else:
         body.loader(stage.index, ops)
     stage.reads = ops.reads
@@ -98,7 +106,29 @@ def _place(buffer: ComputedBuffer, outer: tuple[sympy.Expr, ...]) -> Stage | Non
     return Stage(buffer, inner, _spread(buffer.sizes, [*outer_vars, *loop_vars("r", len(inner))]))
 
 
+def serial(buffer: ComputedBuffer) -> bool:
+    """Whether ``buffer`` is computed in an order (a scatter, a scan): a kernel of its own."""
+    return isinstance(buffer.body, (Scatter, Scan))
+
+
+def _serial_kernel(buffer: ComputedBuffer, name: str) -> Kernel:
+    """A scatter's kernel: no outer loop, its range as inner loops; a scan's: the other
+    dimensions as outer loops, the scanned one as its inner loop."""
+    sizes = buffer.sizes
+    if isinstance(buffer.body, Scatter):
+        inner = tuple(_non_one(sizes))
+        return Kernel(name, (), [Stage(buffer, inner, _spread(sizes, loop_vars("r", len(inner))))])
+    dim = buffer.body.dim
+    others = [s for d, s in enumerate(sizes) if d != dim]
+    outer_vars = iter(loop_vars("x", len(_non_one(others))))
+    index = [sympy.Symbol("r0", integer=True, nonnegative=True) if d == dim else
+             sympy.S.Zero if s == 1 else next(outer_vars) for d, s in enumerate(sizes)]
+    return Kernel(name, tuple(_non_one(others)), [Stage(buffer, (sizes[dim],), index)])
+
+
 def _new_kernel(buffer: ComputedBuffer, n: int) -> Kernel:
+    if serial(buffer):
+        return _serial_kernel(buffer, f"kernel{n}")
     sizes = _non_one(buffer.sizes)
     outer = tuple(sizes) if isinstance(buffer.body, Reduction) else tuple(sizes[:-1])
     kernel = Kernel(f"kernel{n}", outer)
@@ -157,7 +187,7 @@ def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Ke
         if not isinstance(buffer, ComputedBuffer):
             continue
         last = steps[-1] if steps else None
-        if policy.fuse and isinstance(last, Kernel):
+        if policy.fuse and isinstance(last, Kernel) and not serial(buffer) and not serial(last.stages[0].buffer):
             stage = _place(buffer, last.outer)
             if stage is not None and _fits(last, stage, written):
                 last.stages.append(stage)

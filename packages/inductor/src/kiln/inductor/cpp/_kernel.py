@@ -16,17 +16,29 @@ The function is ``extern "C" void <name>(<pointers>, <sizes>, int64_t kiln_threa
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import sympy
 import torch
 
-from .._ir import ComputedBuffer, Reduction, contiguous_strides, flat_index, loop_vars
+from .._ir import (
+    ComputedBuffer,
+    Pointwise,
+    Reduction,
+    Scan,
+    Scatter,
+    contiguous_strides,
+    flat_index,
+    loop_vars,
+)
 from .._ops import IndexCheck, ReadsOps, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
+from ._loops import block as _block
+from ._loops import loops as _loops
+from ._loops import split_invariant as _split_invariant
 from ._ops import CTYPES, CppOps, CppVar, cconst, cexpr, cstore
+from ._serial import scan_lines, scatter_lines
 
 __all__ = ["ERROR_PARAM", "KernelSource", "Param", "render_kernel"]
 
@@ -67,14 +79,6 @@ def _init(kind: str, dtype: torch.dtype) -> str:
     return "true" if dtype == torch.bool else f"std::numeric_limits<{ctype}>::max()"
 
 
-def _loops(variables: tuple[sympy.Symbol, ...], sizes: tuple[sympy.Expr, ...], indent: str) -> list[str]:
-    return [f"{indent}for (int64_t {v} = 0; {v} < {cexpr(s)}; ++{v})" for v, s in zip(variables, sizes, strict=True)]
-
-
-def _block(body: list[str], indent: str) -> list[str]:
-    return [f"{indent}{{", *(f"{indent}    {line}" for line in body), f"{indent}}}"]
-
-
 class _Writer:
     def __init__(self, kernel: Kernel, policy: FusionPolicy) -> None:
         self.kernel = kernel
@@ -100,6 +104,9 @@ class _Writer:
         earlier one was stored in the same iteration: ``_scheduler._fits``)."""
         first = group[0]
         inner_vars = loop_vars("r", len(first.inner))
+        if isinstance(first.buffer.body, (Scatter, Scan)):
+            write = scatter_lines if isinstance(first.buffer.body, Scatter) else scan_lines
+            return [f"// {first.buffer.name}: {_describe(first.buffer)}", *write(self, first)]
         if isinstance(first.buffer.body, Reduction):
             comment = f"// {first.buffer.name}: {_describe(first.buffer)}"
             return [comment, *self.reduction(first, first.buffer, first.buffer.body, inner_vars)]
@@ -181,9 +188,9 @@ def _loop_groups(stages: list[Stage]) -> list[list[Stage]]:
     """``stages`` in order, consecutive pointwise stages over the same inner sizes together."""
     groups: list[list[Stage]] = []
     for stage in stages:
-        pointwise = not isinstance(stage.buffer.body, Reduction)
+        pointwise = isinstance(stage.buffer.body, Pointwise)
         last = groups[-1][-1] if groups else None
-        if pointwise and last is not None and not isinstance(last.buffer.body, Reduction) and last.inner == stage.inner:
+        if pointwise and last is not None and isinstance(last.buffer.body, Pointwise) and last.inner == stage.inner:
             groups[-1].append(stage)
         else:
             groups.append([stage])
@@ -197,7 +204,10 @@ def _accumulator(kind: str, dtype: torch.dtype) -> str:
 
 
 def _describe(buffer: ComputedBuffer) -> str:
-    kind = buffer.body.reduction_type if isinstance(buffer.body, Reduction) else "pointwise"
+    body = buffer.body
+    kind = body.reduction_type if isinstance(body, Reduction) else f"scan ({body.scan_type})" \
+        if isinstance(body, Scan) else f"scatter ({body.mode or 'store'}) into {buffer.into}" \
+        if isinstance(body, Scatter) else "pointwise"
     origins = ", ".join(buffer.origins)
     return f"{kind} of {origins}" if origins else kind
 
@@ -211,7 +221,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     work = sympy.Mul(*kernel.outer) * max(inner, key=lambda e: e.subs({v: 1024 for v in e.free_symbols}))
     parallel = f"num_threads(kiln_threads) if({cexpr(work)} >= {policy.parallel_min_elements})"
     groups = _loop_groups(kernel.stages)
-    if not kernel.outer and len(groups) == 1 and not isinstance(groups[0][0].buffer.body, Reduction):
+    if not kernel.outer and len(groups) == 1 and isinstance(groups[0][0].buffer.body, Pointwise):
         writer.parallel = parallel  # one pointwise loop and no outer one: that loop is the parallel one
     body: list[str] = []
     blocked = _outer_reduction(kernel, writer, parallel)
@@ -304,30 +314,6 @@ def _outer_reduction(kernel: Kernel, writer: _Writer, parallel: str) -> list[str
             f"#pragma omp parallel for {parallel}{collapse}",
             *_loops(others, kernel.outer[:-1], ""),
             f"for (int64_t xb = 0; xb < {size}; xb += {_BLOCK})", *_block(block, "")]
-
-
-_NAME = re.compile(r"\b(tmp\d+|[a-z]\d+)\b")
-
-
-def _split_invariant(lines: list[str], variable: str) -> tuple[list[str], list[str]]:
-    """``lines`` of a loop body over ``variable`` split into those that do not depend on it
-    (run once, before the loop: an index loaded and checked for a whole block of outputs)
-    and the rest, each list in order. A line depends on the variable when it names it or a
-    temporary of a line that does."""
-    hoisted: list[str] = []
-    varying: list[str] = []
-    dependent = {variable}
-    for line in lines:
-        names = set(_NAME.findall(line))
-        defined = line.split(" = ", 1)[0].split()[-1] if " = " in line and not line.startswith("if") else None
-        uses = names - {defined} if defined else names
-        if uses & dependent:
-            varying.append(line)
-            if defined:
-                dependent.add(defined)
-        else:
-            hoisted.append(line)
-    return hoisted, varying
 
 
 def _param_decl(p: Param) -> str:

@@ -119,6 +119,10 @@ template <typename T> static inline T kiln_remainder(T a, T b) {  // Python's %,
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }
+template <typename T> static inline T kiln_iremainder(T a, T b) {  // Python's %, for integers (b != 0)
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+}
 template <typename T> static inline T kiln_floordiv(T a, T b) {  // Python's //, for floats
   if (b == 0) return a / b;
   T mod = std::fmod(a, b);
@@ -227,7 +231,8 @@ _BINARY = {
     "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "truediv": "({a} / {b})",
     "pow": "std::pow({a}, {b})", "maximum": "kiln_max<{T}>({a}, {b})", "minimum": "kiln_min<{T}>({a}, {b})",
     "atan2": "std::atan2({a}, {b})", "fmod_float": "std::fmod({a}, {b})",
-    "remainder_float": "kiln_remainder<{T}>({a}, {b})", "floordiv_float": "kiln_floordiv<{T}>({a}, {b})",
+    "remainder_float": "kiln_remainder<{T}>({a}, {b})", "fmod_int": "({a} % {b})",
+    "remainder_int": "kiln_iremainder<{T}>({a}, {b})", "floordiv_float": "kiln_floordiv<{T}>({a}, {b})",
     "eq": "({a} == {b})", "ne": "({a} != {b})", "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})",
     "ge": "({a} >= {b})", "logical_and": "({a} && {b})", "logical_or": "({a} || {b})",
     "logical_xor": "({a} != {b})", "bitwise_and": "({a} & {b})", "bitwise_or": "({a} | {b})",
