@@ -62,7 +62,7 @@ def test_dynamic_batch_of_indices(graphs):
     assert len(graphs) == 1 and graphs[0].externs == 0
 
 
-@pytest.mark.parametrize("case", ["embedding", "index", "negative", "gather", "index_select"])
+@pytest.mark.parametrize("case", ["embedding", "index", "negative", "gather", "index_select", "second_dim"])
 def test_an_index_out_of_range_raises_eagers_error(graphs, case):
     table, x = torch.randn(10, 4), torch.randn(5, 10)
     ids = torch.tensor([[1, 2], [3, 10]])
@@ -72,6 +72,8 @@ def test_an_index_out_of_range_raises_eagers_error(graphs, case):
         "negative": lambda: (lambda t, i: t[i] * 2, (table, -ids - 1)),
         "gather": lambda: (lambda t, i: torch.gather(t, 1, i) + 1, (x, ids)),
         "index_select": lambda: (lambda t, i: torch.index_select(t, 0, i.flatten()) + 1, (table, ids)),
+        # eager numbers the index tensor by its place among the index tensors: "dimension 0"
+        "second_dim": lambda: (lambda t, i: t[:, i] * 2, (x.t(), ids)),
     }
     fn, args = fns[case]()
     with pytest.raises((IndexError, RuntimeError)) as eager:
