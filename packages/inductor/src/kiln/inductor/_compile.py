@@ -2,7 +2,8 @@
 runs it as C++ kernels and ATen calls. The pipeline, in order:
 
 1. ``lower_graph``: ATen nodes to loop-level buffers (``_graph``);
-2. ``schedule``: buffers to kernels and ATen calls (``_scheduler``);
+2. ``schedule``: buffers to kernels and ATen calls (``_scheduler``), then stages that can
+   write in place of a buffer dying at their kernel do (``_inplace``);
 3. ``render_kernel``: each kernel to a C++ function, all in one translation unit
    (``cpp._kernel``), built and loaded through the disk cache (``cpp._build``);
 4. ``render_wrapper``: the Python function calling them (``_wrapper``).
@@ -34,9 +35,10 @@ from ._graph_cache import (
     load_compiled,
     store_compiled,
 )
+from ._inplace import take_dead_buffers
 from ._policy import FusionPolicy
 from ._scheduler import Kernel, schedule
-from ._wrapper import render_wrapper
+from ._wrapper import render_wrapper, reusable_buffers
 from .cpp import HEADER, render_kernel
 
 __all__ = ["CompiledGraph", "InductorUnsupported", "cache_root", "compile_graph"]
@@ -60,6 +62,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     policy = FusionPolicy(fuse=config.fuse)
     graph = lower_graph(gm, policy)
     steps = schedule(graph, policy)
+    take_dead_buffers(graph, steps, reusable_buffers(graph, steps))
     dtypes = {b.name: b.dtype for b in graph.buffers}
     sources = [render_kernel(s, policy, dtypes) for s in steps if isinstance(s, Kernel)]
     cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in sources) if sources else ""

@@ -156,6 +156,8 @@ class ComputedBuffer(Buffer):
     # the buffer whose memory it writes, laid out as it is: a graph input (an input mutation,
     # with a Pointwise body) or the buffer a Scatter body writes
     into: str | None = None
+    # the buffer whose memory it takes, that buffer dying at its kernel (``_inplace``)
+    storage: str | None = None
 
     def strides(self) -> tuple[sympy.Expr, ...]:
         return self.layout_strides if self.layout_strides is not None else contiguous_strides(self.sizes)

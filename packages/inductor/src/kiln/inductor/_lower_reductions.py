@@ -242,8 +242,14 @@ def _softmax(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, half_to_
     peak = broadcast(reduce(ctx, x, d, True, "max", dtype), x.sizes)
     shifted = pointwise(node, lambda ops, a, m: ops.sub(a, m), x, peak, dtype=dtype)
     exps = pointwise(node, lambda ops, a: ops.exp(a), shifted, dtype=dtype)
+    softmax = node.target is aten._softmax.default
+    if softmax and out == dtype and d == list(range(x.ndim - len(d), x.ndim)):
+        # over the innermost dims: the exponentials stored once (in the kernel's loop over a
+        # row, while it is in cache), summed, then divided in place (``_inplace``), instead
+        # of computed twice
+        exps = ctx.realize(exps)
     total = broadcast(reduce(ctx, exps, d, True, "sum", dtype), x.sizes)
-    if node.target is aten._softmax.default:
+    if softmax:
         return retype(pointwise(node, lambda ops, e, s: ops.truediv(e, s), exps, total, dtype=dtype), out)
     return retype(pointwise(node, lambda ops, a, s: ops.sub(a, ops.log(s)), shifted, total, dtype=dtype), out)
 

@@ -41,7 +41,7 @@ from ._ir import ComputedBuffer, ExternBuffer, Reduction, Scan, Scatter, flat_in
 from ._ops import ReadsOps, has_indirect
 from ._policy import FusionPolicy
 
-__all__ = ["Kernel", "Stage", "extern_reads", "output_buffers", "schedule", "serial", "step_readers"]
+__all__ = ["Kernel", "Stage", "extern_reads", "output_buffers", "reads_of", "schedule", "serial", "step_readers"]
 
 
 @dataclass(slots=True)
@@ -73,7 +73,8 @@ def _spread(sizes: Sequence[sympy.Expr], variables: Sequence[sympy.Expr]) -> lis
     return [sympy.S.Zero if s == 1 else next(it) for s in sizes]
 
 
-def _reads(stage: Stage, outer_vars: Sequence[sympy.Symbol]) -> list[Any]:
+def reads_of(stage: Stage, outer_vars: Sequence[sympy.Symbol]) -> list[Any]:
+    """What ``stage``'s loader reads (``_ops.Read``s), computed once."""
     if stage.reads is not None:
         return stage.reads
     ops = ReadsOps()
@@ -139,7 +140,7 @@ def _new_kernel(buffer: ComputedBuffer, n: int) -> Kernel:
 
 def _fits(kernel: Kernel, stage: Stage, written: dict[str, Stage]) -> bool:
     outer_vars = loop_vars("x", len(kernel.outer))
-    for read in _reads(stage, outer_vars):
+    for read in reads_of(stage, outer_vars):
         writer = written.get(read.name)
         if writer is None:
             continue
@@ -149,7 +150,7 @@ def _fits(kernel: Kernel, stage: Stage, written: dict[str, Stage]) -> bool:
             return False
     target = stage.buffer.into
     if target is not None and any(has_indirect(read.index) for other in kernel.stages
-                                  for read in _reads(other, outer_vars)):
+                                  for read in reads_of(other, outer_vars)):
         return False  # an index the kernel checks may be out of range: eager raises before the write
     if target is not None:
         # it writes an input: the kernel's stages may read the input only where this stage
@@ -157,7 +158,7 @@ def _fits(kernel: Kernel, stage: Stage, written: dict[str, Stage]) -> bool:
         store = _store(stage)
         for other in kernel.stages:
             if any(read.name == target and (other.inner != stage.inner or sympy.expand(read.index - store) != 0)
-                   for read in _reads(other, outer_vars)):
+                   for read in reads_of(other, outer_vars)):
                 return False
     return True
 
@@ -219,7 +220,7 @@ def step_readers(steps: Sequence[Kernel | ExternBuffer]) -> dict[str, set[int]]:
     readers: dict[str, set[int]] = {}
     for k, step in enumerate(steps):
         if isinstance(step, Kernel):
-            names = [read.name for stage in step.stages for read in _reads(stage, loop_vars("x", len(step.outer)))]
+            names = [read.name for stage in step.stages for read in reads_of(stage, loop_vars("x", len(step.outer)))]
             names += [stage.buffer.into for stage in step.stages if stage.buffer.into is not None]
         else:
             names = extern_reads(step)

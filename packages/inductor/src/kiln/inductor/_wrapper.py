@@ -27,7 +27,7 @@ from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
 from .cpp._kernel import ERROR_PARAM
 
-__all__ = ["WrapperSource", "render_wrapper"]
+__all__ = ["WrapperSource", "render_wrapper", "reusable_buffers"]
 
 
 pyexpr = PYTHON  # a size expression as Python
@@ -125,7 +125,8 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
     local = {st.buffer.name for s in steps if isinstance(s, Kernel) for st in s.stages if st.local}
     outputs = output_buffers(graph)
     freed: set[str] = set()
-    pool = _Pool(_reusable(graph, steps, outputs), steps)
+    taken = {st.buffer.storage for s in steps if isinstance(s, Kernel) for st in s.stages if st.buffer.storage}
+    pool = _Pool(reusable_buffers(graph, steps) - taken, steps)
     for k, step in enumerate(steps):
         if isinstance(step, ExternBuffer):
             lines += _extern(step, glob, by_name)
@@ -178,7 +179,7 @@ class _Pool:
     """Memory planning: buffers past their last use, kept by layout (sizes, strides,
     dtype) for a later buffer of the same layout, which takes one instead of allocating
     (``buf7 = buf3; del buf3``). Only buffers the wrapper allocated for kernels are kept, and
-    only those no ATen call may have made a view of (``_reusable``)."""
+    only those no ATen call may have made a view of (``reusable_buffers``)."""
 
     def __init__(self, reusable: set[str], steps: Sequence[Kernel | ExternBuffer]) -> None:
         self.reusable = reusable
@@ -212,7 +213,7 @@ class _Pool:
         return names.pop() if names else None
 
 
-def _reusable(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], outputs: set[str]) -> set[str]:
+def reusable_buffers(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer]) -> set[str]:
     """The kernel buffers whose memory may be handed to another buffer once they are dead:
     allocated by the wrapper (not an input's, not an ATen result, not a register), not an
     output, and never an argument of an ATen call whose result may alias its arguments (a
@@ -221,14 +222,14 @@ def _reusable(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], outpu
     for step in steps:
         if isinstance(step, ExternBuffer) and returns_alias(step.node.target, unknown=True):
             names -= set(extern_reads(step))
-    return names - outputs
+    return names - output_buffers(graph)
 
 
 def _allocated(step: Kernel | ExternBuffer) -> list[Any]:
     """The buffers the wrapper allocates for ``step`` (a kernel's stored stages)."""
     if not isinstance(step, Kernel):
         return []
-    return [st.buffer for st in step.stages if not st.local and st.buffer.into is None]
+    return [st.buffer for st in step.stages if not st.local and st.buffer.into is None and st.buffer.storage is None]
 
 
 def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list[Any]], glob: _Globals,
@@ -241,6 +242,9 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
         else:
             lines.append(f"{b.name} = _empty({_tuple(b.sizes)}, {_tuple(b.strides())}, "
                          f"dtype={glob.ref(b.dtype, 'dtype')})")
+    for st in kernel.stages:
+        if st.buffer.storage is not None:  # written in place of a buffer dying here
+            lines.append(f"{st.buffer.name} = {st.buffer.storage}")
     fn = glob.ref(kernels[kernel.name], kernel.name)
     error = next((p for p in params[kernel.name] if p.name == ERROR_PARAM), None)
     call_args = [p.name if p.kind == "size" else f"{ERROR_PARAM}_at" if p is error else f"{p.name}.data_ptr()"

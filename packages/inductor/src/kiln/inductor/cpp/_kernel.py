@@ -126,7 +126,8 @@ class _Writer:
         self.absorb(ops)
         store = flat_index(stage.index, buffer.strides())
         self.symbols |= store.free_symbols
-        target = buffer.into or buffer.name  # an input mutation stores into the input's pointer
+        # an input mutation stores into the input's pointer, an in-place write into the dead buffer's
+        target = buffer.into or buffer.storage or buffer.name
         self.writes[target] = buffer.dtype
         return [*ops.lines, f"{target}[{cexpr(store)}] = {cstore(value.name, buffer.dtype)};"]
 

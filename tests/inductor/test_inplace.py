@@ -1,0 +1,86 @@
+"""In-place writes in kiln.inductor (``_inplace``): a stage storing into the memory of a buffer
+that dies at its kernel. Where the rules allow it (softmax: the result takes the
+exponentials' memory) the wrapper allocates one buffer fewer; where they do not (the dead
+buffer is read at other elements, or after the stage) nothing is taken, and every value is
+eager's either way."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+import kiln
+
+
+def _allocations(graph) -> int:
+    return graph.wrapper_code.count("_empty(")
+
+
+def _taken(graph) -> list[tuple[str, str]]:
+    return re.findall(r"^\s+(buf\d+) = (buf\d+)$", graph.wrapper_code, re.M)
+
+
+def test_softmax_divides_its_exponentials_in_place(graphs):
+    x = torch.randn(64, 300) * 4
+    with torch.no_grad():
+        got = kiln.compile(lambda t: torch.softmax(t, -1))(x)
+    torch.testing.assert_close(got, torch.softmax(x, -1))
+    (graph,) = graphs
+    assert graph.kernels == 1 and _allocations(graph) == 1 and len(_taken(graph)) == 1
+    assert graph.cpp_code.count("= kiln_expf(") == 1  # each exponential computed once
+
+
+def test_softmax_over_an_outer_dim_and_log_softmax_are_eagers(graphs):
+    x = torch.randn(6, 40, 5)
+
+    def fn(t):
+        return torch.softmax(t, 1), torch.log_softmax(t, -1), torch.softmax(t, -1) * t
+
+    with torch.no_grad():
+        got = kiln.compile(fn)(x)
+    for g, e in zip(got, fn(x), strict=True):
+        torch.testing.assert_close(g, e)
+
+
+def test_a_buffer_read_at_other_elements_is_not_written_in_place(graphs):
+    x = torch.randn(33, 33)
+
+    def fn(t):
+        b = t.exp()  # a buffer: read by a reduction and by the sum with its transpose
+        return b.sum(1), b + b.t() * 0.5
+
+    with torch.no_grad():
+        got = kiln.compile(fn)(x)
+    for g, e in zip(got, fn(x), strict=True):
+        torch.testing.assert_close(g, e)
+    assert _taken(graphs[0]) == []
+
+
+def test_a_buffer_still_read_by_a_later_kernel_is_not_taken(graphs):
+    x = torch.randn(16, 64)
+
+    def fn(t):
+        e = (t - t.amax(-1, keepdim=True)).exp()
+        s = e / e.sum(-1, keepdim=True)
+        return s, e.mean(0)  # e is read again after the division (a reduction over rows)
+
+    with torch.no_grad():
+        got = kiln.compile(fn)(x)
+    for g, e in zip(got, fn(x), strict=True):
+        torch.testing.assert_close(g, e)
+
+
+def test_attention_and_a_training_step_with_softmax_are_eagers(graphs):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
+    refs = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+
+    def fn(q, k, v):
+        weights = torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, -1)
+        return (weights @ v).square().sum()
+
+    kiln.compile(fn)(q, k, v).backward()
+    fn(*refs).backward()
+    for t, r in zip((q, k, v), refs, strict=True):
+        torch.testing.assert_close(t.grad, r.grad)
