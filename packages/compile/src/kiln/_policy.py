@@ -6,6 +6,8 @@
    library, torch's internals other than ``forward`` methods): ``SKIP``, after which C never
    asks again. Model code shipped inside kiln's packages (the demo's GPT) is the user's by
    an explicit marker: its module sets ``__kiln_user_code__ = True`` (``USER_CODE_MARK``).
+   A frame called by a ``kiln.disable(fn, recursive=False)`` wrapper runs as it is, that
+   once (its callees are compiled as usual).
 2. Code already given up on (a failure, or its recompile limit): run it as it is.
 3. Otherwise capture the frame (kiln.symexec), compile the graph with the backend, add a
    cache entry ``(guard check, replacement code)`` and run the replacement. The checker
@@ -68,6 +70,7 @@ from ._backends import BackendCompilerFailed, compile_graph
 from ._compile_key import SameCompile
 from ._config import config
 from ._context import CompileContext, context_of
+from ._disable import NONRECURSIVE_CODE
 from ._logs import artifact_logger
 from ._recompile_memory import recall, remember
 from ._session import Session, session
@@ -134,6 +137,10 @@ class FrameCompiler:
     def __call__(self, code: types.CodeType, L: dict[str, Any], func: Any) -> Any:
         if never_root(code, func.__globals__):
             return fe.SKIP
+        # the frame that calls ``code`` (the new frame is not linked in yet)
+        caller = sys._getframe(1)
+        if caller.f_code is NONRECURSIVE_CODE:
+            return None  # kiln.disable(fn, recursive=False): fn's frame runs as it is, this once
         current = session()
         stats = current.stats
         if code in stats.eager_codes:
@@ -143,8 +150,7 @@ class FrameCompiler:
             return None
         strict = self.fullgraph and code is self.entry
         try:
-            # the frame that calls ``code`` (the new frame is not linked in yet)
-            return self._compile(current, code, L, func, graph_breaks=not strict, caller=sys._getframe(1))
+            return self._compile(current, code, L, func, graph_breaks=not strict, caller=caller)
         except ConstraintViolation:
             raise  # the user's mark_dynamic contradicts the code: theirs to know
         except Unsupported as e:
