@@ -225,3 +225,20 @@ def test_a_scan_in_training(graphs):
     fn(ref).backward()
     torch.testing.assert_close(x.grad, ref.grad)
     assert all(g.externs == 0 for g in graphs), [g.fallbacks for g in graphs]
+
+
+def test_dropout_gradient_converts_its_mask_in_a_kernel(graphs):
+    x = torch.randn(8, 32, requires_grad=True)
+
+    def fn(x):
+        return (torch.nn.functional.dropout(x, 0.25, training=True) * x).sum()
+
+    torch.manual_seed(3)
+    kiln.compile(fn)(x).backward()
+    got = x.grad.clone()
+    x.grad = None
+    torch.manual_seed(3)  # the same mask: native_dropout stays eager's ATen call
+    fn(x).backward()
+    torch.testing.assert_close(got, x.grad)
+    forward, backward = graphs
+    assert backward.externs == 0, backward.fallbacks  # to.dtype_layout of the mask is lowered

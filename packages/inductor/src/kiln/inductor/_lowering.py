@@ -463,8 +463,8 @@ def _gelu(ctx: LoweringContext, node: Any, x: TensorValue, *, approximate: str =
     return pointwise(node, exact if approximate == "none" else tanh, x, cost=6)
 
 
-@register(aten._to_copy.default, aten.to.dtype, aten.clone.default, aten.lift_fresh_copy.default,
-          aten.alias.default, aten.detach.default, aten.lift_fresh.default)
+@register(aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten.clone.default,
+          aten.lift_fresh_copy.default, aten.alias.default, aten.detach.default, aten.lift_fresh.default)
 def _copy(ctx: LoweringContext, node: Any, x: TensorValue, *args: Any, **kwargs: Any) -> TensorValue:
     dtype = out_dtype(node)
     val = node.meta["val"]
