@@ -83,6 +83,10 @@ class GuardSet:
         self._guards[guard] = None
         return True
 
+    def discard(self, guard: Guard) -> None:
+        """Remove ``guard`` if present (a fact the trace itself changed, replaced by the new one)."""
+        self._guards.pop(guard, None)
+
     def extend(self, guards: Iterable[Guard]) -> None:
         """Add each of ``guards``."""
         for g in guards:

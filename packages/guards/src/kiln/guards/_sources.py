@@ -29,6 +29,7 @@ __all__ = [
     "AttrSource",
     "ClosureCellSource",
     "DefaultsSource",
+    "DictItemSource",
     "GenericAttrSource",
     "GlobalSource",
     "ItemSource",
@@ -282,6 +283,28 @@ class ItemSource(Source):
 
     def fetch(self, L, G):
         return self.base.fetch(L, G)[self.key]
+
+
+@_source
+class DictItemSource(Source):
+    """The value a dict (or dict subclass) stores under a key: ``dict.__getitem__(base, key)``,
+    bypassing a ``__getitem__`` the subclass defines in Python (transformers' ``ModelOutput``
+    builds a dict on every ``out['key']``); the key is a literal."""
+
+    base: Source
+    key: Any
+    key_text: str = field(init=False, compare=True)
+
+    def __post_init__(self) -> None:
+        if not _is_literal(self.key):
+            raise TypeError(f"dict item key must be a literal, got {type(self.key).__name__}")
+        object.__setattr__(self, "key_text", repr(self.key))
+
+    def access(self, base_expr: str) -> str:
+        return f"dict.__getitem__({base_expr}, {self.key_text})"
+
+    def fetch(self, L, G):
+        return dict.__getitem__(self.base.fetch(L, G), self.key)
 
 
 @_source

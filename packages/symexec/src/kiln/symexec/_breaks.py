@@ -12,7 +12,7 @@ it calls a function whose tracing fails, the frame is traced again up to that in
    locals still live there. The resume function is a new frame, which the frame hook
    compiles like any other (and which may break again).
 
-Breakable: a ``CALL``/``CALL_FUNCTION_EX`` or a conditional jump of the frame
+Breakable: a ``CALL``/``CALL_FUNCTION_EX``, a ``BINARY_SUBSCR`` or a conditional jump of the frame
 
 - inside ``with torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` blocks: the
   resume function gets a ``GradModeExit`` where the block's ``__exit__`` was;
@@ -77,6 +77,8 @@ __all__ = ["ResumeInputs", "break_point", "break_tail"]
 
 _CALLS = frozenset(("CALL", "CALL_FUNCTION_EX"))
 _JUMPS = frozenset(("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"))
+# ``container[key]``: run for real like a call (``x[idx[0]]``: indexing by a tensor's value)
+_SUBSCRIPTS = frozenset(("BINARY_SUBSCR",))
 
 
 def _analysis(code: types.CodeType, caches: SymexecCaches) -> tuple[Bytecode, list[frozenset[str]]]:
@@ -120,7 +122,7 @@ def break_point(code: types.CodeType, error: Unsupported, caches: SymexecCaches)
     index, _ = error.root_position
     bc, _ = _analysis(code, caches)
     instr = bc.instructions()[index]
-    if instr.name not in _CALLS | _JUMPS:
+    if instr.name not in _CALLS | _JUMPS | _SUBSCRIPTS:
         return None
     if in_loop(bc, index):
         return None
@@ -141,7 +143,7 @@ def break_tail(tx: Translator, f_globals: dict[str, Any],
     instr = tx.instructions[index]
     exits, catch = _enclosing_blocks(tx, instr)
     resume = _Resumer(tx, f_globals, resumes)
-    tail = _call_tail if instr.name in _CALLS else _jump_tail
+    tail = _call_tail if instr.name in _CALLS else _subscript_tail if instr.name in _SUBSCRIPTS else _jump_tail
 
     def render(writer: _Writer) -> list[str]:
         run, rest = tail(writer, tx, instr, resume, index)
@@ -206,6 +208,13 @@ def _call_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,
         parts = [f"*{writer.expr(items[2])}"] + ([f"**{writer.expr(items[3])}"] if depth == 4 else [])
     call = f"{writer.expr(fn)}({', '.join(parts)})"
     return [f"__kiln_r = {call}"], [f"return {resume.call(writer, index + 1, below, ['__kiln_r'])}"]
+
+
+def _subscript_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,
+                    index: int) -> tuple[list[str], list[str]]:
+    *below, container, key = tx.stack
+    return ([f"__kiln_r = {writer.expr(container)}[{writer.expr(key)}]"],
+            [f"return {resume.call(writer, index + 1, below, ['__kiln_r'])}"])
 
 
 def _jump_tail(writer: _Writer, tx: Translator, instr: Instr, resume: _Resumer,

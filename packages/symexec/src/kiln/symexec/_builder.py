@@ -13,6 +13,7 @@ consistently, and each guard is installed once.
 
 from __future__ import annotations
 
+import _thread
 import collections
 import enum
 import functools
@@ -42,6 +43,7 @@ from kiln.guards import (
 )
 
 from ._unsupported import MissingAttribute, Unsupported
+from .variables._backend_flags import FlagHolderVariable, flag_holder_source
 from .variables._base import VariableTracker
 from .variables._builtins import BuiltinVariable, is_builtin_function
 from .variables._constant import (
@@ -62,6 +64,7 @@ from .variables._environ import EnvironVariable
 from .variables._functions import UserFunctionVariable, UserMethodVariable
 from .variables._functools import LruCacheVariable, PartialVariable
 from .variables._modules import NNModuleVariable
+from .variables._numpy import wrap_numpy_value
 from .variables._objects import (
     MISSING,
     PythonModuleVariable,
@@ -155,6 +158,9 @@ class VariableBuilder:
                         dynamic_sizes=[d for d, v in enumerate(fake.shape) if type(v) is not int],
                         dynamic_strides=[d for d, v in enumerate(fake.stride()) if type(v) is not int]))
                 return tracker
+        numpy_tracker = wrap_numpy_value(self, value, source)  # ndarrays, numpy functions, dtypes
+        if numpy_tracker is not None:
+            return numpy_tracker
         if value is os.environ:
             return EnvironVariable()  # each variable read is guarded on its own
         if type(value) is GradModeExit:  # a resume function inside a grad-mode block
@@ -188,6 +194,11 @@ class VariableBuilder:
                 else:
                     self._guard(IdMatch(source, value))  # torch.layout, memory_format, ...
             return ConstantVariable(value, source)
+        holder = flag_holder_source(value)
+        if holder is not None:  # torch.backends.cudnn, torch.backends.cuda.matmul: switches read by value
+            if g:
+                self._guard(IdMatch(source, value))
+            return FlagHolderVariable(value, holder)
         if isinstance(value, types.ModuleType):
             if g:
                 self._guard(IdMatch(source, value))
@@ -346,7 +357,9 @@ class VariableBuilder:
         try:
             inst = object.__getattribute__(obj, "__dict__")
         except AttributeError:
-            inst = None
+            # a threading.local: its instance dict is the calling thread's (its ``__dict__``);
+            # the guards read it through the same attributes, in the thread that calls
+            inst = obj.__dict__ if isinstance(obj, _thread._local) else None
         inst = inst if isinstance(inst, dict) else None
         if inst is not None and name in inst:
             return self.wrap(inst[name], source)

@@ -418,6 +418,12 @@ def _format_value(tx, instr):
     flags = instr.arg
     spec = tx.pop().as_constant() if flags & 0x04 else ""
     value = tx.pop()
+    if not value.is_constant() and not spec:
+        from .variables._builtins_text import format_object
+
+        value = format_object(tx, value, flags & 0x03)
+        if value.is_constant():
+            flags &= ~0x03  # the text, its conversion applied
     if not value.is_constant():
         raise Unsupported(f"formatting {value.describe()} into a string")
     v = value.as_constant()

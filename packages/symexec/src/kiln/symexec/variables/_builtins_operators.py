@@ -30,6 +30,7 @@ from ._containers import (
     TupleVariable,
 )
 from ._errors import raised_error, traced_error
+from ._numpy import NumpyArrayVariable, numpy_operator
 from ._objects import UserDefinedObjectVariable, call_special_method
 from ._symnumber import NUMBER_OPS, SIZE_OPS, SymNumberVariable, compare
 from ._tensor import TensorVariable
@@ -100,6 +101,8 @@ def _immutable_value(tx: Translator, v: VariableTracker) -> Any:
 def _binary(fn: Any) -> Rule:
     def apply(tx: Translator, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
         a, b = args
+        if isinstance(a, NumpyArrayVariable) or isinstance(b, NumpyArrayVariable):
+            return numpy_operator(tx, fn, args)  # numpy's operator, as torch ops
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             return tx.output.call_function(fn, [a, b], {})
         if fn in NUMBER_OPS and _number_arithmetic(a, b):
@@ -148,10 +151,20 @@ def _as_sequence(v: VariableTracker) -> VariableTracker | None:
     """``v`` as a TupleVariable/ListVariable (a constant tuple or list item by item)."""
     if isinstance(v, (TupleVariable, ListVariable)):
         return v
-    if type(v) is ConstantVariable and type(v.as_constant()) in (tuple, list):
+    import torch
+
+    if type(v) is ConstantVariable and type(v.as_constant()) in (tuple, list, torch.Size):
         items = [ConstantVariable(i) for i in v.as_constant()]
+        if type(v.as_constant()) is torch.Size:
+            return TupleVariable(items, tuple_type=torch.Size)
         return TupleVariable(items) if type(v.as_constant()) is tuple else ListVariable(items)
     return None
+
+
+def _is_size(v: TupleVariable) -> bool:
+    import torch
+
+    return v.tuple_type is torch.Size
 
 
 def _symbolic_value(v: VariableTracker) -> Any:
@@ -180,6 +193,11 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
 
         a, b = (as_set(tx, v) if isinstance(v, SetVariable) or (
             v.is_constant() and isinstance(v.as_constant(), (set, frozenset))) else v for v in (a, b))
+    if fn is operator.add and isinstance(a, TupleVariable) and isinstance(b, TupleVariable) and \
+            (_is_size(a) or _is_size(b)):  # torch.Size + tuple, either way round: a torch.Size
+        import torch
+
+        return TupleVariable(a.items + b.items, tuple_type=torch.Size)
     if fn is operator.add and isinstance(a, seq) and type(a) is type(b):
         return type(a)(a.items + b.items)
     if fn is operator.mul and isinstance(a, seq) and b.is_constant() and _is_index(b.as_constant()):
@@ -196,6 +214,10 @@ def _container_binary(tx: Translator, fn: Any, a: VariableTracker, b: VariableTr
         merged = builtin_rules[dict](tx, [a], {})  # dict.__or__: a plain copy of a, then b's items
         merged.call_method(tx, "update", [b], {})
         return merged
+    if fn in (operator.eq, operator.ne) and (isinstance(a, seq) or isinstance(b, seq)):
+        a, b = _as_sequence(a) or a, _as_sequence(b) or b  # ``x.size()[1:] != torch.Size([])``
+        if isinstance(a, seq) and isinstance(b, seq) and isinstance(a, ListVariable) != isinstance(b, ListVariable):
+            return ConstantVariable(fn is operator.ne)  # a list never equals a tuple
     if fn in (operator.eq, operator.ne) and isinstance(a, seq) and isinstance(b, seq):
         same = len(a.items) == len(b.items) and all(
             _compare(tx, x, y) for x, y in zip(a.items, b.items, strict=True))
@@ -306,6 +328,8 @@ for _fn in _BINARY:
 def _inplace(fn: Any, plain: Any) -> Rule:
     def apply(tx: Translator, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
         a, b = args
+        if isinstance(a, NumpyArrayVariable) or isinstance(b, NumpyArrayVariable):
+            return numpy_operator(tx, fn, args)  # ``a += 1`` changes the array, like eager
         if isinstance(a, TensorVariable):
             return tx.output.call_function(fn, [a, b], {})  # mutates the tensor, like eager
         changed = _container_inplace(tx, plain, a, b)
@@ -350,6 +374,8 @@ for _fn, _plain in _INPLACE.items():
 def _unary(fn: Any) -> Rule:
     def apply(tx: Translator, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
         (a,) = args
+        if isinstance(a, NumpyArrayVariable):
+            return numpy_operator(tx, fn, args)
         if isinstance(a, TensorVariable):
             return tx.output.call_function(fn, [a], {})
         if fn in NUMBER_OPS and isinstance(a, SymNumberVariable):
@@ -404,6 +430,8 @@ builtin_rules[operator.is_not] = _is_not
 @rule(operator.getitem)
 def _getitem(tx, args, kwargs):
     obj, key = args
+    if isinstance(obj, NumpyArrayVariable):
+        return numpy_operator(tx, operator.getitem, args)
     if isinstance(obj, TensorVariable):
         return tx.output.call_function(operator.getitem, [obj, key], {})
     if obj.is_constant() and key.is_constant() and not _holds_symbolic(obj):
@@ -414,6 +442,8 @@ def _getitem(tx, args, kwargs):
 @rule(operator.setitem)
 def _setitem(tx, args, kwargs):
     obj, key, value = args
+    if isinstance(obj, NumpyArrayVariable):
+        return numpy_operator(tx, operator.setitem, args)
     if isinstance(obj, TensorVariable):
         tx.output.call_function(operator.setitem, [obj, key, value], {})
         return ConstantVariable(None)

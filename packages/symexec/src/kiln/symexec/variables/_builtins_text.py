@@ -20,7 +20,7 @@ from ._builtins import _fold, builtin_rules, rule
 from ._constant import ConstantVariable
 from ._containers import DictVariable, ListVariable, TupleVariable
 
-__all__ = ["known_value"]
+__all__ = ["format_object", "known_value", "object_text"]
 
 
 def known_value(tx, v: VariableTracker) -> Any:
@@ -50,8 +50,53 @@ def _text(fn: Any):
     return apply
 
 
-rule(str)(_text(str))
-rule(repr)(_text(repr))
+def object_text(tx, v: VariableTracker, fn: Any) -> VariableTracker | None:
+    """``str(v)`` / ``repr(v)`` (``fn``) of a user object whose class defines ``__str__`` or
+    ``__repr__`` in Python: that method inlined (``str`` falls back to ``__repr__`` as
+    ``object.__str__`` does); its result must be text known at trace time. None when ``v``
+    is no such object."""
+    from ._objects import call_special_method, lookup_class_attribute, user_special_method
+
+    if user_special_method(v, "__repr__") is None and user_special_method(v, "__str__") is None:
+        return None
+    name = "__repr__"
+    if fn is str and lookup_class_attribute(v.python_type(), "__str__") is not object.__str__:
+        name = "__str__"
+    result = call_special_method(tx, v, name, [])
+    if result is None or not (result.is_constant() and type(result.as_constant()) is str):
+        raise Unsupported(f"{name} of {v.describe()} gave no text known at trace time")
+    return result
+
+
+def format_object(tx, v: VariableTracker, conversion: int) -> VariableTracker:
+    """``f"{v}"`` / ``f"{v!s}"`` / ``f"{v!r}"`` (``conversion`` 0, 1, 2) without a format
+    spec, for a user object: its text by ``object_text`` (``format(v, "")`` is ``str(v)``
+    when the class keeps ``object.__format__``); ``v`` itself when that does not apply."""
+    from ._objects import lookup_class_attribute, user_special_method
+
+    if conversion not in (0, 1, 2) or user_special_method(v, "__format__") is not None:
+        return v
+    if conversion == 0 and lookup_class_attribute(v.python_type(), "__format__") is not object.__format__:
+        return v
+    made = object_text(tx, v, repr if conversion == 2 else str)
+    return v if made is None else made
+
+
+def _text_of_object(fn: Any):
+    fold = _text(fn)
+
+    def apply(tx, args, kwargs):
+        if len(args) == 1 and not kwargs:
+            made = object_text(tx, args[0], fn)
+            if made is not None:
+                return made
+        return fold(tx, args, kwargs)
+
+    return apply
+
+
+rule(str)(_text_of_object(str))
+rule(repr)(_text_of_object(repr))
 rule(str.format)(_text(str.format))
 
 

@@ -9,6 +9,7 @@ that made the value a constant were installed when it was read from the frame.
 from __future__ import annotations
 
 import functools
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,13 @@ def is_constant_value(value: Any) -> bool:
         return all(is_constant_value(v) for v in value)
     if t is slice:
         return all(is_constant_value(v) for v in (value.start, value.stop, value.step))
-    return isinstance(value, _torch_constant_types())
+    return isinstance(value, _torch_constant_types()) or _is_numpy_constant(value)
+
+
+def _is_numpy_constant(value: Any) -> bool:
+    """numpy scalars (``np.float32(1.5)``) and dtypes: immutable."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, (np.number, np.bool_, np.dtype))
 
 
 @functools.cache
@@ -156,8 +163,9 @@ def frozen_types() -> tuple[type, ...]:
     import dataclasses
     import inspect
 
+    # (the sentinel a dataclass's __init__ defaults a default_factory field to)
     return (dataclasses.Field, inspect.Signature, inspect.Parameter, types.MappingProxyType,
-            type(dataclasses.MISSING), type(inspect.Parameter.empty))
+            type(dataclasses.MISSING), type(inspect.Parameter.empty), type(dataclasses._HAS_DEFAULT_FACTORY))
 
 
 class FrozenObjectVariable(ConstantVariable):

@@ -140,7 +140,43 @@ class NNModuleVariable(VariableTracker):
         return ItemSource(self._step()(self.source, slot), name)
 
     def _member_value(self, tx: Translator, slot: str, name: str) -> VariableTracker:
+        if self.source is not None:
+            # a member the trace replaced (``self.steps = self.steps + 1`` on a buffer)
+            written = tx.output.trackers.get(self._step()(self.source, slot))
+            if isinstance(written, DictVariable) and written.mutated:
+                return written.value_of(tx, name)
         return tx.builder.wrap(self.module.__dict__[slot][name], self._child_source(name, slot))
+
+    def _replace_buffer(self, tx: Translator, name: str, value: VariableTracker) -> VariableTracker:
+        """``module.name = tensor`` for a registered buffer ``name``: ``Module.__setattr__``
+        calls ``register_buffer``, which stores the tensor in ``_buffers`` (its persistence
+        unchanged) after the global buffer registration hooks (guarded to stay none). The
+        store is a change of the frame's ``_buffers`` dict, replayed after the graph."""
+        import torch
+
+        from kiln.guards import AttrSource, KeyAbsent, ModuleSource
+
+        from ._tensor import TensorVariable
+
+        if self.source is None:
+            raise Unsupported(f"replacing buffer {name!r} of {self.describe()}, made while tracing")
+        m = self.module
+        if lookup_class_attribute(type(m), "register_buffer") is not torch.nn.Module.register_buffer \
+                or isinstance(m, torch.jit.ScriptModule):
+            raise Unsupported(f"replacing buffer {name!r} of {self.describe()}: its class has its own register_buffer")
+        if not (_is_none(value) or (isinstance(value, TensorVariable)
+                                    and not issubclass(value.python_type(), torch.nn.Parameter))):
+            raise Unsupported(f"assigning {value.describe()} to buffer {name!r} of {self.describe()}")
+        if "register_buffer" in m.__dict__:
+            raise Unsupported(f"replacing buffer {name!r} of {self.describe()}: an instance register_buffer")
+        tx.output.guards.add(KeyAbsent(self._step()(self.source, "__dict__"), "register_buffer"))
+        hooks_source = AttrSource(ModuleSource(_HOOKS_MODULE), "_global_buffer_registration_hooks")
+        hooks = tx.builder.wrap(getattr(_hooks_module(), "_global_buffer_registration_hooks", None), hooks_source)
+        if not isinstance(hooks, DictVariable) or hooks.key_count():
+            raise Unsupported(f"replacing buffer {name!r} of {self.describe()} would run buffer registration hooks")
+        buffers = tx.builder.wrap(m.__dict__["_buffers"], self._step()(self.source, "_buffers"))
+        buffers.call_method(tx, "__setitem__", [ConstantVariable(name), value], {})
+        return ConstantVariable(None)
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
         return tx.builder.read_attribute(tx, self, self.module, name)
@@ -177,6 +213,9 @@ class NNModuleVariable(VariableTracker):
             return None
         name, value = args[0].as_constant(), args[1]
         m = self.module
+        if name in m.__dict__.get("_buffers", ()) and name not in m.__dict__.get("_parameters", ()) \
+                and name not in m.__dict__.get("_modules", ()):
+            return self._replace_buffer(tx, name, value)
         if any(name in m.__dict__.get(slot, ()) for slot in _MEMBER_SLOTS):
             raise Unsupported(f"replacing parameter, buffer or submodule {name!r} of {self.describe()}")
         if isinstance(value, NNModuleVariable) or issubclass(_type_of(value), torch.nn.Parameter):
@@ -226,6 +265,10 @@ class NNModuleVariable(VariableTracker):
 
         (``Module.compile()`` makes ``__call__`` run a torch.compile'd ``_call_impl``: the
         same function, so the same model.)"""
+        if "_initialize_hook" in self.module.__dict__:  # a lazy module's first call
+            from ._lazy_modules import initialize_lazy
+
+            initialize_lazy(tx, self, args, kwargs)
         pre, post = self._forward_hooks(tx)
         forward = self.get_attr(tx, "forward")
         if not (pre or post):

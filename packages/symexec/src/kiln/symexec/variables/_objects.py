@@ -77,6 +77,13 @@ def bind_class_attribute(tx: Translator, owner: VariableTracker, attr: Any,
         return tx.builder.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
         return UserMethodVariable(attr.__func__, UserDefinedClassVariable(owner.python_type()))
+    get = lookup_class_attribute(type(attr), "__get__")
+    if isinstance(get, types.FunctionType) and isinstance(owner, (UserDefinedObjectVariable, NewObjectVariable)):
+        # a descriptor written in Python (torch.distributions' lazy_property): its __get__
+        # inlined, with the descriptor as read from the class
+        descriptor = tx.builder.wrap(attr, source) if source is not None else UserDefinedObjectVariable(attr)
+        return UserMethodVariable(get, descriptor).call(
+            tx, [owner, UserDefinedClassVariable(owner.python_type())], {})
     if hasattr(type(attr), "__get__"):
         # another descriptor (functools.cached_property, partialmethod, a method of a builtin
         # base class): Python would call its __get__, which is not modelled
@@ -194,8 +201,12 @@ class UserDefinedObjectVariable(VariableTracker):
         from ._containers import FrameDictVariable
 
         obj = self.obj
+        if self.contents is None and self.source is not None and type(obj).__getitem__ is not dict.__getitem__:
+            from ._stored_dict import stored_items
+
+            self.contents = stored_items(tx, obj, self.source, self.describe())  # read without __getitem__
         if self.contents is None:
-            if self.source is None or type(obj).__getitem__ is not dict.__getitem__:
+            if self.source is None:
                 raise Unsupported(f"reading the items of {self.describe()}")
             keys = tuple(dict.keys(obj))
             if not all(is_item_key(k) for k in keys):
@@ -215,6 +226,9 @@ class UserDefinedObjectVariable(VariableTracker):
         return tx.builder.read_attribute(tx, self, self.obj, name)
 
     def iterate(self, tx: Translator) -> list[VariableTracker]:
+        if isinstance(self.obj, dict) and lookup_class_attribute(type(self.obj), "__iter__") in (
+                dict.__iter__, collections.OrderedDict.__iter__):
+            return self.dict_contents(tx).iterate(tx)  # a dict subclass iterates over its keys
         return _iterate_object(tx, self)
 
     def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
@@ -481,7 +495,7 @@ class NewObjectVariable(VariableTracker):
         attr = lookup_class_attribute(self.cls, name)
         if attr is MISSING:
             raise _missing(self.describe(), name)
-        return bind_class_attribute(tx, self, attr)
+        return bind_class_attribute(tx, self, attr, class_dict_source(self.cls, name))
 
     def iterate(self, tx: Translator) -> list[VariableTracker]:
         if self.items is not None and user_special_method(self, "__iter__") is None:
@@ -508,6 +522,22 @@ class NewObjectVariable(VariableTracker):
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         result = _call_method(tx, self, self.cls, args, kwargs)
         return result if result is not None else super().call(tx, args, kwargs)
+
+
+def class_dict_source(cls: type, name: str) -> Source | None:
+    """Where the class attribute ``name`` of ``cls`` is read from by import path: the
+    ``__dict__`` entry of the class in the MRO that defines it
+    (``M['torch.distributions.normal'].Normal.__dict__['arg_constraints']``), so what it holds
+    is guarded like a frame value; None when that class is not importable."""
+    from kiln.guards import AttrSource, ItemSource, ModuleSource, importable_path
+
+    klass = next((k for k in cls.__mro__ if name in k.__dict__), None)
+    if klass is None or importable_path(klass) is None:
+        return None
+    source: Source = ModuleSource(klass.__module__)
+    for part in klass.__qualname__.split("."):
+        source = AttrSource(source, part)
+    return ItemSource(AttrSource(source, "__dict__"), name)
 
 
 def new_object(cls: type, attrs: dict[str, Any], items: dict[Any, Any] | None = None) -> Any:
@@ -587,6 +617,9 @@ class SuperVariable(VariableTracker):
         return f"super({self.cls.__qualname__}, {self.obj.describe()})"
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        if isinstance(self.obj, UserDefinedClassVariable) and isinstance(self.obj.cls, type) \
+                and issubclass(self.obj.cls, self.cls):
+            return self._class_attr(tx, name)
         mro = self.obj.python_type().__mro__
         start = mro.index(self.cls) + 1 if self.cls in mro else len(mro)
         attr = lookup_class_attribute(self.obj.python_type(), name, start)
@@ -596,3 +629,22 @@ class SuperVariable(VariableTracker):
         if isinstance(attr, types.WrapperDescriptorType) and not isinstance(bound, BaseMethodVariable):
             raise Unsupported(f"calling {name} of a builtin base class through super()")
         return bound
+
+    def _class_attr(self, tx: Translator, name: str) -> VariableTracker:
+        """``super(cls, klass).name`` (``super()`` in a classmethod): the lookup in
+        ``klass.__mro__`` after ``cls``; a classmethod binds to ``klass``, a plain function
+        stays unbound, a staticmethod is its function."""
+        klass = self.obj.cls
+        mro = klass.__mro__
+        attr = lookup_class_attribute(klass, name, mro.index(self.cls) + 1)
+        if attr is MISSING:
+            raise _missing(self.describe(), name)
+        if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
+            from ._functions import UserMethodVariable
+
+            return UserMethodVariable(attr.__func__, self.obj)
+        if isinstance(attr, staticmethod):
+            attr = attr.__func__
+        if isinstance(attr, (types.FunctionType, type)) or not hasattr(type(attr), "__get__"):
+            return tx.builder.wrap(attr, None)
+        raise Unsupported(f"super() of class {klass.__qualname__}: {name} is a descriptor kiln does not model")

@@ -126,6 +126,10 @@ class TensorVariable(VariableTracker):
             from ._tensor_attributes import tensor_type
 
             return tensor_type(tx, self, args, kwargs)
+        if name == "numpy":  # an ndarray over this very tensor (variables._numpy)
+            from ._numpy import tensor_to_numpy
+
+            return tensor_to_numpy(tx, self, args, kwargs)
         if name in ("item", "tolist") and not args and not kwargs and tx.output.scalar_outputs:
             if name == "tolist":
                 return self._tolist(tx)

@@ -14,6 +14,7 @@ see, so ``requires_grad`` of results is right.
 from __future__ import annotations
 
 import functools
+import types
 from typing import TYPE_CHECKING, Any
 
 from .._unsupported import Unsupported
@@ -111,6 +112,22 @@ def is_torch_function(value: Any) -> bool:
     return module == "" and qualname.startswith(("TensorBase.", "Tensor.", "_TensorBase."))
 
 
+def _graph_value(v: VariableTracker) -> bool:
+    """Whether a graph node can take ``v`` as an argument: a tensor, a number, a constant,
+    or a tuple, list or dict of such values."""
+    from ._containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+    from ._symnumber import SymNumberVariable, SymSliceVariable
+    from ._tensor import TensorVariable
+
+    if isinstance(v, (TensorVariable, SymNumberVariable, SymSliceVariable, ConstantVariable, RangeVariable)):
+        return True
+    if isinstance(v, (TupleVariable, ListVariable)):
+        return all(_graph_value(i) for i in v.items)
+    if isinstance(v, DictVariable):
+        return all(_graph_value(i) for i in v.items.values())
+    return False
+
+
 class TorchFunctionVariable(VariableTracker):
     """A torch callable; see the module docstring."""
 
@@ -132,6 +149,11 @@ class TorchFunctionVariable(VariableTracker):
     def describe(self) -> str:
         return f"torch function {getattr(self.fn, '__qualname__', self.fn)}"
 
+    def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        if name in ("__name__", "__qualname__", "__module__") and isinstance(getattr(self.fn, name, None), str):
+            return ConstantVariable(getattr(self.fn, name))  # torch's functions are fixed
+        return super().get_attr(tx, name)
+
     def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         import torch
@@ -146,6 +168,12 @@ class TorchFunctionVariable(VariableTracker):
             return GradModeVariable(bool(mode.as_constant()), immediate=True, tx=tx)
         if fn in _trace_time_functions():
             return self._at_trace_time(tx, args, kwargs)
+        from ._numpy_trace import NumpyArrayVariable
+
+        if any(isinstance(a, NumpyArrayVariable) for a in [*args, *kwargs.values()]):
+            from ._numpy import torch_call_on_arrays
+
+            return torch_call_on_arrays(tx, fn, args, kwargs)  # torch.from_numpy(a), torch.as_tensor(a)
         if fn in (torch._check, torch._check_is_size) and args:
             from ._symnumber import assume
 
@@ -154,6 +182,11 @@ class TorchFunctionVariable(VariableTracker):
         answer = _compiling_answers().get(fn)
         if answer is not None and not args and not kwargs:
             return ConstantVariable(answer)
+        if isinstance(fn, types.FunctionType) and not all(_graph_value(a) for a in [*args, *kwargs.values()]):
+            # a module, a user function or an options object passed to a torch function
+            # written in Python (``F.triplet_margin_with_distance_loss(distance_function=m)``):
+            # its code is traced, calling the argument like any other value
+            return tx.inline_function(fn, args, kwargs)
         return tx.output.call_function(fn, args, kwargs)
 
     def _at_trace_time(self, tx: Translator, args: list[VariableTracker],
