@@ -364,3 +364,19 @@ def test_graphs_run_through_aotgrad_and_inductor():
         same(compiled(*clone_args(args)), fn(*clone_args(args)))
         assert len(counting.graphs) == 1 and counting.refused == []
         assert kiln.session().stats.breaks == []
+
+
+def test_numpy_functions_written_in_python_are_never_roots():
+    """After the break at a numpy call kiln does not translate (np.unique), numpy's own
+    Python frames run as they are: two graphs and one break, as torch.compile gives."""
+
+    def fn(x):
+        y = x * 2
+        u = np.unique(y.numpy().round())
+        return torch.from_numpy(u) + 1
+
+    x = torch.randn(10)
+    counting = CountingBackend()
+    torch.testing.assert_close(kiln.compile(fn, backend=counting)(x), fn(x))
+    assert len(counting.graphs) == 2
+    assert len(kiln.session().stats.breaks) == 1

@@ -3,7 +3,7 @@
 ``FrameCompiler`` is the callback kiln.frameeval calls on a cache miss. It decides, in order:
 
 1. Code kiln must never compile as a root (kiln's own and generated code, the standard
-   library, torch's internals other than ``forward`` methods): ``SKIP``, after which C never
+   library, numpy, torch's internals other than ``forward`` methods): ``SKIP``, after which C never
    asks again. Model code shipped inside kiln's packages (the demo's GPT) is the user's by
    an explicit marker: its module sets ``__kiln_user_code__ = True`` (``USER_CODE_MARK``).
    A frame called by a ``kiln.disable(fn, recursive=False)`` wrapper runs as it is, that
@@ -86,6 +86,21 @@ RESUME_PREFIX = "__kiln_resume_in_"  # kiln.symexec's resume functions (of a com
 USER_CODE_MARK = "__kiln_user_code__"
 _STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"]) + os.sep
 _TORCH = os.path.normcase(os.path.dirname(torch.__file__)) + os.sep
+# third-party libraries whose frames are never a root (as torch's frontend skips them): numpy's
+# own Python functions, reached after a graph break at a numpy call kiln does not translate
+_THIRD_PARTY = ("numpy",)
+
+
+@functools.cache
+def _third_party_dirs() -> tuple[str, ...]:
+    import importlib.util
+
+    dirs = []
+    for name in _THIRD_PARTY:
+        spec = importlib.util.find_spec(name)
+        for location in (spec.submodule_search_locations or []) if spec is not None else []:
+            dirs.append(os.path.normcase(location) + os.sep)
+    return tuple(dirs)
 
 
 @functools.cache
@@ -106,6 +121,8 @@ def never_root(code: types.CodeType, f_globals: dict[str, Any]) -> bool:
         return f_globals.get(USER_CODE_MARK) is not True
     if path.startswith(_TORCH):
         return code.co_name != "forward" and not code.co_name.startswith(RESUME_PREFIX)
+    if path.startswith(_third_party_dirs()):
+        return True
     return path.startswith(_STDLIB) and "site-packages" not in path
 
 
