@@ -87,3 +87,33 @@ def test_a_size_symbol_of_a_kernel_with_an_empty_dimension_is_a_parameter(graphs
     for shape in [(20,), (30,), (1, 0, 3), ()]:  # dimension 0 turns dynamic, then holds 1 beside a 0
         x = torch.randn(shape)
         torch.testing.assert_close(compiled(x), torch.cos(x))
+
+
+def _simd_bodies(cpp: str) -> list[str]:
+    """The bodies of the ``omp simd`` loops in ``cpp``."""
+    lines, bodies = cpp.splitlines(), []
+    for k, line in enumerate(lines):
+        if line.strip().startswith("#pragma omp") and "simd" in line:
+            start = next(j for j in range(k + 1, len(lines)) if lines[j].strip() == "{")
+            indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+            end = next(j for j in range(start + 1, len(lines)) if lines[j] == indent + "}")
+            bodies.append("\n".join(lines[start:end]))
+    return bodies
+
+
+def test_a_gathered_rows_index_is_loaded_and_checked_once_per_row(graphs):
+    # BERT's embeddings: three lookups summed, then a layer norm; each row's indices are
+    # loaded and checked before the loops over the row, which then vectorize
+    torch.manual_seed(0)
+    words, positions, norm = torch.nn.Embedding(50, 64), torch.nn.Embedding(16, 64), torch.nn.LayerNorm(64)
+
+    def fn(ids, pos):
+        return norm(words(ids) + positions(pos))
+
+    ids, pos = torch.randint(0, 50, (4, 16)), torch.arange(16).expand(4, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(kiln.compile(fn)(ids, pos), fn(ids, pos))
+    (graph,) = graphs
+    bodies = _simd_bodies(graph.cpp_code)
+    assert len(bodies) == 3 and "kiln_index_error" in graph.cpp_code
+    assert not any("kiln_index_error" in body or "arg0[" in body for body in bodies)

@@ -36,6 +36,7 @@ from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
 from ._loops import block as _block
 from ._loops import loops as _loops
+from ._loops import runs as _runs
 from ._loops import split_invariant as _split_invariant
 from ._ops import CTYPES, CppOps, CppVar, cconst, cexpr, cstore
 from ._serial import scan_lines, scatter_lines
@@ -115,9 +116,10 @@ class _Writer:
             body += [f"// {stage.buffer.name}: {_describe(stage.buffer)}", *self.pointwise(stage)]
         if not first.inner:
             return _block(body, "")
+        hoisted, body = _hoist(body, inner_vars, first.inner)
         simd = f"omp parallel for simd {self.parallel}" if self.parallel else "omp simd"
         pragma = f"#pragma {simd}" + (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")
-        return [pragma, *_loops(inner_vars, first.inner, ""), *_block(body, "")]
+        return [*hoisted, pragma, *_loops(inner_vars, first.inner, ""), *_block(body, "")]
 
     def pointwise(self, stage: Stage) -> list[str]:
         buffer = stage.buffer
@@ -170,7 +172,8 @@ class _Writer:
             pragma = [f"#pragma omp simd {clauses}" + (f" collapse({len(inner_vars)})" if len(inner_vars) > 1 else "")]
         if not inner_vars:  # a reduction over no dimension (of a 0-d tensor): one element
             pragma = []
-        lines += [*pragma, *_loops(inner_vars, stage.inner, ""), *_block([*ops.lines, update], "")]
+        hoisted, element = _hoist(ops.lines, inner_vars, stage.inner)
+        lines += [*hoisted, *pragma, *_loops(inner_vars, stage.inner, ""), *_block([*element, update], "")]
         result = f"val_{buffer.name}"
         final = f"static_cast<{CTYPES[dtype]}>({acc})"
         if kind in ("max", "min") and dtype.is_floating_point:
@@ -183,6 +186,16 @@ class _Writer:
         self.symbols |= store.free_symbols
         self.writes[buffer.name] = buffer.dtype
         return [*lines, f"{buffer.name}[{cexpr(store)}] = {cstore(result, buffer.dtype)};"]
+
+
+def _hoist(lines: list[str], variables: tuple[sympy.Symbol, ...],
+           sizes: tuple[sympy.Expr, ...]) -> tuple[list[str], list[str]]:
+    """The lines of a loop body over ``variables`` that do not depend on them (a gathered
+    row's index, loaded and checked), to run once before the loop, and the rest: so the
+    loop vectorizes. Nothing moves where the loop may run no iteration."""
+    if not variables or not _runs(sizes):
+        return [], lines
+    return _split_invariant(lines, [v.name for v in variables])
 
 
 def _loop_groups(stages: list[Stage]) -> list[list[Stage]]:

@@ -5,12 +5,13 @@ depend on the loop's variable, hoisted before the loop, and the rest)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 
 import sympy
 
 from ._ops import cexpr
 
-__all__ = ["block", "loops", "split_invariant"]
+__all__ = ["block", "loops", "runs", "split_invariant"]
 
 
 def loops(variables: tuple[sympy.Symbol, ...], sizes: tuple[sympy.Expr, ...], indent: str) -> list[str]:
@@ -24,15 +25,20 @@ def block(body: list[str], indent: str) -> list[str]:
 _NAME = re.compile(r"\b(tmp\d+|[a-z]\d+)\b")
 
 
-def split_invariant(lines: list[str], variable: str) -> tuple[list[str], list[str]]:
-    """``lines`` of a loop body over ``variable`` split into those that do not depend on it
-    (run once, before the loop: an index loaded and checked for a whole block of outputs)
-    and the rest, each list in order. A line depends on the variable when it names it or a
-    temporary of a line that does."""
+def split_invariant(lines: list[str], variable: str | Iterable[str]) -> tuple[list[str], list[str]]:
+    """``lines`` of a loop body over ``variable`` (or several) split into those that do not
+    depend on it (run once, before the loop: an index loaded and checked for a whole row) and
+    the rest, each list in order. A line depends on the variable when it names it or a
+    temporary of a line that does; a comment stays where it is. Only for a loop that
+    provably runs at least once (``runs``): a hoisted check or load would otherwise run where
+    the loop runs none."""
     hoisted: list[str] = []
     varying: list[str] = []
-    dependent = {variable}
+    dependent = {variable} if isinstance(variable, str) else set(variable)
     for line in lines:
+        if line.startswith("//"):
+            varying.append(line)
+            continue
         names = set(_NAME.findall(line))
         defined = line.split(" = ", 1)[0].split()[-1] if " = " in line and not line.startswith("if") else None
         uses = names - {defined} if defined else names
@@ -43,3 +49,8 @@ def split_invariant(lines: list[str], variable: str) -> tuple[list[str], list[st
         else:
             hoisted.append(line)
     return hoisted, varying
+
+
+def runs(sizes: Sequence[sympy.Expr]) -> bool:
+    """Whether a loop nest over ``sizes`` provably runs at least once."""
+    return all(sympy.sympify(s).is_positive for s in sizes)
