@@ -298,3 +298,11 @@ def test_a_namedtuple_call_eager_refuses_raises_as_in_eager(counting):
     compiled = kiln.compile(f, backend=counting)
     with pytest.raises(TypeError, match="positional argument"):
         compiled(torch.ones(2))
+
+
+def test_namedtuples_built_in_the_trace_and_returned_are_one_graph(counting):
+    # the replacement code rebuilds them through the class's generated __new__: never a root
+    def fn(x):
+        return Point(x + 1, x * 2), Vec(a=x - 1, b=x), [Point(x, y=3)]
+
+    _check(counting, fn, torch.randn(3))

@@ -116,6 +116,10 @@ def never_root(code: types.CodeType, f_globals: dict[str, Any]) -> bool:
     filename = code.co_filename
     if filename.startswith(("<kiln", "<frozen ")):  # kiln's own code; frozen stdlib (importlib)
         return True
+    if f_globals.get("_tuple_new") is tuple.__new__:
+        # a namedtuple class's generated ``__new__`` (its globals are collections' namespace
+        # for it): the replacement code calls it to rebuild a namedtuple output
+        return True
     path = os.path.normcase(filename)
     if path.startswith(_kiln_dirs()):
         return f_globals.get(USER_CODE_MARK) is not True
