@@ -186,13 +186,15 @@ def test_kiln_inside_torch_fake_mode_matches_eager():
 
 
 def test_kept_errors_hold_no_frames_and_leak_no_torch_guards():
-    # Printing a tensor runs torch's _str with a _DisableFuncTorch guard in a local; frames
-    # compiled under it (a namedtuple's __new__) that break keep their Unsupported: with its
-    # traceback it held every caller's frame alive, the guard stayed in force (functorch's
-    # keys excluded for the rest of the process) and the tensors in those frames too.
+    # Printing a tensor runs torch's _str with a _DisableFuncTorch guard in a local. A kept
+    # Unsupported (a graph break, here at the print of a list) with its traceback held every
+    # caller's frame alive: the guard stayed in force (functorch's keys excluded for the rest
+    # of the process) and the tensors in those frames too. (The break that first showed it
+    # came from a namedtuple's __new__ compiled under the guard; such a __new__ is never a
+    # root now.)
     def fn(x):
         y = x * 2
-        print("step", y)
+        print("step", y, y.tolist())
         return y + 1
 
     before = torch_state()
