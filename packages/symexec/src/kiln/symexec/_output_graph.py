@@ -520,15 +520,22 @@ class OutputGraph:
         fake_kwargs = {k: _unwrap(v, _fake_of, what, numbers) for k, v in kwargs.items()}
         fakes = _fakes_in((fake_args, fake_kwargs))
         versions = [version_counter(f) for f in fakes]
+
+        def run() -> Any:
+            if [version_counter(f) for f in fakes] != versions:  # a second run would change them twice
+                raise Unsupported(f"{what} failed on the traced values after changing a tensor in place")
+            as_view = _reshape_as_view(op, target, fake_args, fake_kwargs)
+            if as_view is not None:
+                return as_view()
+            if op == "call_function":
+                return target(*fake_args, **fake_kwargs)
+            return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+
         try:
             with self.fake_mode:
-                as_view = _reshape_as_view(op, target, fake_args, fake_kwargs)
-                if as_view is not None:
-                    out = as_view()
-                elif op == "call_function":
-                    out = target(*fake_args, **fake_kwargs)
-                else:
-                    out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                # a composite kernel may check what one of its ops assumed of a size that
+                # may be 1: the whole call again, deciding such sizes by their examples
+                out = self.fake_mode.run_by_hints_if_contradicted(run)
         except UnsupportedOpError as e:
             raise Unsupported(str(e)) from e
         except Unsupported:

@@ -419,6 +419,11 @@ class ShapeEnv:
         """How many ``guard_or`` answers so far contradicted the example values."""
         return self._against_hint
 
+    @property
+    def deciding_by_hints(self) -> bool:
+        """Whether a ``by_hints`` block is active."""
+        return bool(self._hint_decisions)
+
     @contextlib.contextmanager
     def by_hints(self):
         """Inside, ``guard_or`` decides sizes that may be 1 by their example values (with a

@@ -19,7 +19,8 @@ Invariants:
   FakeStorage; an in-place or ``out=`` result is the input FakeTensor object itself, with
   its sizes and strides updated when an inplace-view op changed them (``t_``,
   ``squeeze_``); resizing a fake in place (``resize_``, growing an ``out=`` tensor) raises.
-- An op with no meta kernel raises ``UnsupportedOpError`` naming the op.
+- An op with no meta kernel raises ``UnsupportedOpError`` naming the op, unless its real
+  kernel run on zeros tells its results' metadata (static inputs, ``_real_fallback``).
 - While the mode is entered (and while ``from_real`` runs) the user's torch-function and
   torch-dispatch modes and default saved-tensors hooks are off torch's stacks: they never
   see fake ops. They are back, in order, when the mode exits, exceptions included.
@@ -43,6 +44,7 @@ from kiln.symshapes._shape_env import ShapeEnv
 from kiln.symshapes.bridge._dispatch_cache import DispatchCache
 from kiln.symshapes.bridge._fake_tensor import FakeStorage, FakeTensor
 from kiln.symshapes.bridge._fast_meta import fast_rule
+from kiln.symshapes.bridge._real_fallback import run_real_fallback
 from kiln.symshapes.bridge._shape_env_view import ShapeEnvView
 from kiln.symshapes.bridge._torch_internals import (
     FAKE_MODE_KEY,
@@ -240,7 +242,8 @@ class FakeTensorMode(TorchDispatchMode):
             result = rule(self, func, args, kwargs)
             if result is not NotImplemented:
                 return result
-        cacheable = self.cache is not None and not info.mutates_metadata
+        # by hints, the cache's size-oblivious answers are not the ones wanted
+        cacheable = self.cache is not None and not info.mutates_metadata and not self._by_hints()
         key = self.cache.key(func, args, kwargs, self.shape_env) if cacheable else None
         if key is None:
             return self.run_meta(func, args, kwargs, info)
@@ -260,6 +263,9 @@ class FakeTensorMode(TorchDispatchMode):
             if later is not None and later != key:
                 self.cache.store(later, inputs, out)
         return out
+
+    def _by_hints(self) -> bool:
+        return self.shape_env is not None and self.shape_env.deciding_by_hints
 
     def run_meta(self, func, args: tuple, kwargs: dict, info: _OpInfo | None = None):
         """Run ``func`` through its meta kernel (no data-dependent rule) and wrap the results."""
@@ -286,6 +292,9 @@ class FakeTensorMode(TorchDispatchMode):
         except NotImplementedError as err:
             message = str(err)
             if "Could not run" in message or "no fake impl or Meta kernel" in message:
+                out = run_real_fallback(self, func, info, args, kwargs)
+                if out is not None:
+                    return out
                 why = "it has no meta kernel (no Meta or fake implementation is registered in torch)"
             else:
                 why = "its meta kernel refused: " + message.strip().splitlines()[0]
@@ -320,16 +329,26 @@ class FakeTensorMode(TorchDispatchMode):
         size-obliviously where torch allows it (``ShapeEnv.guard_or``); when such an answer
         contradicted the example values and the kernel then failed (a ``torch._check`` on
         them), the kernel runs again deciding every size by its example value."""
-        env = self.shape_env
-        before = env.contradicted
         with python_dispatcher():
-            try:
-                return func(*meta_args, **meta_kwargs)
-            except Exception:
-                if env.contradicted == before:
-                    raise
-            with env.by_hints():
-                return func(*meta_args, **meta_kwargs)
+            return self.run_by_hints_if_contradicted(lambda: func(*meta_args, **meta_kwargs))
+
+    def run_by_hints_if_contradicted(self, call: Callable[[], object]) -> object:
+        """``call()``; when it raises after a size-oblivious answer contradicted the example
+        values (``ShapeEnv.contradicted`` moved on), ``call()`` again with every size decided
+        by its example value (``ShapeEnv.by_hints``: guards). For one ATen kernel, and for a
+        torch function whose composite kernel checks what an earlier op of it assumed
+        (``take_along_dim`` broadcasting indices of a real size 1)."""
+        env = self.shape_env
+        if env is None:
+            return call()
+        before = env.contradicted
+        try:
+            return call()
+        except Exception:
+            if env.contradicted == before:
+                raise
+        with env.by_hints():
+            return call()
 
     def _collect(self, value, inputs: list[FakeTensor]) -> None:
         """The fake tensors among ``value`` (real ones converted) into ``inputs``, in
