@@ -240,5 +240,5 @@ def test_dropout_gradient_converts_its_mask_in_a_kernel(graphs):
     torch.manual_seed(3)  # the same mask: native_dropout stays eager's ATen call
     fn(x).backward()
     torch.testing.assert_close(got, x.grad)
-    forward, backward = graphs
+    _, backward = graphs
     assert backward.externs == 0, backward.fallbacks  # to.dtype_layout of the mask is lowered

@@ -41,6 +41,7 @@ from ._ir import (
     InputBuffer,
     Pointwise,
     Reduction,
+    RuntimeScalar,
     Scan,
     Scatter,
     TensorValue,
@@ -218,6 +219,11 @@ class _Lowering(LoweringContext):
                           for i, v in enumerate(val))
             inputs.append(items)
             return tuple(b.value() if b is not None else v for b, v in zip(items, val, strict=True))
+        if isinstance(val, (torch.SymFloat, torch.SymBool)):
+            # a number made dynamic: its value exists only at run time, in the wrapper's argument
+            scalar = RuntimeScalar(f"arg{k}")
+            inputs.append(scalar)
+            return scalar
         inputs.append(sym(val) if isinstance(val, torch.SymInt) else None)
         return val
 
@@ -239,6 +245,8 @@ class _Lowering(LoweringContext):
                 return number
         rule = lowering_rules.get(node.target)
         reason = "no lowering"
+        if _runtime_scalars(args, kwargs):
+            rule, reason = None, "a number known only at run time"
         if rule is not None and self._on_cpu(node) and _kernel_operands(args, kwargs):
             try:
                 positional, named = _positional(node.target, args, kwargs)
@@ -427,6 +435,20 @@ def _changes_metadata(node: Node) -> bool:
 
 _INPLACE_VIEWS = frozenset({"unsqueeze", "squeeze", "transpose", "t", "as_strided", "swapdims", "swapaxes",
                             "resize", "resize_as"})
+
+
+def _runtime_scalars(args: Any, kwargs: dict) -> bool:
+    """Whether any argument is a ``RuntimeScalar`` (then the node is an ATen call)."""
+    stack: list[Any] = [args, kwargs]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, RuntimeScalar):
+            return True
+        if isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return False
 
 
 def _kernel_operands(args: Any, kwargs: dict) -> bool:

@@ -32,8 +32,8 @@ from typing import Any
 import sympy
 import torch
 
-__all__ = ["Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Pointwise", "Reduction", "Scan",
-           "Scatter", "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
+__all__ = ["Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Pointwise", "Reduction",
+           "RuntimeScalar", "Scan", "Scatter", "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
 
 Loader = Callable[[Sequence[sympy.Expr], Any], Any]
 
@@ -175,6 +175,15 @@ class ExternBuffer(Buffer):
 
     def strides(self) -> tuple[sympy.Expr, ...]:
         return self.stride
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeScalar:
+    """A number known only when the graph runs: a float or bool graph input (a number kiln
+    made dynamic), the wrapper's argument ``name``. ATen calls take it by that name; no
+    lowering rule computes with it (the node is an ATen call)."""
+
+    name: str
 
 
 @dataclass(slots=True, eq=False)

@@ -20,8 +20,8 @@ from typing import Any
 import sympy
 import torch
 
-from ._graph import LoweredGraph
-from ._ir import ExternBuffer, InputBuffer, TensorValue, sym
+from ._graph import InductorUnsupported, LoweredGraph
+from ._ir import ExternBuffer, InputBuffer, RuntimeScalar, TensorValue, sym
 from ._mutation import returns_alias
 from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
@@ -69,6 +69,11 @@ class _Globals:
 
 
 def _literal(value: Any, glob: _Globals, by_name: dict[str, Any] | None = None) -> str:
+    if isinstance(value, RuntimeScalar):
+        return value.name  # the wrapper's argument
+    if isinstance(value, (torch.SymFloat, torch.SymBool)):
+        # never a constant: the traced object's value is the example's, not this call's
+        raise InductorUnsupported(f"a traced number {value!r} the wrapper cannot name")
     if isinstance(value, TensorValue):
         name, strides, offset = value.view
         buffer = (by_name or {}).get(name)
