@@ -205,3 +205,30 @@ def test_kept_errors_hold_no_frames_and_leak_no_torch_guards():
         assert torch_state() == before  # no gc.collect(): freed when the call returns
     errors = [e for e in kiln.session().stats.breaks if isinstance(e, BaseException)]
     assert errors and all(e.__traceback__ is None and e.__context__ is None for e in errors)
+
+
+def test_calls_that_change_torchs_process_wide_state_run_eagerly_each_call():
+    # recorded as graph ops they ran once, at trace time: set_default_dtype was lost (a
+    # float32 result where eager gives float64) and an OpInfo-style seeded dropout drew other
+    # numbers than eager's
+    from torch.testing._utils import wrapper_set_seed
+
+    def dtype_switch(x):
+        torch.set_default_dtype(torch.float64)
+        y = torch.ones(2) + x
+        torch.set_default_dtype(torch.float32)
+        return y
+
+    def seeded(x):
+        return wrapper_set_seed(nn.functional.dropout, x, 0.5) * 2
+
+    x = torch.randn(2)
+    for fn in (dtype_switch, seeded):
+        kiln.reset()
+        compiled = kiln.compile(fn)
+        for _ in range(2):
+            got, expected = compiled(x), fn(x)
+            assert got.dtype == expected.dtype
+            torch.testing.assert_close(got, expected)
+            assert torch.get_default_dtype() == torch.float32
+            torch.rand(3)  # moves the generator between calls

@@ -41,6 +41,29 @@ def _trace_time_functions() -> frozenset[Any]:
     })
 
 
+@functools.cache
+def _global_state_functions() -> frozenset[Any]:
+    """torch functions that change (or read a copy of) torch's process-wide state: seeds and
+    generator states, the default dtype and device, determinism, precision and print
+    settings, thread counts. Recorded in a graph they would run once at trace time (on the
+    real process) and never again; a call to one is a graph break, so it runs eagerly on
+    every call, in order."""
+    import torch
+
+    names = ("manual_seed", "seed", "get_rng_state", "set_rng_state", "set_default_dtype", "set_default_device",
+             "set_default_tensor_type", "use_deterministic_algorithms", "set_deterministic_debug_mode",
+             "set_float32_matmul_precision", "set_printoptions", "set_warn_always", "set_num_threads",
+             "set_num_interop_threads", "set_flush_denormal", "set_anomaly_enabled")
+    found = {getattr(torch, n) for n in names if hasattr(torch, n)}
+    found |= {getattr(torch.random, n) for n in ("manual_seed", "seed", "get_rng_state", "set_rng_state", "fork_rng")
+              if hasattr(torch.random, n)}
+    for n in ("manual_seed", "manual_seed_all", "seed", "seed_all", "get_rng_state", "get_rng_state_all",
+              "set_rng_state", "set_rng_state_all"):
+        if hasattr(torch.cuda, n):
+            found.add(getattr(torch.cuda, n))
+    return frozenset(found)
+
+
 _COMPILING_ELSEWHERE = (("torch._dynamo", "is_compiling"), ("torch._dynamo.external_utils", "is_compiling"),
                        ("torch._utils", "is_compiling"))
 
@@ -166,8 +189,15 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.set_grad_enabled:
             (mode,) = args
             return GradModeVariable(bool(mode.as_constant()), immediate=True, tx=tx)
+        if fn in _global_state_functions():
+            raise Unsupported(f"{self.describe()} changes or copies torch's process-wide state: it runs eagerly")
         if fn in _trace_time_functions():
             return self._at_trace_time(tx, args, kwargs)
+        if isinstance(fn, types.FunctionType) and (fn.__module__ or "").startswith("torch.testing"):
+            # torch's test helpers (OpInfo wrappers that seed the generator around an op) are
+            # code like the user's: traced, not recorded as one op whose side effects would
+            # happen at trace time only
+            return tx.inline_function(fn, args, kwargs)
         from ._numpy_trace import NumpyArrayVariable
 
         if any(isinstance(a, NumpyArrayVariable) for a in [*args, *kwargs.values()]):
