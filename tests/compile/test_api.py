@@ -349,6 +349,31 @@ def test_code_inside_kiln_is_a_root_only_when_its_module_says_it_is_user_code():
     assert never_root(api.compile.__code__, api.__dict__)
 
 
+def test_library_code_and_code_made_in_a_librarys_namespace_are_never_roots():
+    # reached when a compiled call imports or calls into them (a torch API importing sympy,
+    # dataclasses of torch's building their __init__ with exec); a user's dataclass is a root
+    import dataclasses
+
+    import numpy.testing
+    import sympy
+    import torch.fx.passes.shape_prop as shape_prop
+
+    from kiln._policy import never_root
+
+    @dataclasses.dataclass
+    class Mine:
+        a: int = 1
+
+    meta = shape_prop.TensorMetadata.__new__  # a namedtuple's generated __new__
+    assert never_root(numpy.testing.assert_equal.__code__, numpy.testing.assert_equal.__globals__)
+    assert never_root(sympy.Symbol.__new__.__code__, sympy.Symbol.__new__.__globals__)
+    assert Mine.__init__.__code__.co_filename.startswith("<")
+    assert not never_root(Mine.__init__.__code__, Mine.__init__.__globals__)
+    assert never_root(Mine.__init__.__code__, {"__name__": "torch._inductor.ir"})
+    assert never_root(Mine.__init__.__code__, {"__name__": "sympy.core.basic"})
+    assert never_root(meta.__code__, meta.__globals__)
+
+
 class _Twice(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

@@ -86,9 +86,13 @@ RESUME_PREFIX = "__kiln_resume_in_"  # kiln.symexec's resume functions (of a com
 USER_CODE_MARK = "__kiln_user_code__"
 _STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"]) + os.sep
 _TORCH = os.path.normcase(os.path.dirname(torch.__file__)) + os.sep
-# third-party libraries whose frames are never a root (as torch's frontend skips them): numpy's
-# own Python functions, reached after a graph break at a numpy call kiln does not translate
-_THIRD_PARTY = ("numpy",)
+# third-party libraries whose frames are never a root: those torch's frontend skips (numpy's own
+# Python functions are reached after a graph break at a numpy call kiln does not translate), and
+# the libraries torch imports lazily and the import machinery they bring (sympy,
+# typing_extensions, setuptools' import hook: their code ran as roots when a compiled call first
+# reached a torch API that imports them)
+_THIRD_PARTY = ("numpy", "pandas", "sklearn", "networkx", "hypothesis", "tqdm", "tabulate", "onnx", "onnxruntime",
+                "tensorflow", "tensorrt", "tree", "tvm", "xarray", "sympy", "typing_extensions", "_distutils_hack")
 
 
 @functools.cache
@@ -97,9 +101,16 @@ def _third_party_dirs() -> tuple[str, ...]:
 
     dirs = []
     for name in _THIRD_PARTY:
-        spec = importlib.util.find_spec(name)
-        for location in (spec.submodule_search_locations or []) if spec is not None else []:
-            dirs.append(os.path.normcase(location) + os.sep)
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:  # a package: its directory
+            dirs += [os.path.normcase(location) + os.sep for location in spec.submodule_search_locations]
+        elif spec.origin:  # a single module (typing_extensions.py): its file
+            dirs.append(os.path.normcase(spec.origin))
     return tuple(dirs)
 
 
@@ -116,6 +127,10 @@ def never_root(code: types.CodeType, f_globals: dict[str, Any]) -> bool:
     filename = code.co_filename
     if filename.startswith(("<kiln", "<frozen ")):  # kiln's own code; frozen stdlib (importlib)
         return True
+    if filename.startswith("<") and _library_module(f_globals.get("__name__")):
+        # code made with exec in a library's namespace (dataclass-generated methods of torch's
+        # and sympy's classes, run when a compiled call reaches a torch API that imports them)
+        return code.co_name != "forward"
     if f_globals.get("_tuple_new") is tuple.__new__:
         # a namedtuple class's generated ``__new__`` (its globals are collections' namespace
         # for it): the replacement code calls it to rebuild a namedtuple output
@@ -128,6 +143,14 @@ def never_root(code: types.CodeType, f_globals: dict[str, Any]) -> bool:
     if path.startswith(_third_party_dirs()):
         return True
     return path.startswith(_STDLIB) and "site-packages" not in path
+
+
+def _library_module(name: Any) -> bool:
+    """Whether module ``name`` belongs to torch or a library in ``_THIRD_PARTY``."""
+    if not isinstance(name, str):
+        return False
+    top = name.partition(".")[0]
+    return top == "torch" or top in _THIRD_PARTY
 
 
 class FrameCompiler:
