@@ -277,9 +277,10 @@ def test_distributions_helpers(counting):
 
 def test_distribution_argument_validation_raises_as_eager():
     # eager checks the parameters (a data-dependent test, so a graph break); torch.compile
-    # skips the check and returns nan where eager raises
+    # skips the check and returns nan where eager raises. Asked for explicitly: torch.compile's
+    # first use turns the process-wide default off (Distribution.set_default_validate_args)
     def fn(mu, scale, x):
-        return torch.distributions.Normal(mu, scale).log_prob(x)
+        return torch.distributions.Normal(mu, scale, validate_args=True).log_prob(x)
 
     compiled = kiln.compile(fn, backend=CountingBackend())
     mu, x = torch.randn(3), torch.randn(3)
