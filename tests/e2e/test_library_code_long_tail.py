@@ -328,3 +328,14 @@ def test_torch_size_arithmetic_and_comparisons_keep_eagers_types(counting):
         return x.reshape(sums[2][1:]), sums, tests
 
     check_one_graph(counting, fn, torch.randn(3, 4))
+
+
+def test_aten_ops_called_by_overload_are_graph_ops(counting):
+    # torch.ops.aten.<op>.<overload>: reading the overload off the packet was a graph break
+    def fn(x):
+        out, indices = torch.nn.functional.max_pool2d_with_indices(x, 2, return_indices=True)
+        grad = torch.ops.aten.max_pool2d_with_indices_backward.default(
+            torch.ones_like(out), x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices)
+        return torch.ops.aten.relu.default(grad - 0.5), torch.ops.aten.add.Tensor(out, x.mean())
+
+    check_one_graph(counting, fn, torch.randn(1, 2, 4, 4))

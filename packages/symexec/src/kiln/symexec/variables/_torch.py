@@ -173,8 +173,15 @@ class TorchFunctionVariable(VariableTracker):
         return f"torch function {getattr(self.fn, '__qualname__', self.fn)}"
 
     def get_attr(self, tx: Translator, name: str) -> VariableTracker:
+        import torch
+
         if name in ("__name__", "__qualname__", "__module__") and isinstance(getattr(self.fn, name, None), str):
             return ConstantVariable(getattr(self.fn, name))  # torch's functions are fixed
+        if isinstance(self.fn, torch._ops.OpOverloadPacket) and not name.startswith("_"):
+            # ``torch.ops.aten.relu.default``: an overload of the op, fixed by torch's registry
+            overload = getattr(self.fn, name, None)
+            if isinstance(overload, torch._ops.OpOverload):
+                return TorchFunctionVariable(overload)
         return super().get_attr(tx, name)
 
     def call(self, tx: Translator, args: list[VariableTracker],
