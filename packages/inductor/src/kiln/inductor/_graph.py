@@ -104,6 +104,10 @@ class _Lowering(LoweringContext):
         self.by_name[buffer.name] = buffer
         return buffer
 
+    def _origin(self) -> list[str]:
+        """The node being lowered, for the comments of the buffers made for it."""
+        return [self.current.name] if self.current is not None else []
+
     def realize(self, value: TensorValue) -> TensorValue:
         """``value`` in memory: a buffer computing it, made once per value (the same value
         handed to two ATen calls is computed once; it holds the elements of when it was first
@@ -114,40 +118,35 @@ class _Lowering(LoweringContext):
         known = self.realized.get(id(value))
         if known is not None and known[0] is value:
             return known[1]
-        origin = [self.current.name] if self.current is not None else []
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
-                                          origins=origin))
+                                          origins=self._origin()))
         self.realized[id(value)] = (value, buffer.value())
         return self.realized[id(value)][1]
 
     def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
                   reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype) -> TensorValue:
-        origin = [self.current.name] if self.current is not None else []
         body = Reduction(reduction_type, tuple(reduced), loader, src_dtype)
-        buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=origin))
+        buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin()))
         return buffer.value()
 
     def fresh(self, value: TensorValue) -> TensorValue:
         """A new buffer holding ``value``'s elements, its own (never shared with another value,
         unlike ``realize``): what a scatter then writes."""
-        origin = [self.current.name] if self.current is not None else []
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
-                                          origins=origin))
+                                          origins=self._origin()))
         return buffer.value()
 
     def scatter(self, dest: TensorValue, sizes: Sequence[sympy.Expr], loader: Callable[..., Any],
                 target: Callable[..., Any], mode: str | None) -> None:
         """A step writing ``dest`` (a buffer of ``fresh``) at ``target`` (``_ir.Scatter``)."""
         buffer = self.by_name[dest.view[0]]
-        origin = [self.current.name] if self.current is not None else []
         self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), buffer.dtype,
-                                 Scatter(loader, target, buffer.strides(), mode), origins=origin, into=buffer.name))
+                                 Scatter(loader, target, buffer.strides(), mode), origins=self._origin(), into=buffer.name))
 
     def scan(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, scan_type: str, dim: int,
              loader: Callable[..., Any], acc_dtype: torch.dtype) -> TensorValue:
-        origin = [self.current.name] if self.current is not None else []
         body = Scan(scan_type, dim, loader, acc_dtype)
-        return self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=origin)).value()
+        return self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin())).value()
 
     def storage_base(self, value: TensorValue) -> tuple[str, sympy.Expr] | None:
         if value.view is None:

@@ -22,7 +22,7 @@ from ._ir import TensorValue, sym
 from ._lowering import EXPENSIVE, Fallback, LoweringContext, broadcast, broadcast_sizes, register
 from ._ops import IndexCheck
 
-__all__ = ["AdvancedIndex", "advanced_index", "index_tensor"]
+__all__ = ["AdvancedIndex", "advanced_index", "checked_sizes", "index_tensor", "wrap_dim"]
 
 aten = torch.ops.aten
 
@@ -43,11 +43,13 @@ def index_tensor(index: Any) -> TensorValue:
     return index
 
 
-def _dim(dim: int, ndim: int) -> int:
+def wrap_dim(dim: int, ndim: int) -> int:
+    """``dim`` counted from the front (a negative one counts from the end)."""
     return dim + ndim if dim < 0 else dim
 
 
-def _checked(sizes: tuple[sympy.Expr, ...], node: Any) -> tuple[sympy.Expr, ...]:
+def checked_sizes(sizes: tuple[sympy.Expr, ...], node: Any) -> tuple[sympy.Expr, ...]:
+    """``sizes``, which must be the traced result's (else the node runs as an ATen call)."""
     traced = _traced_sizes(node)
     if traced != sizes:
         raise Fallback(f"sizes {sizes} where the trace has {traced}")
@@ -62,7 +64,7 @@ def _embedding(ctx: LoweringContext, node: Any, weight: TensorValue, indices: An
     if weight.ndim != 2:
         raise Fallback("embedding of a weight that is not 2-d")
     k = indices.ndim
-    sizes = _checked((*indices.sizes, weight.sizes[1]), node)
+    sizes = checked_sizes((*indices.sizes, weight.sizes[1]), node)
     rows, load_index, load_weight = weight.sizes[0], indices.loader, weight.loader
 
     def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
@@ -77,12 +79,12 @@ def _index_select(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, ind
     index = index_tensor(index)
     if index.ndim > 1:
         raise Fallback("index_select with a multi-dimensional index")
-    dim = _dim(dim, max(x.ndim, 1))
+    dim = wrap_dim(dim, max(x.ndim, 1))
     if x.ndim == 0:
         raise Fallback("index_select of a 0-d tensor")
     sizes = list(x.sizes)
     sizes[dim] = index.sizes[0] if index.ndim else sympy.Integer(1)
-    sizes = _checked(tuple(sizes), node)
+    sizes = checked_sizes(tuple(sizes), node)
     n, load_index, load_x = x.sizes[dim], index.loader, x.loader
     check = IndexCheck("IndexError", "index out of range in self", dim)
 
@@ -101,8 +103,8 @@ def _gather(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: An
     index = index_tensor(index)
     if index.ndim != x.ndim or x.ndim == 0:
         raise Fallback("gather with an index of another rank")
-    dim = _dim(dim, x.ndim)
-    sizes = _checked(index.sizes, node)
+    dim = wrap_dim(dim, x.ndim)
+    sizes = checked_sizes(index.sizes, node)
     n, load_index, load_x = x.sizes[dim], index.loader, x.loader
     check = IndexCheck("RuntimeError", "index {index} is out of bounds for dimension {dim} with size {size}", dim)
 
@@ -163,7 +165,7 @@ def advanced_index(x_sizes: Sequence[sympy.Expr], indices: Sequence[Any]) -> Adv
 def _index(ctx: LoweringContext, node: Any, x: TensorValue, indices: Sequence[Any]) -> TensorValue:
     """Advanced indexing with integer tensors (``advanced_index``)."""
     where = advanced_index(x.sizes, indices)
-    sizes = _checked(where.sizes, node)
+    sizes = checked_sizes(where.sizes, node)
     load_x, coordinates = x.loader, where.coordinates
 
     def loader(idx: Sequence[sympy.Expr], ops: Any) -> Any:

@@ -16,6 +16,7 @@ import sympy
 import torch
 
 from ._ir import TensorValue
+from ._lower_indexing import wrap_dim
 from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, out_dtype, register
 from ._ops import HALF_DTYPES, compute_type
 
@@ -51,5 +52,5 @@ def _cumulative(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, *,
 
     if x.ndim == 0:  # the element itself
         return TensorValue((), result, loader, None, x.ops_count + 1)
-    dim = dim + x.ndim if dim < 0 else dim
+    dim = wrap_dim(dim, x.ndim)
     return ctx.scan(x.sizes, result, kind, dim, loader, accumulator(result))

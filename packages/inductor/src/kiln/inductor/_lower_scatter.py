@@ -25,8 +25,8 @@ from typing import Any
 import sympy
 import torch
 
-from ._ir import TensorValue, sym
-from ._lower_indexing import advanced_index, index_tensor
+from ._ir import TensorValue
+from ._lower_indexing import advanced_index, checked_sizes, index_tensor, wrap_dim
 from ._lowering import Fallback, LoweringContext, broadcast, out_dtype, register, scalar
 from ._ops import IndexCheck, compute_type
 
@@ -51,12 +51,6 @@ def _identity(mode: str, dtype: torch.dtype) -> float | int | bool:
     return info.min if mode == "max" else info.max
 
 
-def _same_sizes(value: TensorValue, node: Any) -> None:
-    traced = tuple(sym(s) for s in node.meta["val"].shape)
-    if value.sizes != traced:
-        raise Fallback(f"sizes {value.sizes} where the trace has {traced}")
-
-
 def _source(src: Any, dtype: torch.dtype) -> TensorValue:
     """``src`` (a value of ``dtype`` or a number) as a value computing in ``dtype``'s compute type."""
     if isinstance(src, TensorValue):
@@ -76,7 +70,7 @@ def _along(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: Any
         raise Fallback(f"a {dtype} result of a {x.dtype} tensor")
     if x.ndim == 0 or index.ndim != x.ndim:
         raise Fallback("scatter into a 0-d tensor or with an index of another rank")
-    dim = dim + x.ndim if dim < 0 else dim
+    dim = wrap_dim(dim, x.ndim)
     value = _source(src, dtype)
     n, load_index, load_src = x.sizes[dim], index.loader, value.loader
     check = IndexCheck("RuntimeError", _OUT_OF_BOUNDS, dim)
@@ -95,8 +89,8 @@ def _along(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index: Any
 def _scatter(ctx: LoweringContext, node: Any, x: TensorValue, sizes: Sequence[sympy.Expr], loader: Any, target: Any,
              mode: str | None, include_self: bool) -> TensorValue:
     """``x``'s elements in a new buffer, then written or folded (``mode``) at ``target``."""
+    checked_sizes(x.sizes, node)  # before the new buffer exists: a Fallback leaves nothing behind
     dest = ctx.fresh(x)
-    _same_sizes(dest, node)
     dtype, compute = x.dtype, compute_type(x.dtype)
     if mode is not None and not include_self:
         start = _identity(mode, dtype)
@@ -157,7 +151,7 @@ def _index_add(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, index:
     dtype = out_dtype(node)
     if index.ndim > 1 or x.ndim == 0 or not isinstance(source, TensorValue) or source.ndim != x.ndim:
         raise Fallback("index_add of a 0-d tensor, or with an index or source of another rank")
-    dim = dim + x.ndim if dim < 0 else dim
+    dim = wrap_dim(dim, x.ndim)
     value = _source(source, dtype)
     compute = compute_type(dtype)
     n, load_index, load_src = x.sizes[dim], index.loader, value.loader

@@ -122,7 +122,7 @@ def _serial_kernel(buffer: ComputedBuffer, name: str) -> Kernel:
     dim = buffer.body.dim
     others = [s for d, s in enumerate(sizes) if d != dim]
     outer_vars = iter(loop_vars("x", len(_non_one(others))))
-    index = [sympy.Symbol("r0", integer=True, nonnegative=True) if d == dim else
+    index = [loop_vars("r", 1)[0] if d == dim else
              sympy.S.Zero if s == 1 else next(outer_vars) for d, s in enumerate(sizes)]
     return Kernel(name, tuple(_non_one(others)), [Stage(buffer, (sizes[dim],), index)])
 

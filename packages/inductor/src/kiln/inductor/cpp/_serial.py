@@ -85,5 +85,4 @@ def scan_lines(writer: Any, stage: Stage) -> list[str]:
     partial = f"static_cast<{CTYPES[compute_type(buffer.dtype)]}>({acc})"
     step = [*ops.lines, f"{acc} = {acc} {op} static_cast<{acc_type}>({value.name});",
             f"{buffer.name}[{cexpr(store)}] = {cstore(partial, buffer.dtype)};"]
-    variable = sympy.Symbol("r0", integer=True, nonnegative=True)
-    return [f"{acc_type} {acc} = {start};", *loops((variable,), stage.inner, ""), *block(step, "")]
+    return [f"{acc_type} {acc} = {start};", *loops(loop_vars("r", 1), stage.inner, ""), *block(step, "")]
