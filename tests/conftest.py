@@ -58,3 +58,16 @@ def _kiln_disk_caches_off(monkeypatch):
         return
     monkeypatch.setattr(config, "graph_cache", False)
     monkeypatch.setattr(config, "recompile_memory", False)
+
+
+@pytest.fixture
+def fresh_kiln(monkeypatch):
+    """A reset kiln for the test, whose own bugs fail the test instead of running the frame
+    eagerly (the default); reset again after it. kiln is imported here, not at the top: the
+    torch-free environments load this file too."""
+    import kiln
+
+    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
+    kiln.reset()
+    yield
+    kiln.reset()

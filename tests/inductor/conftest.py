@@ -1,17 +1,7 @@
 import pytest
 import torch
 
-import kiln
 from kiln.inductor import _api
-
-
-@pytest.fixture
-def fresh_kiln(monkeypatch):
-    # A bug of kiln's own fails the test instead of running the frame eagerly (the default)
-    monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
-    kiln.reset()
-    yield
-    kiln.reset()
 
 
 @pytest.fixture
