@@ -47,8 +47,8 @@ if os.environ.get("KILN_TORCH_FREE") == "1":
 
 @pytest.fixture(autouse=True)
 def _kiln_disk_caches_off(monkeypatch):
-    """In-process tests see every compile: no whole graph loaded from an earlier run's cache
-    directory, and no recompile memory carried from one test to the next (kernel libraries
+    """In-process tests see every compile: no whole graph or captured frame loaded from an
+    earlier run's cache directory, and no recompile memory carried from one test to the next (kernel libraries
     are still shared: they are keyed by their source and compile_graph runs either way).
     Tests of those caches turn them on with a cache directory of their own, or run
     processes of their own, which start with kiln's defaults."""
@@ -57,6 +57,7 @@ def _kiln_disk_caches_off(monkeypatch):
     except ImportError:  # the torch-free environments have no umbrella package
         return
     monkeypatch.setattr(config, "graph_cache", False)
+    monkeypatch.setattr(config, "frame_cache", False)
     monkeypatch.setattr(config, "recompile_memory", False)
 
 

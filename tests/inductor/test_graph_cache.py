@@ -158,8 +158,11 @@ def test_concurrent_writers_of_one_entry_leave_a_valid_one(tmp_path):
 # ---------------------------------------------------------------- the key, in one process
 @pytest.fixture
 def cached(monkeypatch, tmp_path):
-    """The graph cache on, in a directory of the test's own; a fresh Session per compile."""
+    """The graph cache on, in a directory of the test's own; a fresh Session per compile.
+    The disk cache of captured frames stays off: these tests count what the graph cache does
+    for frames captured anew (tests/compile/test_frame_cache.py tests the layer above)."""
     monkeypatch.setattr(kiln.config, "graph_cache", True)
+    monkeypatch.setattr(kiln.config, "frame_cache", False)
     monkeypatch.setattr(kiln.config, "raise_internal_errors", True)
     kiln.reset()
     yield str(tmp_path)

@@ -112,13 +112,14 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
         config = dataclasses.replace(config, graph_cache=False)
     key = None
     if context is not None and config.graph_cache:
-        key = _cache_step(_compiled_cache.key_of, gm, example_inputs, context)
+        key = cache_step(_compiled_cache.key_of, gm, example_inputs, context)
         if key is None:
             context.graph_cache.uncacheable += 1
         else:
-            runtime = _cache_step(_compiled_cache.load, key, context, _guard_sink(context))
+            runtime = cache_step(_compiled_cache.load, key, context, _guard_sink(context))
             if runtime is not None:
                 context.graph_cache.hits += 1
+                context.records["graph"] = runtime.cache_variant
                 return runtime
             context.graph_cache.misses += 1
     compile_aten = aten_compiler(config, context.kernels if context is not None else None)
@@ -150,12 +151,13 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
 
     runtime = _aotgrad(gm, example_inputs, context, accept, fw_compiler=compiler_of("forward"),
                        bw_compiler=compiler_of("backward"), decompositions=decompositions())
-    if key is not None and _cache_step(_compiled_cache.store, key, runtime, halves, accepted, context):
+    if key is not None and cache_step(_compiled_cache.store, key, runtime, halves, accepted, context):
         context.graph_cache.stored += 1
+        context.records["graph"] = runtime.cache_variant
     return runtime
 
 
-def _cache_step(step: Callable[..., Any], *args: Any) -> Any:
+def cache_step(step: Callable[..., Any], *args: Any) -> Any:
     """``step(*args)`` of the disk cache of compiled graphs; None, with a warning, when it
     fails (an error of kiln's: the graph is compiled as if the cache were off), unless
     ``config.raise_internal_errors``."""
@@ -166,8 +168,8 @@ def _cache_step(step: Callable[..., Any], *args: Any) -> Any:
     except Exception:
         if config.raise_internal_errors:
             raise
-        _log.warning("kiln: the disk cache of compiled graphs failed (an error of kiln's); the graph is "
-                     "compiled without it", exc_info=True)
+        _log.warning("kiln: a disk cache (of compiled graphs or captured frames) failed (an error of kiln's); "
+                     "the frame is compiled without it", exc_info=True)
         return None
 
 
@@ -334,6 +336,13 @@ def _is_graph_code(compiled: Any, gm: Any) -> bool:
     forward = getattr(type(gm), "forward", None)
     return (compiled is gm or compiled is forward) and isinstance(forward, types.FunctionType) \
         and forward.__code__.co_filename.startswith("<kiln.fxgraph ")
+
+
+def loaded_runtime(runtime: Callable[..., Any]) -> Callable[..., Any]:
+    """What ``compile_graph`` returns for backend ``"inductor"``'s ``runtime`` loaded from disk
+    (the disk cache of captured frames): its runtime with capture off (it is not the graph's
+    own code, and it serves every input the frame's guards admit)."""
+    return _capture_off(runtime)
 
 
 def _capture_off(compiled: Callable[..., Any]) -> Callable[..., Any]:

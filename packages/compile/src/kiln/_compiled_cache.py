@@ -44,7 +44,7 @@ import torch
 if TYPE_CHECKING:
     from ._context import CompileContext
 
-__all__ = ["key_of", "load", "store"]
+__all__ = ["key_of", "load", "runtime_of", "store"]
 
 # Bump when the record's fields or their meaning change.
 _FORMAT = 1
@@ -124,6 +124,7 @@ def load(key: str, context: CompileContext, accept_guards: Callable[[list[Any]],
             return None
         runtime = make_runtime(halves[0], halves[1], meta)
         runtime.runtime_meta = meta  # type: ignore[attr-defined]
+        runtime.cache_variant = variant["raw"]  # type: ignore[attr-defined]
         return runtime
     if variants:
         _log.info("kiln: no cached compile of a graph of %s assumed what holds now; it is compiled again",
@@ -146,6 +147,25 @@ def _variants(record: Any, key: str) -> list[dict[str, Any]]:
     except (AttributeError, KeyError, TypeError, ValueError, SyntaxError) as error:
         _log.warning("kiln: the cached captured graph %s does not read (%s); it is compiled again", key, error)
         return []
+
+
+def runtime_of(raw: dict[str, Any], context: CompileContext) -> Any:
+    """The runtime callable of one recorded variant (``cache_variant``, as ``load`` and
+    ``store`` leave it on the runtime), rebuilt without checking its relations: the caller
+    holds them as guards already (the disk cache of captured frames, whose guards include
+    them). None when it does not read or a half cannot be loaded."""
+    from kiln.aotgrad import make_runtime
+
+    variants = _variants({"format": _FORMAT, "variants": [raw]}, "(a captured frame's)")
+    if not variants:
+        return None
+    halves = [_half(k, context) if k is not None else None for k in (raw["forward"], raw["backward"])]
+    if any(h is False for h in halves):
+        return None
+    runtime = make_runtime(halves[0], halves[1], variants[0]["meta"])
+    runtime.runtime_meta = variants[0]["meta"]  # type: ignore[attr-defined]
+    runtime.cache_variant = raw  # type: ignore[attr-defined]
+    return runtime
 
 
 def _half(key: str, context: CompileContext) -> Any:
@@ -208,4 +228,5 @@ def store(key: str, runtime: Any, halves: dict[str, Any], guards: list[Any], con
     variant = {**keys, "meta": meta.to_json(), "guards": texts}
     store = _store(context)
     others = [v["raw"] for v in _variants(store.read(key), key) if v["raw"]["guards"] != variant["guards"]]
+    runtime.cache_variant = variant
     return store.write(key, {"format": _FORMAT, "variants": [*others[-(_VARIANTS - 1):], variant]})

@@ -33,6 +33,11 @@ class Config:
                 "split and inductor's code, keyed by the captured graph and its inputs' metadata), so "
                 "that a new process loads what an earlier one compiled instead of tracing and "
                 "compiling again; False: only C++ kernel libraries are kept"})
+    frame_cache: bool = field(default=True, metadata={
+        "help": "with graph_cache (backend 'inductor'), also keep what kiln made of each captured frame "
+                "(its guards, its replacement code and its compiled graph's record), keyed by the code and "
+                "checked against the source files the trace read, so that a new process runs a frame it "
+                "has seen without capturing it again; False: every process captures each frame"})
     recompile_memory: bool = field(default=True, metadata={
         "help": "keep in the cache directory which numbers and tensor dimensions turned dynamic for "
                 "which code (automatic dynamic), so that a new process compiles them dynamic on its "

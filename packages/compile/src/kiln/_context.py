@@ -97,6 +97,9 @@ class CompileContext:
     timings: dict[str, float] = field(default_factory=dict)
     kernels: dict[str, Any] = field(default_factory=dict)  # the Session's kernel libraries (kiln.inductor)
     graph_cache: GraphCacheStats = field(default_factory=GraphCacheStats)  # the Session's (_compiled_cache)
+    # what the disk cache holds of the compiled graph ("graph": its record's variant), for the
+    # disk cache of captured frames (_frame_cache)
+    records: dict[str, Any] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:

@@ -52,21 +52,23 @@ import sysconfig
 import time
 import types
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
 
 import kiln.frameeval as fe
 from kiln.inductor import cache_root
-from kiln.symexec import ConstraintViolation, Unsupported, capture
+from kiln.symexec import ConstraintViolation, Specializations, Unsupported, capture
 
+from . import _frame_cache
 from ._automatic_dynamic import (
     dynamic_dims,
     dynamic_numbers,
     inherit_from_caller,
     inherit_resume_inputs,
 )
-from ._backends import BackendCompilerFailed, compile_graph
+from ._backends import BackendCompilerFailed, backend_rules, cache_step, compile_graph
 from ._compile_key import SameCompile
 from ._config import config
 from ._context import CompileContext, context_of
@@ -248,7 +250,6 @@ class FrameCompiler:
     def _compile(self, current: Session, code: types.CodeType, L: dict[str, Any], func: Any, *,
                  graph_breaks: bool, caller: types.FrameType | None) -> Any:
         stats = current.stats
-        stats.captures += 1
         dynamic = self.dynamic
         automatic = dynamic is None
         if automatic:
@@ -261,6 +262,15 @@ class FrameCompiler:
         dims = dynamic_dims(stats, code, L, func.__globals__, learn=automatic)
         if on_disk:
             remember(stats, code, memory_root)
+        frames = self._frame_record(code, numbers, dims, graph_breaks)
+        if frames is not None:
+            start = time.perf_counter()
+            loaded = cache_step(_frame_cache.load, *frames, code, L, func.__globals__, self.key,
+                                 CompileContext(code, None, (), self.configs, kernels=current.kernels,
+                                                graph_cache=current.graph_cache))
+            if loaded is not None:
+                return self._install_loaded(current, loaded, time.perf_counter() - start)
+        stats.captures += 1
         start = time.perf_counter()
         cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=numbers,
                       dynamic_shapes=dynamic is True, dynamic_dims=dims, caches=current.symexec)
@@ -293,7 +303,42 @@ class FrameCompiler:
         stats.entries += 1
         stats.unique_graphs += bool(cap.op_count)
         _log_capture(code, cap, replacement, context)
+        if frames is not None and cache_step(_frame_cache.store, *frames, cap, cap.guards,
+                                              context.records.get("graph"), func.__globals__):
+            current.graph_cache.frames_stored += 1
         return replacement
+
+    def _frame_record(self, code: types.CodeType, numbers: frozenset[Any], dims: dict[Any, frozenset[int]],
+                      graph_breaks: bool) -> tuple[Path, str] | None:
+        """Where the disk cache of captured frames keeps ``code``'s frame as the policy
+        decided it, or None when that cache is not used (``_frame_cache``: backend
+        "inductor" with both disk caches on; not for kiln.explain, which needs the capture)."""
+        if not (config.frame_cache and config.graph_cache and self.configs.inductor.graph_cache) \
+                or self.observer is not None or self.backend is not backend_rules["inductor"]:
+            return None
+        key = _frame_cache.frame_key(code, "inductor", self.configs, numbers, dims, graph_breaks)
+        return cache_root(self.configs.inductor), key
+
+    def _install_loaded(self, current: Session, loaded: Any, seconds: float) -> types.CodeType:
+        """Install an entry the disk cache of captured frames gave, and record it as the
+        capture it stands for would have been."""
+        stats, code = current.stats, loaded.code
+        current.graph_cache.frames_loaded += 1
+        current.graph_cache.hits += bool(loaded.op_count)
+        stats.code_guards.setdefault(code, []).append(Specializations(loaded.guards))
+        if self.dynamic is not False:
+            inherit_resume_inputs(stats, loaded, dims=self.dynamic is None)
+        if loaded.graph_break is not None:
+            stats.breaks.append(loaded.graph_break)
+            stats.broken_codes[code] = loaded.graph_break
+            artifact_logger("graph_breaks").info("graph break in %s: %s", code.co_qualname, loaded.graph_break)
+        stats.originals[id(loaded.replacement)] = (loaded.replacement, code)
+        fe.add_cache_entry(code, loaded.check, loaded.replacement)
+        stats.entries += 1
+        stats.unique_graphs += bool(loaded.op_count)
+        artifact_logger("perf").info("%s (%s:%s): loaded from the disk cache of captured frames in %.2f ms",
+                                     code.co_qualname, code.co_filename, code.co_firstlineno, seconds * 1e3)
+        return loaded.replacement
 
     def _give_up(self, stats: Stats, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
         stats.failures += 1

@@ -60,3 +60,6 @@ class GraphCacheStats:
     misses: int = 0
     stored: int = 0
     uncacheable: int = 0
+    # the disk cache of captured frames (_frame_cache): frames run without a capture, frames recorded
+    frames_loaded: int = 0
+    frames_stored: int = 0

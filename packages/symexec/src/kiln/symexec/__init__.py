@@ -20,8 +20,8 @@ from typing import Any
 from ._unsupported import SourceLocation, Unsupported
 
 __version__ = "0.1.0"
-__all__ = ["Capture", "ConstraintViolation", "SourceLocation", "SymexecCaches", "Unsupported", "capture",
-           "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
+__all__ = ["Capture", "ConstraintViolation", "ReplacementSource", "SourceLocation", "Specializations", "SymexecCaches",
+           "Unsupported", "build_replacement", "capture", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,6 +33,14 @@ def __getattr__(name: str) -> Any:
         from . import _marks
 
         return getattr(_marks, name)
+    if name == "Specializations":
+        from ._capture_result import Specializations
+
+        return Specializations
+    if name in ("ReplacementSource", "build_replacement"):
+        from . import _codegen
+
+        return getattr(_codegen, name)
     if name == "SymexecCaches":
         from ._caches import SymexecCaches
 

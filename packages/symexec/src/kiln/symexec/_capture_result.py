@@ -56,6 +56,8 @@ class Capture:
     # each call of a resume function the replacement makes: what its arguments are (_breaks)
     resumes: tuple[ResumeInputs, ...] = ()
     shape_env: Any = None  # the ShapeEnv of the graph's symbolic sizes (kiln.symshapes)
+    # every code object the trace ran: the frame's own and each function it inlined
+    traced_codes: tuple[types.CodeType, ...] = ()
 
     def replacement(self, compiled: Any) -> types.CodeType:
         """The replacement code object calling ``compiled`` for the graph."""

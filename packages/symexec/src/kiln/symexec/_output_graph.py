@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -114,6 +115,8 @@ class OutputGraph:
         # the symbols graph nodes compute, for run-time checks of data-dependent assumptions
         self.assumptions = Assumptions()
         self.guards = GuardSet([TorchGlobalState.capture()])
+        # every code object the trace ran (the root's and each inlined function's), in order
+        self.traced_codes: dict[types.CodeType, None] = {}
         self.f_globals = f_globals
         self._examples: dict[Source, Any] = {}  # input source -> its example value
         self.tensor_inputs: dict[int, TensorVariable] = {}   # id(real tensor) -> tracker

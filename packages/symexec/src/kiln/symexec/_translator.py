@@ -148,6 +148,7 @@ class Translator:
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.decode_cache = decode_cache if decode_cache is not None else {}
+        output.traced_codes[code] = None
         self.instructions, self._labels = _decoded(code, self.decode_cache, output.caches.decoded)
         self.locals = symbolic_locals
         self.cells = cells

@@ -1,0 +1,263 @@
+"""The disk cache of captured frames: what kiln made of a frame (its guards, its replacement
+code, the record of its compiled graph), kept so that a new process runs a frame it has seen
+before without capturing it again (backend ``"inductor"``, ``kiln.config.frame_cache`` and
+``graph_cache``).
+
+A record (``<cache_dir>/frames/<key>.json``, a kiln.inductor ``EntryStore``) holds up to
+``_VARIANTS`` variants, the latest last; each is what one compile of the frame made:
+
+- ``blob``: the guards (less ``SameCompile``, which the loading process adds for its own
+  ``kiln.compile``), the replacement body's lines and objects, the graph's name and op count,
+  the graph break's text, and the resume functions' inputs, written by ``_portable`` (which
+  refuses what has no meaning in another process: the frame is then not recorded);
+- ``graph``: the compiled graph's variant in the disk cache of compiled graphs
+  (``_compiled_cache.runtime_of``); none for a graph without ops;
+- ``files``: the source files the trace depended on, each with its size and modification
+  time: the file of every code object the trace ran (the frame's and each inlined
+  function's) and of every module whose objects the record names (a class whose attributes
+  the trace read under a type guard). A changed file makes the variant unusable, as a
+  changed ``.py`` makes CPython's ``.pyc`` stale;
+- ``generated``: each traced code object without a file (a dataclass's generated
+  ``__init__``) as the method (or the ``__wrapped__`` function of the method) of a class the
+  record names, with its digest, checked again on
+  loading. Code with neither (made by the user's exec) makes the frame not recorded.
+
+The key (``frame_key``) hashes the code (file, qualified name, first line, ``code_digest``),
+kiln's sources, torch's and Python's versions, the configs (kiln's and each stage's), and
+what the policy decided before the capture (the numbers and dimensions made dynamic,
+whether graph breaks are allowed).
+
+Loading (``load``) takes the newest variant whose files are unchanged, whose objects read
+in this process, whose functions match (``_portable.resolve_functions``) and whose guards
+hold for this call, then rebuilds the compiled graph and the replacement code; anything
+missing, corrupt or refused is a miss and the frame is captured as usual (and recorded
+again). Invariant: a loaded entry is only used where its guards hold, checked by the same
+compiled checker a captured entry gets.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import os
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kiln.guards import GuardSet
+
+from . import _portable
+from ._compile_key import SameCompile
+
+__all__ = ["Loaded", "frame_key", "load", "store"]
+
+_FORMAT = 1
+_VARIANTS = 8
+_log = logging.getLogger("kiln.cache")
+
+
+@dataclass(slots=True)
+class Loaded:
+    """A frame's entry rebuilt from disk: what the policy installs, and what its Stats learn."""
+
+    replacement: types.CodeType
+    check: Any
+    guards: GuardSet
+    op_count: int
+    graph_break: str | None
+    resumes: tuple[Any, ...]
+    code: types.CodeType
+
+
+@functools.cache
+def _kiln_digest() -> str:
+    from kiln.inductor import source_digest
+
+    own = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        own.update(path.name.encode() + b"\0" + path.read_bytes())
+    packages = ("frameeval", "fxgraph", "guards", "symshapes", "symexec", "aotgrad", "inductor")
+    return source_digest(*packages) + own.hexdigest()
+
+
+def frame_key(code: types.CodeType, backend: str, configs: Any, numbers: frozenset[Any],
+              dims: dict[Any, frozenset[int]], graph_breaks: bool) -> str:
+    """The key of ``code``'s frame compiled by ``backend`` with ``configs`` after the policy
+    decided ``numbers``, ``dims`` and ``graph_breaks`` (see the module docstring)."""
+    from kiln.inductor import code_digest
+
+    from ._config import config
+
+    parts = [_FORMAT, _kiln_digest(), torch.__version__, sys.version, code.co_filename, code.co_qualname,
+             code.co_firstlineno, code_digest(code), backend, repr(configs),
+             [[f.name, repr(getattr(config, f.name))] for f in dataclasses.fields(config)],
+             sorted(map(str, numbers)), sorted([str(s), sorted(d)] for s, d in dims.items()), graph_breaks]
+    return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:40]
+
+
+def _entries(root: Path) -> Any:
+    from kiln.inductor import EntryStore
+
+    return EntryStore(root, "frames")
+
+
+def _file_state(path: str) -> list[Any] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [path, st.st_size, st.st_mtime_ns]
+
+
+def _module_file(name: str) -> str:
+    """The file of module ``name``, or of the nearest package above it that has one (an
+    extension's submodule, ``torch._C._nn``, changes with its package); Unportable for none."""
+    parts = name.split(".")
+    while parts:
+        path = getattr(sys.modules.get(".".join(parts)), "__file__", None)
+        if isinstance(path, str):
+            return path
+        parts.pop()
+    raise _portable.Unportable(f"module {name} has no file")
+
+
+def _generated(code: types.CodeType, classes: list[type]) -> list[Any]:
+    """``[module, class qualname, attribute, code digest]`` naming ``code`` (which has no file)
+    as the method Python generated for one of ``classes`` (a dataclass's ``__init__``);
+    Unportable when it is none of theirs."""
+    from kiln.inductor import code_digest
+
+    for cls in classes:
+        for attr, value in vars(cls).items():
+            if getattr(value, "__code__", None) is code:
+                return [cls.__module__, cls.__qualname__, attr, code_digest(code)]
+            if getattr(getattr(value, "__wrapped__", None), "__code__", None) is code:  # functools.wraps
+                return [cls.__module__, cls.__qualname__, f"{attr}.__wrapped__", code_digest(code)]
+    raise _portable.Unportable(f"{code.co_qualname} ({code.co_filename}) has no file and is no method of a class "
+                               "the record names")
+
+
+def _generated_unchanged(entry: list[Any]) -> bool:
+    from kiln.inductor import code_digest
+
+    module, qualname, attr, digest = entry
+    value: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        value = getattr(value, part, None)
+    name, _, wrapped = attr.partition(".")
+    method = vars(value).get(name) if isinstance(value, type) else None
+    if wrapped:
+        method = getattr(method, wrapped, None)
+    code = getattr(method, "__code__", None)
+    return isinstance(code, types.CodeType) and code_digest(code) == digest
+
+
+def _files(codes: tuple[types.CodeType, ...], modules: set[str], classes: list[type]) -> tuple[list[Any], list[Any]]:
+    """The files the record depends on, with their state now, and the generated methods it
+    ran (``_generated``); Unportable when some code has neither (code made by exec)."""
+    paths: set[str] = set()
+    generated = []
+    for code in codes:
+        name = code.co_filename
+        if name.startswith("<frozen "):
+            continue  # Python's frozen modules (collections.abc) change with Python's version, in the key
+        if os.path.isabs(name):
+            paths.add(name)
+        else:
+            generated.append(_generated(code, classes))
+    paths.update(_module_file(name) for name in modules if name not in sys.builtin_module_names)
+    out = []
+    for path in sorted(paths):
+        state = _file_state(path)
+        if state is None:
+            raise _portable.Unportable(f"{path} is not a file")
+        out.append(state)
+    return out, generated
+
+
+def store(root: Path, key: str, cap: Any, guards: GuardSet, graph: dict[str, Any] | None,
+          f_globals: dict[str, Any]) -> bool:
+    """Record what ``cap`` (a kiln.symexec Capture) became: its ``guards`` (the frame's whole
+    set) and ``graph``, its compiled graph's variant (None: it has no ops). False when it is
+    not recorded (the reason logged)."""
+    if cap.op_count and graph is None:
+        _log.info("kiln: the frame %s is not cached on disk: its graph has no disk record", cap.code.co_qualname)
+        return False
+    kept = [g for g in guards if type(g) is not SameCompile]
+    content = {"guards": kept, "lines": list(cap.body.lines), "objects": dict(cap.body.objects),
+               "graph_name": cap.graph_name, "op_count": cap.op_count,
+               "graph_break": None if cap.graph_break is None else str(cap.graph_break),
+               "resumes": list(cap.resumes)}
+    try:
+        _portable.body_objects(content["objects"], f_globals)
+        blob, modules, classes = _portable.dumps(content, f_globals)
+        files, generated = _files(cap.traced_codes, modules, classes)
+    except _portable.Unportable as why:
+        _log.info("kiln: the frame %s is not cached on disk: %s", cap.code.co_qualname, why)
+        return False
+    variant = {"blob": base64.b64encode(blob).decode(), "graph": graph, "files": files, "generated": generated}
+    entries = _entries(root)
+    old = entries.read(key)
+    others = [v for v in old.get("variants", [])] if isinstance(old, dict) and old.get("format") == _FORMAT else []
+    others = [v for v in others if v.get("blob") != variant["blob"]]
+    return entries.write(key, {"format": _FORMAT, "variants": [*others[-(_VARIANTS - 1):], variant]})
+
+
+def load(root: Path, key: str, code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
+         compile_key: Any, context: Any) -> Loaded | None:
+    """The newest recorded variant of ``code``'s frame that serves this call (see the module
+    docstring), rebuilt; None when none does. ``context``: a CompileContext giving the stage
+    configs and the Session's kernel libraries."""
+    record = _entries(root).read(key)
+    if not isinstance(record, dict) or record.get("format") != _FORMAT:
+        return None
+    for variant in reversed(record.get("variants", [])):
+        loaded = _variant(variant, code, L, f_globals, compile_key, context)
+        if loaded is not None:
+            return loaded
+    return None
+
+
+def _variant(variant: dict[str, Any], code: types.CodeType, L: dict[str, Any], f_globals: dict[str, Any],
+             compile_key: Any, context: Any) -> Loaded | None:
+    from kiln.symexec import ReplacementSource, build_replacement
+
+    from ._backends import loaded_runtime
+    from ._compiled_cache import runtime_of
+
+    try:
+        if any(_file_state(path) != [path, size, mtime] for path, size, mtime in variant["files"]) \
+                or not all(map(_generated_unchanged, variant["generated"])):
+            return None
+        content = _portable.loads(base64.b64decode(variant["blob"]), f_globals)
+    except (_portable.Unportable, KeyError, TypeError, ValueError) as why:
+        _log.info("kiln: a cached entry of the frame %s does not read here (%s)", code.co_qualname, why)
+        return None
+    guards = _portable.resolve_functions(content["guards"], L, f_globals)
+    if guards is None:
+        return None
+    guard_set = GuardSet(guards)
+    if compile_key is not None:
+        guard_set.add(SameCompile(compile_key))
+    check = guard_set.compile(f_globals)
+    if not check(L):
+        return None
+    compiled = None
+    if variant["graph"] is not None:
+        runtime = runtime_of(variant["graph"], context)
+        if runtime is None:
+            return None
+        compiled = loaded_runtime(runtime)
+    body = ReplacementSource(list(content["lines"]), dict(content["objects"]))
+    body.objects[content["graph_name"]] = compiled
+    replacement = build_replacement(code, body)
+    return Loaded(replacement, check, guard_set, content["op_count"], content["graph_break"],
+                  tuple(content["resumes"]), code)
