@@ -79,6 +79,10 @@ def _construct(cls: type, fields: dict[str, Any]) -> Any:
     return cls(**fields)
 
 
+def _resume_function(code: types.CodeType, f_globals: dict[str, Any], name: str) -> types.FunctionType:
+    return types.FunctionType(code, f_globals, name)
+
+
 def _state_guard(state: tuple[tuple[str, Any], ...]) -> TorchGlobalState:
     now = TorchGlobalState.capture()
     return now if now.state == state else TorchGlobalState(state)
@@ -163,7 +167,7 @@ class _Writer(pickle.Pickler):
     def _resume(self, fn: types.FunctionType) -> Any:
         if fn.__globals__ is not self.f_globals or fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__:
             raise Unportable(f"resume function {fn.__name__} is not one of this frame")
-        return (types.FunctionType, (fn.__code__, fn.__globals__, fn.__name__))
+        return (_resume_function, (fn.__code__, fn.__globals__, fn.__name__))
 
 
 def _describe(code: types.CodeType, defaults: Any, kwdefaults: Any, closure: Any, writer: _Writer,

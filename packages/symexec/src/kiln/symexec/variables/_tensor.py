@@ -40,6 +40,8 @@ _METADATA_METHODS = frozenset({
 # data (the others, ``is_contiguous()`` of a tensor of data-dependent size, break)
 _NUMBER_METADATA = frozenset({"size", "stride", "numel", "nelement", "storage_offset"})
 # Methods that would need the tensor's data at trace time.
+# methods acting on the autograd engine's state of the tensor object (a graph break each)
+_AUTOGRAD_METHODS = frozenset({"backward", "retain_grad", "register_hook", "register_post_accumulate_grad_hook"})
 _DATA_METHODS = frozenset({"numpy", "__bool__", "__int__", "__float__", "__index__"})
 
 
@@ -136,6 +138,10 @@ class TensorVariable(VariableTracker):
             # a number the graph computes (an unbacked symbol: no value at trace time)
             tx.output.made_scalar_outputs = True
             return tx.output.call_method("item", [self], {})
+        if name in _AUTOGRAD_METHODS:
+            # the autograd engine's state of this tensor object (its .grad, its hooks): a
+            # recorded op would change the graph's own traced tensor, not the user's
+            raise Unsupported(f"{self.describe()}.{name}() acts on the autograd engine's state: it runs eagerly")
         if name in _DATA_METHODS or name in ("item", "tolist"):
             raise Unsupported(
                 f"{self.describe()}.{name}() needs the tensor's data at trace time "

@@ -64,6 +64,16 @@ def _global_state_functions() -> frozenset[Any]:
     return frozenset(found)
 
 
+@functools.cache
+def _autograd_engine_functions() -> frozenset[Any]:
+    """torch functions that run the autograd engine on the tensors' graph (accumulating into
+    ``.grad``): a side effect on tensors outside the captured graph, which a recorded op
+    would lose. A call to one is a graph break, as under torch.compile."""
+    import torch
+
+    return frozenset({torch.autograd.backward, torch.Tensor.backward})
+
+
 _COMPILING_ELSEWHERE = (("torch._dynamo", "is_compiling"), ("torch._dynamo.external_utils", "is_compiling"),
                        ("torch._utils", "is_compiling"))
 
@@ -198,6 +208,8 @@ class TorchFunctionVariable(VariableTracker):
             return GradModeVariable(bool(mode.as_constant()), immediate=True, tx=tx)
         if fn in _global_state_functions():
             raise Unsupported(f"{self.describe()} changes or copies torch's process-wide state: it runs eagerly")
+        if fn in _autograd_engine_functions():
+            raise Unsupported(f"{self.describe()} runs the autograd engine: it runs eagerly")
         if fn in _trace_time_functions():
             return self._at_trace_time(tx, args, kwargs)
         if isinstance(fn, types.FunctionType) and (fn.__module__ or "").startswith("torch.testing"):
