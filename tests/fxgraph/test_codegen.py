@@ -212,3 +212,17 @@ def test_boxed_code_empties_its_list_and_frees_each_input_after_its_last_use():
         g2.placeholder("x", default=1)
         g2.output(None)
         g2.python_code(boxed=True)
+
+
+def _keywords(**kw):
+    return sorted(kw.items())
+
+
+def test_keyword_arguments_named_like_python_keywords():
+    # aten.uniform's schema names an argument ``from``: ``f(from=1)`` is a SyntaxError
+    g = Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(_keywords, (), {"x": x, "from": 1, "to": 2, "lambda": x}))
+    gm = GraphModule({}, g)
+    assert gm(7) == [("from", 1), ("lambda", 7), ("to", 2), ("x", 7)]
+    assert "**{'from': 1, 'lambda': x}" in gm.code

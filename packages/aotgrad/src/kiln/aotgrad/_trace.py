@@ -427,12 +427,17 @@ def _flat(values: list[Any]) -> list[Any]:
 
 
 def _arguments(schema: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Each argument of the call by name: those given, and the schema's default of the others
+    (torch's C++ leaves a defaulted ``p`` out of ``bernoulli_(x, 0.5)``'s call; the functional
+    variant, called by name, needs it)."""
     values = {}
     for i, arg in enumerate(schema.arguments):
         if i < len(args):
             values[arg.name] = args[i]
         elif arg.name in kwargs:
             values[arg.name] = kwargs[arg.name]
+        elif arg.has_default_value():
+            values[arg.name] = arg.default_value
     return values
 
 

@@ -136,7 +136,11 @@ class _Renderer:
 
     def call_args(self, args: tuple, kwargs: dict) -> str:
         parts = [self.arg(a) for a in args]
-        parts += [f"{k}={self.arg(v)}" for k, v in kwargs.items()]
+        named = {k: v for k, v in kwargs.items() if k.isidentifier() and not keyword.iskeyword(k)}
+        parts += [f"{k}={self.arg(v)}" for k, v in named.items()]
+        others = [f"{k!r}: {self.arg(v)}" for k, v in kwargs.items() if k not in named]
+        if others:  # a keyword argument named ``from`` (aten.uniform): passed through a dict
+            parts.append("**{" + ", ".join(others) + "}")
         return ", ".join(parts)
 
     def attr_path(self, root: str, dotted: str) -> str:
