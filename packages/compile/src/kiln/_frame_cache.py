@@ -6,10 +6,13 @@ before without capturing it again (backend ``"inductor"``, ``kiln.config.frame_c
 A record (``<cache_dir>/frames/<key>.json``, a kiln.inductor ``EntryStore``) holds up to
 ``_VARIANTS`` variants, the latest last; each is what one compile of the frame made:
 
-- ``blob``: the guards (less ``SameCompile``, which the loading process adds for its own
-  ``kiln.compile``), the replacement body's lines and objects, the graph's name and op count,
-  the graph break's text, and the resume functions' inputs, written by ``_portable`` (which
-  refuses what has no meaning in another process: the frame is then not recorded);
+- ``blob``: the guards in check order (less ``SameCompile``, which the loading process puts
+  back for its own ``kiln.compile``), the checker's compiled code with a digest of its source
+  (used when the loading process generates the same source: no ``compile``), the replacement
+  body's lines and objects with its compiled template (``replacement_template``), the graph's
+  name and op count, the graph break's text, and the resume functions' inputs, written by
+  ``_portable`` (which refuses what has no meaning in another process: the frame is then not
+  recorded);
 - ``graph``: the compiled graph's variant in the disk cache of compiled graphs
   (``_compiled_cache.runtime_of``); none for a graph without ops;
 - ``files``: the source files the trace depended on, each with its size and modification
@@ -43,6 +46,7 @@ import functools
 import hashlib
 import json
 import logging
+import marshal
 import os
 import sys
 import types
@@ -52,7 +56,7 @@ from typing import Any
 
 import torch
 
-from kiln.guards import GuardSet
+from kiln.guards import GuardSet, compile_guards
 
 from . import _portable
 from ._compile_key import SameCompile
@@ -101,6 +105,12 @@ def frame_key(code: types.CodeType, backend: str, configs: Any, numbers: frozens
              [[f.name, repr(getattr(config, f.name))] for f in dataclasses.fields(config)],
              sorted(map(str, numbers)), sorted([str(s), sorted(d)] for s, d in dims.items()), graph_breaks]
     return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:40]
+
+
+def _checker_digest(source: str) -> str:
+    """A digest of a guard checker's code, less its comments (they show objects' ids)."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    return hashlib.sha256(code.encode()).hexdigest()
 
 
 def _entries(root: Path) -> Any:
@@ -183,16 +193,26 @@ def _files(codes: tuple[types.CodeType, ...], modules: set[str], classes: list[t
     return out, generated
 
 
-def store(root: Path, key: str, cap: Any, guards: GuardSet, graph: dict[str, Any] | None,
+def store(root: Path, key: str, cap: Any, check: Any, graph: dict[str, Any] | None,
           f_globals: dict[str, Any]) -> bool:
-    """Record what ``cap`` (a kiln.symexec Capture) became: its ``guards`` (the frame's whole
-    set) and ``graph``, its compiled graph's variant (None: it has no ops). False when it is
-    not recorded (the reason logged)."""
+    """Record what ``cap`` (a kiln.symexec Capture) became: ``check``, the frame's compiled
+    guard checker (its guards in check order, its source and code), and ``graph``, its
+    compiled graph's variant (None: it has no ops). False when it is not recorded (the
+    reason logged)."""
+    from kiln.symexec import ReplacementSource, replacement_template
+
     if cap.op_count and graph is None:
         _log.info("kiln: the frame %s is not cached on disk: its graph has no disk record", cap.code.co_qualname)
         return False
-    kept = [g for g in guards if type(g) is not SameCompile]
-    content = {"guards": kept, "lines": list(cap.body.lines), "objects": dict(cap.body.objects),
+    order = list(check.guards)
+    same = [i for i, g in enumerate(order) if type(g) is SameCompile]
+    kept = [g for g in order if type(g) is not SameCompile]
+    objects = dict(cap.body.objects)
+    template = replacement_template(cap.code, ReplacementSource(list(cap.body.lines),
+                                                                {**objects, cap.graph_name: None}))
+    content = {"guards": kept, "same_compile": same[0] if same else None,
+               "checker": [_checker_digest(check.source), marshal.dumps(check.code)],
+               "template": marshal.dumps(template), "lines": list(cap.body.lines), "objects": objects,
                "graph_name": cap.graph_name, "op_count": cap.op_count,
                "graph_break": None if cap.graph_break is None else str(cap.graph_break),
                "resumes": list(cap.resumes)}
@@ -233,22 +253,35 @@ def _variant(variant: dict[str, Any], code: types.CodeType, L: dict[str, Any], f
     from ._backends import loaded_runtime
     from ._compiled_cache import runtime_of
 
+    name = code.co_qualname
     try:
-        if any(_file_state(path) != [path, size, mtime] for path, size, mtime in variant["files"]) \
-                or not all(map(_generated_unchanged, variant["generated"])):
+        changed = [path for path, size, mtime in variant["files"] if _file_state(path) != [path, size, mtime]]
+        changed += [".".join(entry[1:3]) for entry in variant["generated"] if not _generated_unchanged(entry)]
+        if changed:
+            _log.info("kiln: a cached entry of the frame %s is stale: %s changed", name, ", ".join(changed))
             return None
         content = _portable.loads(base64.b64decode(variant["blob"]), f_globals)
     except (_portable.Unportable, KeyError, TypeError, ValueError) as why:
-        _log.info("kiln: a cached entry of the frame %s does not read here (%s)", code.co_qualname, why)
+        _log.info("kiln: a cached entry of the frame %s does not read here (%s)", name, why)
         return None
     guards = _portable.resolve_functions(content["guards"], L, f_globals)
     if guards is None:
+        _log.info("kiln: a cached entry of the frame %s traced other functions than this call reaches", name)
         return None
-    guard_set = GuardSet(guards)
-    if compile_key is not None:
-        guard_set.add(SameCompile(compile_key))
-    check = guard_set.compile(f_globals)
+    if compile_key is not None:  # where the cold compile's checker had it: the same checker source
+        guards.insert(content["same_compile"] or 0, SameCompile(compile_key))
+    digest, checker = content["checker"]
+
+    def code_of(source: str) -> types.CodeType:
+        if _checker_digest(source) == digest:
+            return marshal.loads(checker)
+        return compile(source, "<kiln.guards checker>", "exec")
+
+    check = compile_guards(guards, f_globals, code_of=code_of)
     if not check(L):
+        if _log.isEnabledFor(logging.INFO):
+            _log.info("kiln: a cached entry of the frame %s does not hold for this call: %s", name,
+                      check.explain(L, f_globals))
         return None
     compiled = None
     if variant["graph"] is not None:
@@ -258,6 +291,6 @@ def _variant(variant: dict[str, Any], code: types.CodeType, L: dict[str, Any], f
         compiled = loaded_runtime(runtime)
     body = ReplacementSource(list(content["lines"]), dict(content["objects"]))
     body.objects[content["graph_name"]] = compiled
-    replacement = build_replacement(code, body)
-    return Loaded(replacement, check, guard_set, content["op_count"], content["graph_break"],
+    replacement = build_replacement(code, body, marshal.loads(content["template"]))
+    return Loaded(replacement, check, GuardSet(guards), content["op_count"], content["graph_break"],
                   tuple(content["resumes"]), code)

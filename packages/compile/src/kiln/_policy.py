@@ -303,7 +303,7 @@ class FrameCompiler:
         stats.entries += 1
         stats.unique_graphs += bool(cap.op_count)
         _log_capture(code, cap, replacement, context)
-        if frames is not None and cache_step(_frame_cache.store, *frames, cap, cap.guards,
+        if frames is not None and cache_step(_frame_cache.store, *frames, cap, check,
                                               context.records.get("graph"), func.__globals__):
             current.graph_cache.frames_stored += 1
         return replacement

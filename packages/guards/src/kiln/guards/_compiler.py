@@ -70,6 +70,9 @@ class _Writer:
         self.wholes: dict[tuple[str, Source], str] = {}
 
     def fetch(self, source: Source) -> str:
+        known = self.vars.get(source)
+        if known is not None:  # most sources are fetched again, by the next guard on them
+            return known
         for node in source.chain():
             if node not in self.vars:
                 lent = self.ctx.provided.get(node)
@@ -168,13 +171,16 @@ def generate(order: Sequence[Guard], ctx: CodeContext) -> str:
 
 
 def compile_guards(
-    order: Sequence[Guard], globals: dict[str, Any] | None = None, *, native: bool = True
+    order: Sequence[Guard], globals: dict[str, Any] | None = None, *, native: bool = True,
+    code_of: Any = None,
 ) -> Any:
     """Compile guards, already in check order, to one checker function.
 
     Takes the guards (as ``GuardSet.ordered()`` returns them), the frame's globals dict
     (None when no guard reads ``G``) and whether torch's native guard helpers may be used;
-    returns ``check(L, G=globals) -> bool`` with ``.source``, ``.guards`` and ``.explain``.
+    returns ``check(L, G=globals) -> bool`` with ``.source``, ``.code`` (the compiled module
+    of ``.source``), ``.guards`` and ``.explain``. ``code_of(source)``, when given, stands in
+    for ``compile`` (a cache of compiled checkers: it must return the code of ``source``).
     """
     from kiln.guards._explain import explain_failure
 
@@ -187,10 +193,11 @@ def compile_guards(
     namespace["_G"] = globals
     namespace["M"] = sys.modules  # the root of ModuleSource
     namespace["__builtins__"] = builtins
-    code = compile(source, "<kiln.guards checker>", "exec")
+    code = compile(source, "<kiln.guards checker>", "exec") if code_of is None else code_of(source)
     exec(code, namespace)
     check = namespace["check"]
     check.source = source
+    check.code = code
     check.guards = order
 
     def explain(L: dict[str, Any], G: dict[str, Any] | None = globals) -> str | None:

@@ -21,7 +21,8 @@ from ._unsupported import SourceLocation, Unsupported
 
 __version__ = "0.1.0"
 __all__ = ["Capture", "ConstraintViolation", "ReplacementSource", "SourceLocation", "Specializations", "SymexecCaches",
-           "Unsupported", "build_replacement", "capture", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
+           "Unsupported", "build_replacement", "capture", "mark_dynamic", "mark_static", "maybe_mark_dynamic",
+           "replacement_template"]
 
 
 def __getattr__(name: str) -> Any:
@@ -37,7 +38,7 @@ def __getattr__(name: str) -> Any:
         from ._capture_result import Specializations
 
         return Specializations
-    if name in ("ReplacementSource", "build_replacement"):
+    if name in ("ReplacementSource", "build_replacement", "replacement_template"):
         from . import _codegen
 
         return getattr(_codegen, name)

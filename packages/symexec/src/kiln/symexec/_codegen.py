@@ -87,8 +87,37 @@ def _signature(code: types.CodeType) -> list[str]:
     return params
 
 
-def build_replacement(code: types.CodeType, body: ReplacementSource) -> types.CodeType:
-    """Compile ``body`` into a code object with ``code``'s argument layout and free variables."""
+def build_replacement(code: types.CodeType, body: ReplacementSource,
+                      template: types.CodeType | None = None) -> types.CodeType:
+    """Compile ``body`` into a code object with ``code``'s argument layout and free variables.
+    ``template``: what ``replacement_template(code, body)`` gave for the same text (a cache's
+    copy), used instead of compiling the text again."""
+    if template is None:
+        template = replacement_template(code, body)
+    else:
+        _register_text(code, body)  # the source lines tracebacks show
+    placeholders = {_placeholder(ref): obj for ref, obj in body.objects.items()}
+    return _bind_objects(template, placeholders).replace(co_qualname=code.co_qualname)
+
+
+def replacement_template(code: types.CodeType, body: ReplacementSource) -> types.CodeType:
+    """``body`` compiled with a placeholder string constant for each of its objects (see
+    ``build_replacement``); its source text is registered with ``linecache``. Marshal can
+    write it (a disk cache keeps it)."""
+    name, full, filename = _register_text(code, body)
+    # Objects without a literal are loaded as constants: the source names them
+    # (``__kiln_graph``), the compiled text holds a placeholder string in their place, and
+    # the placeholder is swapped for the object in co_consts (``build_replacement``).
+    tree = _names_to_placeholders(full, set(body.objects))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
+        module = compile(tree, filename, "exec")
+    return _find_code(module, name)
+
+
+def _register_text(code: types.CodeType, body: ReplacementSource) -> tuple[str, str, str]:
+    """The replacement function's name, its module's source text and file name (registered
+    with ``linecache``)."""
     name = code.co_name if code.co_name.isidentifier() and not keyword.iskeyword(code.co_name) else "replacement"
     inner = [f"def {name}({', '.join(_signature(code))}):"]
     if code.co_freevars:
@@ -106,17 +135,7 @@ def build_replacement(code: types.CodeType, body: ReplacementSource) -> types.Co
     digest = hashlib.sha1(full.encode()).hexdigest()[:10]
     filename = f"<kiln replacement of {code.co_qualname} {digest}>"
     linecache.cache[filename] = (len(full), None, full.splitlines(True), filename)
-    # Objects without a literal are loaded as constants: the source names them
-    # (``__kiln_graph``), the compiled text holds a placeholder string in their place, and
-    # the placeholder is swapped for the object in co_consts.
-    placeholders = {_placeholder(ref): obj for ref, obj in body.objects.items()}
-    tree = _names_to_placeholders(full, set(body.objects))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
-        module = compile(tree, filename, "exec")
-    fn_code = _find_code(module, name)
-    fn_code = _bind_objects(fn_code, placeholders)
-    return fn_code.replace(co_qualname=code.co_qualname)
+    return name, full, filename
 
 
 def _names_to_placeholders(text: str, refs: set[str]) -> ast.Module:
