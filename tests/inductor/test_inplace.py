@@ -84,3 +84,46 @@ def test_attention_and_a_training_step_with_softmax_are_eagers(graphs):
     fn(*refs).backward()
     for t, r in zip((q, k, v), refs, strict=True):
         torch.testing.assert_close(t.grad, r.grad)
+
+
+def test_a_matmul_result_dying_at_its_epilogue_is_written_over(graphs):
+    # an ATen result in memory of its own (a matrix product's) takes the pointwise kernel after it
+    x, w = torch.randn(32, 48), torch.randn(48, 64)
+    with torch.no_grad():
+        got = kiln.compile(lambda a, b: torch.relu(a @ b) * 2)(x, w)
+    torch.testing.assert_close(got, torch.relu(x @ w) * 2)
+    (graph,) = graphs
+    result = re.search(r"(buf\d+) = _aten_mm", graph.wrapper_code).group(1)
+    assert graph.kernels == 1 and _allocations(graph) == 0 and [t[1] for t in _taken(graph)] == [result]
+
+
+def test_an_aten_result_an_aten_view_may_alias_is_not_written_over(graphs):
+    def fn(a, b):
+        y = a @ b
+        v = y.unfold(0, 2, 1)  # an ATen call: its result is a view of y's memory, alive after y dies
+        return torch.relu(y) * 2, v.sum((1, 2))
+
+    x, w = torch.randn(16, 8), torch.randn(8, 16)
+    with torch.no_grad():
+        got = kiln.compile(fn)(x, w)
+    for g, e in zip(got, fn(x, w), strict=True):
+        torch.testing.assert_close(g, e)
+    (graph,) = graphs
+    result = re.search(r"(buf\d+) = _aten_mm", graph.wrapper_code).group(1)
+    assert result not in [t[1] for t in _taken(graph)]
+
+
+def test_an_aten_result_of_other_sizes_written_over_is_viewed_as_the_buffer(graphs):
+    # the matmul's (34, 64) result, taken by the (2, 17, 64) buffer after it (the same memory):
+    # the buffer, returned, has its own sizes
+    x, w = torch.randn(34, 48), torch.randn(48, 64)
+
+    def fn(a, b):
+        return torch.relu((a @ b).view(2, 17, 64)) * 2
+
+    with torch.no_grad():
+        got = kiln.compile(fn)(x, w)
+    torch.testing.assert_close(got, fn(x, w))
+    (graph,) = graphs
+    result = re.search(r"(buf\d+) = _aten_mm", graph.wrapper_code).group(1)
+    assert re.search(rf"buf\d+ = _reinterpret\({result}, \(2, 17, 64\), \(1088, 64, 1\), 0\)", graph.wrapper_code)

@@ -157,9 +157,11 @@ def test_batch_norm_running_statistics_are_written_by_kernels(graphs):
 # ---------------------------------------------------------------- memory planning
 def test_a_dead_buffer_is_handed_to_the_next_buffer_of_its_layout(graphs):
     def fn(x, w):
-        a = torch.relu(x @ w)  # kernel buffers of layout (64, 64), each dead after the next matmul
-        b = torch.relu(a @ w + 1)
-        c = torch.relu(b @ w - 1)
+        # kernel buffers of layout (64, 64), each dead after the next matmul (transposed reads: not
+        # written over the matmul's result, _inplace)
+        a = torch.relu((x @ w).t())
+        b = torch.relu((a @ w).t() + 1)
+        c = torch.relu((b @ w).t() - 1)
         return c @ w
 
     _run(fn, torch.randn(64, 64), torch.randn(64, 64) / 8)

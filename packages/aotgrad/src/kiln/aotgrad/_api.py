@@ -4,7 +4,9 @@ Steps: fresh fake inputs (the compile context's, with their symbolic sizes, or m
 real example inputs), ``trace`` (forward only when no input requires grad or grad mode is
 off, else the joint graph), ``partition``, a compiler for each half (default: the graph's
 own generated Python, which is the ``aot_eager`` backend; the backward's boxed: it takes one
-list and frees each saved tensor after its last use), ``make_runtime``. The callable returned
+list and frees each saved tensor after its last use; the forward's compiler may lay out the
+saved values its output node lists as ``meta["free_layout"]`` as it likes and report the strides
+as its callable's ``output_strides``, which the backward's placeholders then get), ``make_runtime``. The callable returned
 carries its ``RuntimeMeta`` as ``runtime_meta``: with the two compiled halves it is all a
 cache needs to rebuild the callable (``make_runtime``) without tracing again.
 
@@ -18,6 +20,7 @@ for sizes the guards admit.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -83,9 +86,12 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
         _graphs_log.info("forward graph:\n%s", split.forward.python_code().src)
         if split.backward is not None:
             _graphs_log.info("backward graph:\n%s", split.backward.python_code().src)
+    if split.backward is not None:
+        split.forward.output_node.meta["free_layout"] = _free_layout(split)
     forward = fw_compiler(GraphModule(dict(constants), split.forward, class_name="AotForward"))
     backward = None
     if split.backward is not None:
+        _restride_saved(split, getattr(forward, "output_strides", None))
         backward = bw_compiler(GraphModule(dict(constants), split.backward, class_name="AotBackward"))
     mutated = [i for i, _ in result.mutated]
     meta = RuntimeMeta(
@@ -101,6 +107,60 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
     runtime = make_runtime(forward, backward, meta)
     runtime.runtime_meta = meta  # type: ignore[attr-defined]
     return runtime
+
+
+# ops that read a tensor's storage by strides (a restrided tensor's storage is not eager's),
+# and ``view``, which raises on some strides (a backward that runs as generated Python would)
+_STORAGE_READS = frozenset({"as_strided", "as_strided_", "as_strided_scatter", "as_strided_copy", "view",
+                            "_unsafe_view"})
+
+
+def _free_layout(split: Any) -> tuple[int, ...]:
+    """The forward's outputs whose layout its compiler may choose (kiln.inductor lays
+    convolutions' values out channels-last): the saved values the backward reads only through
+    ops that do not read their storage by strides, and does not return (views of them
+    included). The compiled forward reports what it chose as its ``output_strides``
+    (``_restride_saved``)."""
+    placeholders = split.backward.find_nodes("placeholder")
+    return tuple(split.num_outputs + k for k in range(len(split.saved)) if _layout_free(placeholders[k]))
+
+
+def _layout_free(placeholder: Any) -> bool:
+    stack, seen = [placeholder], {placeholder}
+    while stack:
+        for user in stack.pop().users:
+            if user.op == "call_function" and user.target is operator.getitem:
+                aliases = True  # an item of a saved tuple
+            else:
+                schema = getattr(user.target, "_schema", None)
+                if user.op != "call_function" or schema is None or schema.name.split("::")[-1] in _STORAGE_READS:
+                    return False
+                aliases = any(r.alias_info is not None for r in schema.returns)
+            if aliases and user not in seen:
+                seen.add(user)
+                stack.append(user)  # a view of it
+    return True
+
+
+def _restride_saved(split: Any, strides: Any) -> None:
+    """The saved values the compiled forward returns with other strides than traced
+    (``output_strides``: per output, the strides or None, and per item for a tuple) get those
+    strides in the backward's placeholders, so that its compiler reads them as they are laid out."""
+    if not strides:
+        return
+    placeholders = split.backward.find_nodes("placeholder")
+    for k in range(len(split.saved)):
+        val, stride = placeholders[k].meta.get("val"), strides[split.num_outputs + k]
+        if isinstance(val, (tuple, list)) and stride is not None:  # a tuple saved whole: per item
+            placeholders[k].meta["val"] = type(val)(_restrided(v, s) for v, s in zip(val, stride, strict=True))
+        else:
+            placeholders[k].meta["val"] = _restrided(val, stride)
+
+
+def _restrided(val: Any, stride: Any) -> Any:
+    if stride is None or not isinstance(val, FakeTensor):
+        return val
+    return FakeTensor.of_metadata(val.fake_mode, list(val.shape), list(stride), 0, val.dtype, val.device)
 
 
 def _global_effects(gm: GraphModule) -> bool | None:

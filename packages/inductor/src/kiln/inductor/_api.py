@@ -64,6 +64,9 @@ def aten_compiler(config: InductorConfig | None = None,
         call = compiled.call  # a new function per graph: its attributes are its own
         call.boxed_call = True  # type: ignore[attr-defined]
         call.compiled = compiled  # type: ignore[attr-defined]
+        # the strides of outputs returned in a layout other than traced (kiln.aotgrad gives the
+        # backward's inputs these strides)
+        call.output_strides = compiled.output_strides  # type: ignore[attr-defined]
         return call
 
     return compiler

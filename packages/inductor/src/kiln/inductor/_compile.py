@@ -36,6 +36,7 @@ from ._graph_cache import (
     store_compiled,
 )
 from ._inplace import take_dead_buffers
+from ._layout import changed_strides
 from ._policy import FusionPolicy
 from ._scheduler import Kernel, schedule
 from ._wrapper import render_wrapper, reusable_buffers
@@ -59,7 +60,8 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         cached = load_compiled(key, config, builders)
         if cached is not None:
             return cached
-    policy = FusionPolicy(fuse=config.fuse)
+    policy = FusionPolicy(fuse=config.fuse, random_in_kernels=config.random_in_kernels,
+                          layout_optimization=config.layout_optimization)
     graph = lower_graph(gm, policy)
     steps = schedule(graph, policy)
     take_dead_buffers(graph, steps, reusable_buffers(graph, steps))
@@ -73,7 +75,8 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     if _code_log.isEnabledFor(logging.INFO):
         _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, cpp_code or "(none)")
     compiled = CompiledGraph(call, wrapper.code, cpp_code, len(sources),
-                             sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks)
+                             sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
+                             output_strides=changed_strides(gm, graph))
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
     return compiled

@@ -29,6 +29,17 @@ class InductorConfig:
         "help": "keep whole compiled graphs (wrapper and kernel source) in the cache directory, keyed "
                 "by a hash of the ATen graph, so that a new process skips lowering and code generation "
                 "for graphs compiled before (False: only kernel libraries are kept)"})
+    layout_optimization: bool = field(default=True, metadata={
+        "help": "run 2-D convolutions (forward and backward) channels-last where it pays (4-D float "
+                "CPU tensors of static sizes with enough channels; FusionPolicy's rule), and store the "
+                "values between them channels-last; the graph's outputs keep eager's strides (False: "
+                "every buffer in eager's layout)"})
+    random_in_kernels: bool = field(default=False, metadata={
+        "help": "compute random ops (rand, randn and their _like forms, bernoulli, dropout) inside the "
+                "kernels, fused with their neighbours, from a counter-based generator (Philox4x32-10) "
+                "seeded once per graph call from torch's default generator: reproducible under "
+                "torch.manual_seed, but other numbers than eager's (False: they are ATen calls, with "
+                "eager's numbers, like torch's fallback_random)"})
 
 
 def cache_root(config: InductorConfig) -> Path:

@@ -15,6 +15,8 @@ pointwise ops into one loop.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from kiln.symshapes import FloorDiv, Mod
 from . import (  # noqa: F401 - they register their rules
     _lower_concat,
     _lower_indexing,
+    _lower_random,
     _lower_reductions,
     _lower_scan,
     _lower_scatter,
@@ -50,12 +53,21 @@ from ._ir import (
     loop_vars,
     sym,
 )
+from ._layout import (
+    CHANNELS_LAST,
+    LayoutConflict,
+    channels_last_call,
+    follow_order,
+    ordered_strides,
+)
 from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, broadcast, lowering_rules, scalar
-from ._mutation import is_input_copy, overwritten_copies, shared_storage_inputs
+from ._mutation import is_input_copy, overwritten_copies, returns_alias, shared_storage_inputs
 from ._ops import ReadsOps, has_indirect
 from ._policy import FusionPolicy
 
 __all__ = ["GraphOutput", "InductorUnsupported", "LoweredGraph", "lower_graph"]
+
+_log = logging.getLogger("kiln")
 
 
 @dataclass(slots=True)
@@ -94,6 +106,14 @@ class _Lowering(LoweringContext):
         self.fallbacks: dict[str, str] = {}
         self.current: Node | None = None
         self.realized: dict[int, tuple[TensorValue, TensorValue]] = {}  # id(value) -> (value, its buffer)
+        # layout optimization (``_layout``): the memory order of each buffer laid out other than
+        # contiguously that values follow (channels-last ones), and which of them this pass laid
+        # out so (eager's would be NCHW: nothing may read their storage by eager's strides)
+        self.layouts: dict[str, tuple[int, ...]] = {}
+        self.moved: set[str] = set()
+        self.ordered: dict[tuple[int, tuple[int, ...]], tuple[TensorValue, TensorValue]] = {}
+        self.eager_copies: dict[tuple[str, tuple[sympy.Expr, ...]], TensorValue] = {}
+        self.direct_views: set[str] = set()  # such buffers outputs the user sees read as they are
 
     # ---------------------------------------------------------------- context
     def _new_name(self, prefix: str) -> str:
@@ -123,6 +143,47 @@ class _Lowering(LoweringContext):
         self.realized[id(value)] = (value, buffer.value())
         return self.realized[id(value)][1]
 
+    def realize_ordered(self, value: TensorValue, order: tuple[int, ...]) -> TensorValue:
+        """``value`` in memory with its dimensions laid out in ``order`` (the outermost first):
+        a contiguous buffer of the permuted sizes (the scheduler loops over it in memory
+        order), read through the permuted view; made once per value and order."""
+        strides = ordered_strides(value.sizes, order)
+        if value.view is not None and tuple(value.view[1]) == strides and value.view[2] == 0:
+            return value
+        known = self.ordered.get((id(value), order))
+        if known is not None and known[0] is value:
+            return known[1]
+        load, sizes = value.loader, tuple(value.sizes[d] for d in order)
+
+        def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
+            logical: list[sympy.Expr] = [sympy.S.Zero] * len(order)
+            for k, d in enumerate(order):
+                logical[d] = index[k]
+            return load(logical, ops)
+
+        buffer = self._add(ComputedBuffer(self._new_name("buf"), sizes, value.dtype, Pointwise(loader),
+                                          origins=self._origin()))
+        self.layouts[buffer.name] = order
+        self.moved.add(buffer.name)
+        realized = TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
+        self.ordered[(id(value), order)] = (value, realized)
+        return realized
+
+    def _channels_last(self, value: Any) -> bool:
+        """Whether ``value`` is held channels-last, or would be realized so (``_realize_free``)."""
+        if not isinstance(value, TensorValue) or value.ndim != 4:
+            return False
+        if value.view is not None:
+            return self.layouts.get(value.view[0]) == CHANNELS_LAST and value.view[2] == 0 \
+                and tuple(value.view[1]) == ordered_strides(value.sizes, CHANNELS_LAST)
+        return follow_order(value, self.layouts) == CHANNELS_LAST
+
+    def _realize_free(self, value: TensorValue) -> TensorValue:
+        """``value`` in memory where the lowering chooses its layout: that of the channels-last
+        buffer it reads elementwise (``_layout.follow_order``), else contiguous."""
+        order = follow_order(value, self.layouts)
+        return self.realize_ordered(value, order) if order is not None else self.realize(value)
+
     def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
                   reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype) -> TensorValue:
         body = Reduction(reduction_type, tuple(reduced), loader, src_dtype)
@@ -151,6 +212,8 @@ class _Lowering(LoweringContext):
     def storage_base(self, value: TensorValue) -> tuple[str, sympy.Expr] | None:
         if value.view is None:
             return None
+        if value.view[0] in self.moved:
+            raise LayoutConflict(f"{self.current} reads the storage of {value.view[0]}, laid out channels-last")
         buffer = self.by_name[value.view[0]]
         if isinstance(buffer, (InputBuffer, ExternBuffer)):
             return buffer.name, buffer.storage_offset
@@ -193,7 +256,10 @@ class _Lowering(LoweringContext):
                 env[node] = self._call(node, env)
                 env[node] = self._maybe_realize(env[node], reads.get(node, 0), node)
             elif node.op == "output":
-                outputs = [self._output(v, env) for v in node.args[0]]
+                # outputs only the backward reads, whose layout is free (kiln.aotgrad marks them)
+                free = set(node.meta.get("free_layout", ()))
+                outputs = [self._output(v, env, k in free) for k, v in enumerate(node.args[0])]
+                self._check_output_copies()
                 return LoweredGraph(inputs, self.buffers, outputs, constants, self.fallbacks)
             else:
                 raise Fallback(f"node kind {node.op}")
@@ -203,6 +269,9 @@ class _Lowering(LoweringContext):
         buffer = InputBuffer(name, tuple(sym(s) for s in val.shape), val.dtype,
                              stride=tuple(sym(s) for s in val.stride()), storage_offset=sym(val.storage_offset()))
         self._add(buffer)
+        if self.policy.layout_optimization and val.ndim == 4 and buffer.stride != contiguous_strides(buffer.sizes) \
+                and buffer.stride == ordered_strides(buffer.sizes, CHANNELS_LAST):
+            self.layouts[name] = CHANNELS_LAST  # a channels-last input (the forward's, saved): values follow it
         return buffer
 
     def _placeholder(self, node: Node, inputs: list[Any]) -> Any:
@@ -307,7 +376,20 @@ class _Lowering(LoweringContext):
         return written
 
     def _extern(self, node: Node, args: Any, kwargs: Any) -> Any:
-        realized = _map_values(args, self.realize), _map_values(kwargs, self.realize)
+        # a convolution (or pooling) run channels-last (``_layout``)
+        spec = channels_last_call(node, self.policy, lambda arg: self._channels_last(self.env.get(arg)))
+
+        def in_memory(k: int, arg: Any) -> Any:
+            if spec is not None and k in spec.inputs and isinstance(arg, TensorValue) and arg.ndim == 4:
+                return self.realize_ordered(arg, CHANNELS_LAST)
+            return _map_values(arg, self.realize)
+
+        realized = tuple(in_memory(k, a) for k, a in enumerate(args)), _map_values(kwargs, self.realize)
+        if spec is None and returns_alias(node.target, unknown=True):
+            found: list[TensorValue] = []
+            _map_values(realized, found.append)
+            if any(v.view[0] in self.moved for v in found):
+                raise LayoutConflict(f"{node.target} may return a view of a buffer laid out channels-last")
         for name in _written_buffers(node.target, *realized):
             self._before_write(name, node)
         node.meta["inductor_args"] = realized
@@ -318,9 +400,15 @@ class _Lowering(LoweringContext):
         def out(v: Any, item: int | None) -> Any:
             if not isinstance(v, torch.Tensor):
                 return v
-            buffer = self._add(ExternBuffer(self._new_name("buf"), tuple(sym(s) for s in v.shape), v.dtype,
-                                            stride=tuple(sym(s) for s in v.stride()),
+            sizes, strides = tuple(sym(s) for s in v.shape), tuple(sym(s) for s in v.stride())
+            channels_last = spec is not None and item in spec.outputs and v.ndim == 4
+            if channels_last:  # what oneDNN returns for channels-last operands (the wrapper checks)
+                strides = ordered_strides(sizes, CHANNELS_LAST)
+            buffer = self._add(ExternBuffer(self._new_name("buf"), sizes, v.dtype, stride=strides,
                                             storage_offset=sym(v.storage_offset()), node=node, item=item))
+            if channels_last and strides != contiguous_strides(sizes):
+                self.layouts[buffer.name] = CHANNELS_LAST
+                self.moved.add(buffer.name)
             return buffer.value()
 
         if isinstance(val, (tuple, list)):
@@ -368,11 +456,11 @@ class _Lowering(LoweringContext):
         if not isinstance(value, TensorValue) or value.view is not None:
             return value
         if value.ops_count > self.policy.realize_ops:
-            return self.realize(value)
+            return self._realize_free(value)
         if readers > 1 and value.ops_count > self.policy.inline_max_ops and not self._stored_first(node):
-            return self.realize(value)
+            return self._realize_free(value)
         if readers > 1 and any(_is_reduction(u) for u in node.users):
-            return self.realize(value)
+            return self._realize_free(value)
         return value
 
     def _stored_first(self, node: Node) -> bool:
@@ -383,22 +471,57 @@ class _Lowering(LoweringContext):
         return first is not None and is_input_copy(first) and first not in self.overwritten \
             and len(first.args) > 1 and first.args[1] is node and first.args[0] not in self.shared_inputs
 
-    def _output(self, v: Any, env: dict[Node, Any]) -> GraphOutput:
+    def _output(self, v: Any, env: dict[Node, Any], saved: bool) -> GraphOutput:
+        """Output ``v``; ``saved``: one only the backward reads (its layout is free)."""
         value = env[v] if isinstance(v, Node) else v
         if isinstance(value, tuple) and isinstance(v, Node):
             vals = v.meta.get("val")
-            return GraphOutput(None, items=[self._output_value(item, val) for item, val in zip(value, vals, strict=True)])
-        return self._output_value(value, v.meta.get("val") if isinstance(v, Node) else None)
+            return GraphOutput(None, items=[self._output_value(item, val, saved)
+                                            for item, val in zip(value, vals, strict=True)])
+        return self._output_value(value, v.meta.get("val") if isinstance(v, Node) else None, saved)
 
-    def _output_value(self, value: Any, val: Any) -> GraphOutput:
+    def _output_value(self, value: Any, val: Any, saved: bool) -> GraphOutput:
         if not isinstance(value, TensorValue):
             return GraphOutput(None, constant=sym(value) if isinstance(value, torch.SymInt) else value)
 
         strides = tuple(sym(s) for s in val.stride()) if isinstance(val, torch.Tensor) else contiguous_strides(value.sizes)
         if value.view is None:
-            value = self._realize_as(value, strides)
+            order = follow_order(value, self.layouts) if saved else None
+            if order is None and self.layouts and value.ndim == 4 and strides == ordered_strides(value.sizes,
+                                                                                               CHANNELS_LAST):
+                order = CHANNELS_LAST  # eager's layout is channels-last too: computed in that order
+            value = self.realize_ordered(value, order) if order is not None else self._realize_as(value, strides)
+        elif value.view[0] in self.moved and not saved:
+            if tuple(value.view[1]) != strides:
+                value = self._eager_copy(value, strides)
+            else:
+                self.direct_views.add(value.view[0])
         name, view_strides, offset = value.view
         return GraphOutput(name, value.sizes, tuple(view_strides), offset)
+
+    def _eager_copy(self, value: TensorValue, strides: tuple[sympy.Expr, ...]) -> TensorValue:
+        """A copy with eager's (dense) ``strides`` of an output read from a buffer laid out
+        channels-last (one per buffer and strides)."""
+        name = value.view[0]
+        if not _dense(value.sizes, strides) or value.view[2] != 0 \
+                or sympy.Mul(*value.sizes) != sympy.Mul(*self.by_name[name].sizes):
+            raise LayoutConflict(f"an output views part of {name}, laid out channels-last")
+        known = self.eager_copies.get((name, strides))
+        if known is not None:
+            return known
+        buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
+                                          origins=[f"{name} in eager's layout"]))
+        if strides != contiguous_strides(value.sizes):
+            buffer.layout_strides = strides
+        copy = self.eager_copies[(name, strides)] = buffer.value()
+        return copy
+
+    def _check_output_copies(self) -> None:
+        """Outputs the user sees that view one buffer share its memory, as in eager, unless
+        one is a copy in eager's layout (``_eager_copy``) and another the buffer itself: refused."""
+        copied = {name for name, _ in self.eager_copies}
+        if copied & self.direct_views:
+            raise LayoutConflict(f"outputs share {sorted(copied & self.direct_views)[0]}, laid out channels-last")
 
     def _realize_as(self, value: TensorValue, strides: tuple[sympy.Expr, ...]) -> TensorValue:
         """An output not in memory, computed into a buffer with the traced strides when they
@@ -554,6 +677,14 @@ def _map_values(value: Any, fn: Callable[[TensorValue], Any]) -> Any:
 
 
 def lower_graph(gm: GraphModule, policy: FusionPolicy | None = None) -> LoweredGraph:
-    """The loop-level IR of an ATen graph (see the module docstring)."""
-    return _Lowering(gm, policy or FusionPolicy()).run()
+    """The loop-level IR of an ATen graph (see the module docstring); lowered again without
+    layout optimization where it would change what the graph reads (``_layout``)."""
+    policy = policy or FusionPolicy()
+    try:
+        return _Lowering(gm, policy).run()
+    except LayoutConflict as why:
+        if not policy.layout_optimization:
+            raise
+        _log.info("kiln.inductor: the graph keeps eager's layout: %s", why)
+        return _Lowering(gm, dataclasses.replace(policy, layout_optimization=False)).run()
 

@@ -92,6 +92,9 @@ class CompiledGraph:
     fallbacks: dict[str, str]
     cache_key: str | None = None
     from_cache: bool = False
+    # per output: the strides it is returned with where they are not the traced ones (a layout
+    # inductor chose for a value only the backward reads: ``_layout``; per item for a tuple), else None
+    output_strides: tuple[Any, ...] = ()
 
 
 class Uncacheable(Exception):
@@ -254,6 +257,8 @@ class GraphDescriber:
             described.append(self.value(gm.get_attr(n.target)))
         if metas:
             described.append(self.value(n.meta.get("val")))
+        if n.op == "output":  # which outputs may take another layout (``_layout``)
+            described.append(self.value(n.meta.get("free_layout")))
         return described
 
     def ranges(self) -> list[Any]:
@@ -367,6 +372,7 @@ def record_of(compiled: CompiledGraph, wrapper_globals: dict[str, Any], function
         "kernels": compiled.kernels,
         "externs": compiled.externs,
         "fallbacks": compiled.fallbacks,
+        "output_strides": list(compiled.output_strides),
     }
 
 
@@ -413,8 +419,18 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
     if _code_log.isEnabledFor(logging.INFO):
         _code_log.info("wrapper (from the cache, %s):\n%s\nkernels:\n%s", key, record["wrapper"],
                        record["cpp"] or "(none)")
+    strides = tuple(_strides_of(s) for s in record.get("output_strides", ()))
     return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
-                         dict(record["fallbacks"]), key, True)
+                         dict(record["fallbacks"]), key, True, strides)
+
+
+def _strides_of(entry: Any) -> Any:
+    """An ``output_strides`` entry read back from JSON: None, strides, or per item of a tuple."""
+    if entry is None:
+        return None
+    if all(type(s) is int for s in entry):
+        return tuple(entry)
+    return tuple(_strides_of(s) for s in entry)
 
 
 def builder_of(config: InductorConfig, builders: dict[str, Any]) -> Any:

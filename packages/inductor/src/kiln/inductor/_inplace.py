@@ -4,7 +4,10 @@ kernel, instead of into memory of its own (``ComputedBuffer.storage``).
 A stage ``S`` takes buffer ``B`` when (``take_dead_buffers``):
 - ``B`` is memory the wrapper allocated for a kernel and may hand on (``_wrapper``'s
   reusable buffers: not an input, not an ATen result, not an output, no ATen call holding a
-  view of it), of ``S``'s sizes, strides and dtype;
+  view of it), of ``S``'s sizes, strides and dtype; or the result of an ATen call that
+  shares no argument's memory (a convolution's, a matrix product's), not an output, no ATen
+  call holding a view of it, of ``S``'s dtype and number of elements, both dense (so batch
+  norm + ReLU is written over the convolution's result, as torch's Inductor does);
 - ``S``'s kernel is the last step that reads ``B``;
 - every read of ``B`` in that kernel is of the element ``S`` stores, by ``S`` or by a stage
   before it over the same inner sizes (so in the same outer iteration and, within it,
@@ -22,8 +25,9 @@ from collections.abc import Sequence
 import sympy
 
 from ._graph import LoweredGraph
-from ._ir import ComputedBuffer, ExternBuffer, Pointwise, flat_index, loop_vars
-from ._scheduler import Kernel, Stage, output_buffers, reads_of, step_readers
+from ._ir import Buffer, ComputedBuffer, ExternBuffer, Pointwise, flat_index, loop_vars
+from ._mutation import returns_alias
+from ._scheduler import Kernel, Stage, extern_reads, output_buffers, reads_of, step_readers
 
 __all__ = ["take_dead_buffers"]
 
@@ -34,6 +38,7 @@ def take_dead_buffers(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer
     last = {name: max(at) for name, at in step_readers(steps).items()}
     outputs = output_buffers(graph)
     by_name = {b.name: b for b in graph.buffers}
+    results = _fresh_results(steps)
     taken: set[str] = set()
     for k, step in enumerate(steps):
         if not isinstance(step, Kernel):
@@ -44,13 +49,50 @@ def take_dead_buffers(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer
                 continue
             for name in _candidates(step, stage):
                 dead = by_name.get(name)
-                if (name in reusable and name not in taken and name not in outputs and last.get(name) == k
-                        and isinstance(dead, ComputedBuffer) and _same_layout(dead, buffer)
-                        and _only_here(step, position, name)):
+                if name in taken or name in outputs or last.get(name) != k:
+                    continue
+                own = name in reusable and isinstance(dead, ComputedBuffer) and _same_layout(dead, buffer)
+                aten = name in results and _same_memory(dead, buffer)
+                if (own or aten) and _only_here(step, position, name):
                     buffer.storage = name
                     taken.add(name)
                     break
     return taken
+
+
+def _fresh_results(steps: Sequence[Kernel | ExternBuffer]) -> set[str]:
+    """ATen results in memory of their own: of ops whose schema says the result shares no
+    argument's memory, starting at their storage, never handed to an ATen call whose result
+    may share its memory (a view of it could still be alive)."""
+    names = {s.name for s in steps if isinstance(s, ExternBuffer) and not returns_alias(s.node.target, unknown=True)
+             and s.storage_offset == 0}
+    for step in steps:
+        if isinstance(step, ExternBuffer) and returns_alias(step.node.target, unknown=True):
+            names -= set(extern_reads(step))
+    return names
+
+
+def _same_memory(a: Buffer, b: ComputedBuffer) -> bool:
+    """Whether ``a`` and ``b`` take the same memory (the same dtype and number of elements, both
+    dense): an ATen result of other sizes but the same elements (a channels-last convolution's
+    result and the NHWC buffer computed from it); ``_only_here`` checks the element order."""
+    if a.dtype != b.dtype:
+        return False
+    if _same_layout(a, b):
+        return True
+    dims = (*a.sizes, *a.strides(), *b.sizes, *b.strides())
+    return all(isinstance(v, sympy.Integer) for v in dims) and sympy.Mul(*a.sizes) == sympy.Mul(*b.sizes) \
+        and _dense(a) and _dense(b)
+
+
+def _dense(buffer: Buffer) -> bool:
+    dims = sorted((int(st), int(sz)) for sz, st in zip(buffer.sizes, buffer.strides(), strict=True) if int(sz) != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _candidates(kernel: Kernel, stage: Stage) -> list[str]:
@@ -58,7 +100,7 @@ def _candidates(kernel: Kernel, stage: Stage) -> list[str]:
     return list(dict.fromkeys(r.name for r in reads_of(stage, outer_vars)))
 
 
-def _same_layout(a: ComputedBuffer, b: ComputedBuffer) -> bool:
+def _same_layout(a: Buffer, b: ComputedBuffer) -> bool:
     return a.dtype == b.dtype and tuple(a.sizes) == tuple(b.sizes) and tuple(a.strides()) == tuple(b.strides())
 
 

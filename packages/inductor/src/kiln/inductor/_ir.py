@@ -32,10 +32,14 @@ from typing import Any
 import sympy
 import torch
 
-__all__ = ["Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Pointwise", "Reduction",
+__all__ = ["SEED", "Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Pointwise", "Reduction",
            "RuntimeScalar", "Scan", "Scatter", "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
 
 Loader = Callable[[Sequence[sympy.Expr], Any], Any]
+
+# The graph call's random seed (``ops.random``, ``_lower_random``): an int64 argument of the
+# kernels computing random ops, drawn by the wrapper from torch's default generator per call.
+SEED = sympy.Symbol("kiln_seed", integer=True)
 
 
 def sym(value: Any) -> sympy.Expr:

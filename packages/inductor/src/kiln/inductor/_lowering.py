@@ -30,6 +30,7 @@ import torch
 
 from ._ir import TensorValue, sym
 from ._ops import HALF_DTYPES, compute_type
+from ._policy import FusionPolicy
 
 __all__ = ["Fallback", "LoweringContext", "broadcast", "lowering_rules", "nonzero", "pointwise", "register", "retype"]
 
@@ -47,12 +48,14 @@ class Fallback(Exception):
 
 
 class LoweringContext(Protocol):
-    """What rules may ask of the graph being lowered (``_graph._Lowering`` answers):
-    ``realize(value)`` (a value in memory, as a strided read of a buffer), ``reduction(...)``
-    (a new reduction buffer), ``storage_base(value)`` (the buffer a window reads and that
-    buffer's offset in its storage, or None), ``fresh(value)`` (a new buffer of its own),
-    ``scatter(...)`` (a step writing such a buffer at loaded places) and ``scan(...)`` (a new
-    scan buffer)."""
+    """What rules may ask of the graph being lowered (``_graph._Lowering`` answers): its
+    ``policy`` (``FusionPolicy``), ``realize(value)`` (a value in memory, as a strided read of
+    a buffer), ``reduction(...)`` (a new reduction buffer), ``storage_base(value)`` (the buffer
+    a window reads and that buffer's offset in its storage, or None), ``fresh(value)`` (a new
+    buffer of its own), ``scatter(...)`` (a step writing such a buffer at loaded places) and
+    ``scan(...)`` (a new scan buffer)."""
+
+    policy: FusionPolicy
 
     def realize(self, value: TensorValue) -> TensorValue: ...
 

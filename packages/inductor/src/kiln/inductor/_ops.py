@@ -2,10 +2,11 @@
 records what a loader reads.
 
 Every handler answers the same calls (``ops.<name>(*handles)`` for the names in
-``OP_ARITY``, plus ``load``, ``constant``, ``index_expr``, ``to_dtype``, ``indirect``); what a handle is
-belongs to the handler: ``ReadsOps`` returns ``None`` for everything and records the loads
-and the number of operations; the C++ handler returns named temporaries. Lowerings insert
-every type conversion themselves (``to_dtype``), so a handler never promotes.
+``OP_ARITY``, plus ``load``, ``constant``, ``index_expr``, ``to_dtype``, ``indirect``,
+``random``); what a handle is belongs to the handler: ``ReadsOps`` returns ``None`` for
+everything and records the loads and the number of operations; the C++ handler returns
+named temporaries. Lowerings insert every type conversion themselves (``to_dtype``), so a
+handler never promotes.
 
 The half types (``HALF_DTYPES``: bfloat16, float16) are storage types only: a handle of a
 half value is a float32 one (``compute_type``). ``load`` of a half buffer gives the element
@@ -18,6 +19,11 @@ check)`` turns a loaded integer into an ``IndirectIndex``, a symbol that index e
 use like a loop variable. The handler checks it against ``size`` (wrapping negative values
 first when ``check.negative``); an element out of range is reported (``IndexCheck``: the
 exception eager raises) and read as element 0, never out of bounds.
+
+Random numbers (``_lower_random``): ``ops.random(distribution, offset, index, dtype)`` is
+element ``index`` (a flat index) of the graph's random op number ``offset``, ``"uniform"`` in
+[0, 1) or ``"normal"``, a function of the call's seed (``_ir.SEED``), ``offset`` and ``index``
+only: the same wherever and however often it is computed.
 """
 from __future__ import annotations
 
@@ -106,6 +112,9 @@ class ReadsOps:
 
     def to_dtype(self, x: Any, dtype: torch.dtype) -> None:
         return None
+
+    def random(self, distribution: str, offset: int, index: sympy.Expr, dtype: torch.dtype) -> None:
+        self.count += 1
 
     def __getattr__(self, name: str) -> Any:
         if name not in OP_ARITY:

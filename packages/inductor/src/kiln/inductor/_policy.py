@@ -20,3 +20,17 @@ class FusionPolicy:
         "help": "a value whose expression grew past this many operations is computed into a buffer"})
     parallel_min_elements: int = field(default=32768, metadata={
         "help": "a kernel's outer loop runs on several threads when it touches at least this many elements"})
+    layout_optimization: bool = field(default=True, metadata={
+        "help": "run 2-D convolutions and their gradients channels-last where the rule below admits them, "
+                "with the values between them stored channels-last (``_layout``; InductorConfig."
+                "layout_optimization)"})
+    channels_last_min_channels: int = field(default=8, metadata={
+        "help": "a convolution runs channels-last only when its input or output has at least this many "
+                "channels: measured here (oneDNN, 1 thread), 1->1, 1->4 and 2->2 channels are 5-25% slower "
+                "forward channels-last, 1->16, 2->16 and 3->32 are 1.4-7x faster, backward always faster"})
+    channels_last_dtypes: tuple[str, ...] = field(default=("float32", "bfloat16", "float16"), metadata={
+        "help": "the dtypes a convolution runs channels-last in (float64 is slower so: ATen's own kernels, "
+                "not oneDNN's)"})
+    random_in_kernels: bool = field(default=False, metadata={
+        "help": "random ops are computed in the kernels from the graph call's seed (``_lower_random``); "
+                "False: they are ATen calls (InductorConfig.random_in_kernels)"})

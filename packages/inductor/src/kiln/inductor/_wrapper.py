@@ -2,7 +2,9 @@
 from the inputs, allocates each buffer a kernel writes (or hands it the memory of a dead
 buffer of the same layout: ``_Pool``), calls the kernels (through ctypes) and the ATen calls
 in order, deletes every other buffer after its last reader (memory is released as early as
-in eager code), and returns the outputs with their traced sizes and strides.
+in eager code), and returns the outputs with their traced sizes and strides. When a kernel
+computes random numbers, the call first draws its seed from torch's default generator
+(``kiln_seed``, an argument of those kernels; ``_lower_random``).
 
 The source is readable (``KILN_LOGS=output_code``): one statement per step, buffers by name.
 ``call(args)`` takes one list, which it empties (the caller's references go with it); an
@@ -21,7 +23,8 @@ import sympy
 import torch
 
 from ._graph import InductorUnsupported, LoweredGraph
-from ._ir import ExternBuffer, InputBuffer, RuntimeScalar, TensorValue, sym
+from ._ir import SEED, ExternBuffer, InputBuffer, RuntimeScalar, TensorValue, sym
+from ._lower_random import draw_seed
 from ._mutation import returns_alias
 from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
@@ -120,6 +123,10 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
             flat_inputs.append(inp)
     lines += _bind_sizes(flat_inputs, flat_args, graph)
     lines.append("threads = _threads()")
+    if any(p.name == SEED.name for ps in params.values() for p in ps):
+        # the call's random seed, from torch's default generator (``_lower_random``)
+        glob.values["_seed"] = draw_seed
+        lines.append(f"{SEED.name} = _seed()")
     if any(p.name == ERROR_PARAM for ps in params.values() for p in ps):
         # where kernels report an index out of range: one pair of slots for the call (a
         # report raises at once, so the slots are clear again for the next kernel)
@@ -136,7 +143,7 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
         if isinstance(step, ExternBuffer):
             lines += _extern(step, glob, by_name)
         else:
-            lines += _kernel_call(step, kernels, params, glob, pool)
+            lines += _kernel_call(step, kernels, params, glob, pool, by_name)
         pool.allocated(step)
         dead = sorted(n for n, at in last.items() if at == k and n not in outputs and n not in freed
                       and n in by_name and n not in local)
@@ -238,7 +245,7 @@ def _allocated(step: Kernel | ExternBuffer) -> list[Any]:
 
 
 def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list[Any]], glob: _Globals,
-                 pool: _Pool) -> list[str]:
+                 pool: _Pool, by_name: dict[str, Any]) -> list[str]:
     lines = []
     for b in _allocated(kernel):
         reused = pool.take(b)
@@ -249,7 +256,11 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
                          f"dtype={glob.ref(b.dtype, 'dtype')})")
     for st in kernel.stages:
         if st.buffer.storage is not None:  # written in place of a buffer dying here
-            lines.append(f"{st.buffer.name} = {st.buffer.storage}")
+            dead, b = by_name[st.buffer.storage], st.buffer
+            if tuple(dead.sizes) == tuple(b.sizes) and tuple(dead.strides()) == tuple(b.strides()):
+                lines.append(f"{b.name} = {dead.name}")
+            else:  # an ATen result of other sizes, the same memory (``_inplace``): viewed as this buffer
+                lines.append(f"{b.name} = _reinterpret({dead.name}, {_tuple(b.sizes)}, {_tuple(b.strides())}, 0)")
     fn = glob.ref(kernels[kernel.name], kernel.name)
     error = next((p for p in params[kernel.name] if p.name == ERROR_PARAM), None)
     call_args = [p.name if p.kind == "size" else f"{ERROR_PARAM}_at" if p is error else f"{p.name}.data_ptr()"

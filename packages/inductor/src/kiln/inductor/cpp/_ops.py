@@ -17,7 +17,8 @@ from typing import Any
 import sympy
 import torch
 
-from .._ops import COMPARISONS, HALF_DTYPES, OP_ARITY, IndexCheck, IndirectIndex
+from .._ir import SEED
+from .._ops import COMPARISONS, HALF_DTYPES, OP_ARITY, IndexCheck, IndirectIndex, compute_type
 from .._printer import CPP
 
 __all__ = ["CTYPES", "HEADER", "CppOps", "CppVar", "cconst", "cexpr", "cstore"]
@@ -29,6 +30,7 @@ CTYPES: dict[torch.dtype, str] = {
     torch.bfloat16: "kiln_bf16", torch.float16: "kiln_fp16",
 }
 _HALF_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+_RANDOM_SUFFIX = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 # No heavy headers: a kernel file compiles in a fraction of a second.
 HEADER = r"""#include <cmath>
@@ -211,6 +213,58 @@ static inline kiln_fp16 kiln_float_to_fp16(float f) {
 }
 static inline float kiln_round_bf16(float f) { return kiln_bf16_to_float(kiln_float_to_bf16(f)); }
 static inline float kiln_round_fp16(float f) { return kiln_fp16_to_float(kiln_float_to_fp16(f)); }
+// Random numbers (inductor.random_in_kernels): Philox4x32-10 (Salmon, Moraes, Dror, Shaw,
+// "Parallel random numbers: as easy as 1, 2, 3", SC'11), a counter-based generator: the key
+// is the call's seed, the counter an element's flat index and its op's number in the graph,
+// so an element's numbers depend on nothing else (not on threads, loop order or fusion).
+struct kiln_philox_block { uint32_t x0, x1, x2, x3; };
+static inline kiln_philox_block kiln_philox(int64_t seed, int64_t offset, int64_t index) {
+  uint32_t c0 = static_cast<uint32_t>(index), c1 = static_cast<uint32_t>(static_cast<uint64_t>(index) >> 32);
+  uint32_t c2 = static_cast<uint32_t>(offset), c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(static_cast<uint64_t>(seed) >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+    uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<uint32_t>(p1);
+    c3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;  // the key schedule: Weyl sequences (golden ratio, sqrt(3) - 1)
+    k1 += 0xBB67AE85u;
+  }
+  return {c0, c1, c2, c3};
+}
+// uniform in [0, 1) on the grid of the type's precision: every value exact in the type, none
+// rounds up to 1 (24 bits for float, 53 for double, 8 for bfloat16, 11 for float16)
+static inline float kiln_rand_f32(int64_t seed, int64_t offset, int64_t index) {
+  return static_cast<float>(kiln_philox(seed, offset, index).x0 >> 8) * 0x1p-24f;
+}
+static inline double kiln_rand_f64(int64_t seed, int64_t offset, int64_t index) {
+  kiln_philox_block r = kiln_philox(seed, offset, index);
+  return static_cast<double>(((static_cast<uint64_t>(r.x0) << 32) | r.x1) >> 11) * 0x1p-53;
+}
+static inline float kiln_rand_bf16(int64_t seed, int64_t offset, int64_t index) {
+  return static_cast<float>(kiln_philox(seed, offset, index).x0 >> 24) * 0x1p-8f;
+}
+static inline float kiln_rand_fp16(int64_t seed, int64_t offset, int64_t index) {
+  return static_cast<float>(kiln_philox(seed, offset, index).x0 >> 21) * 0x1p-11f;
+}
+// standard normal by Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 in (0, 1], u2 in [0, 1) (the C
+// functions: libmvec's vector variants are declared for them, and kernels' std:: calls stay theirs)
+static inline float kiln_randn_f32(int64_t seed, int64_t offset, int64_t index) {
+  kiln_philox_block r = kiln_philox(seed, offset, index);
+  float u1 = static_cast<float>((r.x0 >> 8) + 1) * 0x1p-24f;
+  float u2 = static_cast<float>(r.x1 >> 8) * 0x1p-24f;
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+static inline double kiln_randn_f64(int64_t seed, int64_t offset, int64_t index) {
+  kiln_philox_block r = kiln_philox(seed, offset, index);
+  double u1 = static_cast<double>((((static_cast<uint64_t>(r.x0) << 32) | r.x1) >> 11) + 1) * 0x1p-53;
+  double u2 = static_cast<double>(((static_cast<uint64_t>(r.x2) << 32) | r.x3) >> 11) * 0x1p-53;
+  return sqrt(-2.0 * log(u1)) * cos(6.28318530717958647692 * u2);
+}
 """
 
 _UNARY = {
@@ -352,6 +406,19 @@ class CppOps:
         if x.dtype == dtype:
             return x
         return self._emit(f"static_cast<{CTYPES[dtype]}>({x.name})", dtype)
+
+    def random(self, distribution: str, offset: int, index: sympy.Expr, dtype: torch.dtype) -> CppVar:
+        """Element ``index`` of the graph's random op number ``offset`` (``"uniform"`` or
+        ``"normal"``), from the kernel's seed argument (``SEED``): a value of ``dtype`` (a half
+        type's: its float, rounded to it)."""
+        self.symbols.add(SEED)
+        self.symbols.update(v for v in sympy.sympify(index).free_symbols if not isinstance(v, IndirectIndex))
+        name = "rand" if distribution == "uniform" else "randn"
+        exact = distribution == "uniform" or dtype not in HALF_DTYPES  # a half normal is drawn as float
+        suffix = _RANDOM_SUFFIX[dtype] if exact else "f32"
+        value = self._emit(f"kiln_{name}_{suffix}({SEED.name}, {offset}, {cexpr(index)})", compute_type(dtype),
+                           dtype if exact and dtype in HALF_DTYPES else None)
+        return value if exact else self.to_dtype(value, dtype)
 
     def where(self, c: CppVar, a: CppVar, b: CppVar) -> CppVar:
         half = a.half if a.half == b.half else None
