@@ -83,7 +83,18 @@ class Block(nn.Module):
         self.lin = nn.Linear(8, 8)
 
     def forward(self, x):
-        return helper(self.lin(x)).relu() * 2
+        return self.finish(helper(self.lin(x)))
+
+    def finish(self, y):
+        return y.relu() * 2
+
+
+def _finish_fast(self, y):
+    return y.clamp(min=0) * 4
+
+
+if os.environ.get("PATCH") == "1":  # a method patched at import, by a flag: no file changes
+    Block.finish = _finish_fast
 """
 
 PROGRAM = """
@@ -147,12 +158,19 @@ def test_an_edited_method_is_captured_again(programs):
     # guards hold
     first, _ = _run(programs, PROGRAM)
     models = programs / "models.py"
-    _touch_later(models, MODELS.replace("relu() * 2", "relu() * 3"))
+    _touch_later(models, MODELS.replace("y.relu() * 2", "y.relu() * 3"))
     second, _ = _run(programs, PROGRAM)
     # Block.forward and train_step (which inlines it) again; with_break, its resume function and
     # train_step's (after loss.backward()) read no model
     assert (second["captures"], second["loaded"]) == (2, 3)
     assert second["out"][0] == pytest.approx(first["out"][0] * 1.5, rel=1e-5)
+
+
+def test_a_method_patched_at_import_is_captured_again(programs):
+    first, _ = _run(programs, PROGRAM)
+    patched, _ = _run(programs, PROGRAM, PATCH="1")  # Block.finish is another function now
+    assert (patched["captures"], patched["loaded"]) == (2, 3)  # Block.forward and train_step
+    assert patched["out"][0] == pytest.approx(first["out"][0] * 2, rel=1e-5)
 
 
 def test_a_changed_global_or_default_is_captured_again(programs):

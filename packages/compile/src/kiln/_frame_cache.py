@@ -20,10 +20,12 @@ A record (``<cache_dir>/frames/<key>.json``, a kiln.inductor ``EntryStore``) hol
   function's) and of every module whose objects the record names (a class whose attributes
   the trace read under a type guard). A changed file makes the variant unusable, as a
   changed ``.py`` makes CPython's ``.pyc`` stale;
-- ``generated``: each traced code object without a file (a dataclass's generated
-  ``__init__``) as the method (or the ``__wrapped__`` function of the method) of a class the
-  record names, with its digest, checked again on
-  loading. Code with neither (made by the user's exec) makes the frame not recorded.
+- ``methods``: each method of a class the record names (an attribute its MRO resolves to a
+  function, or that function's ``__wrapped__``) whose code the trace ran, with the code's
+  digest, checked again on loading: a method patched or overridden in the loading process
+  (at import, by a flag) makes the variant stale where no file changed. A traced code
+  without a file must be one of them (a dataclass's generated ``__init__``); code made by the
+  user's exec makes the frame not recorded.
 
 The key (``frame_key``) hashes the code (file, qualified name, first line, ``code_digest``),
 kiln's sources, torch's and Python's versions, the configs (kiln's and each stage's), and
@@ -139,50 +141,69 @@ def _module_file(name: str) -> str:
     raise _portable.Unportable(f"module {name} has no file")
 
 
-def _generated(code: types.CodeType, classes: list[type]) -> list[Any]:
-    """``[module, class qualname, attribute, code digest]`` naming ``code`` (which has no file)
-    as the method Python generated for one of ``classes`` (a dataclass's ``__init__``);
-    Unportable when it is none of theirs."""
+def _static_lookup(cls: type, name: str) -> Any:
+    """What ``cls.name`` finds in the classes of its MRO's ``__dict__`` (no descriptor run, no
+    metaclass ``__getattr__``): a staticmethod's or classmethod's function, else the value."""
+    for base in cls.__mro__:
+        namespace = vars(base)
+        if name in namespace:
+            value = namespace[name]
+            return value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+    return None
+
+
+def _function_at(cls: type, attr: str) -> Any:
+    name, _, wrapped = attr.partition(".")
+    fn = _static_lookup(cls, name)
+    if wrapped:  # functools.wraps: the function a wrapper stands for
+        fn = vars(fn).get("__wrapped__") if type(fn) is types.FunctionType else None
+    return fn if type(fn) is types.FunctionType else None
+
+
+def _methods(codes: tuple[types.CodeType, ...], classes: list[type]) -> list[Any]:
+    """``[module, class qualname, attribute, code digest]`` for each method of ``classes`` (each
+    attribute their MRO resolves to a function, or its ``__wrapped__`` function) whose code the
+    trace ran: checked again on loading, so that a method patched or overridden in another
+    process (at import, by a flag) makes the record stale even where no file changed.
+    Unportable when a traced code without a file (made by exec) is none of them; a dataclass's
+    generated ``__init__`` is one."""
     from kiln.inductor import code_digest
 
+    traced = {id(code): code for code in codes if not code.co_filename.startswith("<frozen ")}
+    found: set[int] = set()
+    out = []
     for cls in classes:
-        for attr, value in vars(cls).items():
-            if getattr(value, "__code__", None) is code:
-                return [cls.__module__, cls.__qualname__, attr, code_digest(code)]
-            if getattr(getattr(value, "__wrapped__", None), "__code__", None) is code:  # functools.wraps
-                return [cls.__module__, cls.__qualname__, f"{attr}.__wrapped__", code_digest(code)]
-    raise _portable.Unportable(f"{code.co_qualname} ({code.co_filename}) has no file and is no method of a class "
-                               "the record names")
+        if "<" in cls.__qualname__:
+            continue
+        names = dict.fromkeys(name for base in cls.__mro__ for name in vars(base))
+        for name in names:
+            for attr in (name, f"{name}.__wrapped__"):
+                fn = _function_at(cls, attr)
+                if fn is not None and id(fn.__code__) in traced:
+                    found.add(id(fn.__code__))
+                    out.append([cls.__module__, cls.__qualname__, attr, code_digest(fn.__code__)])
+    for key, code in traced.items():
+        if key not in found and not os.path.isabs(code.co_filename):
+            raise _portable.Unportable(f"{code.co_qualname} ({code.co_filename}) has no file and is no method of a "
+                                       "class the record names")
+    return out
 
 
-def _generated_unchanged(entry: list[Any]) -> bool:
+def _method_unchanged(entry: list[Any]) -> bool:
     from kiln.inductor import code_digest
 
     module, qualname, attr, digest = entry
     value: Any = sys.modules.get(module)
     for part in qualname.split("."):
         value = getattr(value, part, None)
-    name, _, wrapped = attr.partition(".")
-    method = vars(value).get(name) if isinstance(value, type) else None
-    if wrapped:
-        method = getattr(method, wrapped, None)
-    code = getattr(method, "__code__", None)
-    return isinstance(code, types.CodeType) and code_digest(code) == digest
+    fn = _function_at(value, attr) if isinstance(value, type) else None
+    return fn is not None and code_digest(fn.__code__) == digest
 
 
-def _files(codes: tuple[types.CodeType, ...], modules: set[str], classes: list[type]) -> tuple[list[Any], list[Any]]:
-    """The files the record depends on, with their state now, and the generated methods it
-    ran (``_generated``); Unportable when some code has neither (code made by exec)."""
-    paths: set[str] = set()
-    generated = []
-    for code in codes:
-        name = code.co_filename
-        if name.startswith("<frozen "):
-            continue  # Python's frozen modules (collections.abc) change with Python's version, in the key
-        if os.path.isabs(name):
-            paths.add(name)
-        else:
-            generated.append(_generated(code, classes))
+def _files(codes: tuple[types.CodeType, ...], modules: set[str]) -> list[Any]:
+    """The files the record depends on, with their state now: each traced code's file and the
+    file of each module the record names."""
+    paths = {code.co_filename for code in codes if os.path.isabs(code.co_filename)}
     paths.update(_module_file(name) for name in modules if name not in sys.builtin_module_names)
     out = []
     for path in sorted(paths):
@@ -190,7 +211,7 @@ def _files(codes: tuple[types.CodeType, ...], modules: set[str], classes: list[t
         if state is None:
             raise _portable.Unportable(f"{path} is not a file")
         out.append(state)
-    return out, generated
+    return out
 
 
 def store(root: Path, key: str, cap: Any, check: Any, graph: dict[str, Any] | None,
@@ -219,11 +240,11 @@ def store(root: Path, key: str, cap: Any, check: Any, graph: dict[str, Any] | No
     try:
         _portable.body_objects(content["objects"], f_globals)
         blob, modules, classes = _portable.dumps(content, f_globals)
-        files, generated = _files(cap.traced_codes, modules, classes)
+        files, methods = _files(cap.traced_codes, modules), _methods(cap.traced_codes, classes)
     except _portable.Unportable as why:
         _log.info("kiln: the frame %s is not cached on disk: %s", cap.code.co_qualname, why)
         return False
-    variant = {"blob": base64.b64encode(blob).decode(), "graph": graph, "files": files, "generated": generated}
+    variant = {"blob": base64.b64encode(blob).decode(), "graph": graph, "files": files, "methods": methods}
     entries = _entries(root)
     old = entries.read(key)
     others = [v for v in old.get("variants", [])] if isinstance(old, dict) and old.get("format") == _FORMAT else []
@@ -256,7 +277,7 @@ def _variant(variant: dict[str, Any], code: types.CodeType, L: dict[str, Any], f
     name = code.co_qualname
     try:
         changed = [path for path, size, mtime in variant["files"] if _file_state(path) != [path, size, mtime]]
-        changed += [".".join(entry[1:3]) for entry in variant["generated"] if not _generated_unchanged(entry)]
+        changed += [".".join(entry[1:3]) for entry in variant["methods"] if not _method_unchanged(entry)]
         if changed:
             _log.info("kiln: a cached entry of the frame %s is stale: %s changed", name, ", ".join(changed))
             return None
