@@ -47,8 +47,7 @@ from typing import Any
 
 import torch
 
-from kiln.guards import FunctionMatch, Source, TorchGlobalState
-from kiln.guards._python_kinds import EMPTY_CELL
+from kiln.guards import EMPTY_CELL, FunctionMatch, Source, TorchGlobalState, cell_values
 
 __all__ = ["FunctionDescription", "Unportable", "body_objects", "dumps", "loads", "resolve_functions"]
 
@@ -212,8 +211,6 @@ def _value(v: Any, writer: _Writer, depth: int) -> tuple[Any, ...]:
 
 
 def _cells(closure: Any) -> Any:
-    from kiln.guards._python_kinds import cell_values
-
     return cell_values(closure)
 
 

@@ -17,6 +17,7 @@ from kiln.guards._explain import evaluate, explain_all, explain_failure
 from kiln.guards._guard_set import GuardSet, order_guards
 from kiln.guards._module_kinds import ModuleStructureMatch, NoModuleHooks
 from kiln.guards._python_kinds import (
+    EMPTY_CELL,
     DictKeysMatch,
     EqualsMatch,
     FunctionMatch,
@@ -31,6 +32,7 @@ from kiln.guards._python_kinds import (
     ObjectAliasing,
     SetItemsMatch,
     TypeMatch,
+    cell_values,
 )
 from kiln.guards._shape_kinds import ShapeRelation
 from kiln.guards._sources import (
@@ -59,6 +61,7 @@ from kiln.guards._torch_state import TorchGlobalState
 
 __version__ = "0.1.0"
 __all__ = [
+    "EMPTY_CELL",
     "AttrSource",
     "ClosureCellSource",
     "CodeContext",
@@ -97,6 +100,7 @@ __all__ = [
     "TorchGlobalState",
     "TypeMatch",
     "TypeSource",
+    "cell_values",
     "compile_guards",
     "evaluate",
     "explain_all",
