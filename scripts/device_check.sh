@@ -28,7 +28,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests harness scaling demo benches)
 for step in "${steps[@]}"; do
   case $step in
-    tests) run tests 420 python3 -m pytest tests -q -rfE -n 16 -p no:randomly -p no:cacheprovider \
+    tests) run tests 560 python3 -m pytest tests -q -rfE -n 16 -p no:randomly -p no:cacheprovider --durations=25 \
              --junitxml="$out/junit.xml" ;;
     harness) run harness 240 python3 -m benchmarks run --suite overhead,capture,kernels,models,recompiles \
                --device cuda --out "$out/harness.json" ;;
