@@ -332,3 +332,26 @@ def test_the_forward_layout_reaches_the_backward_from_the_cache(tmp_path, monkey
     assert [c.from_cache for c in compiled] == [False, False, True, True]
     assert compiled[2].output_strides == compiled[0].output_strides != (None,) * len(compiled[0].output_strides)
     assert compiled[3].cache_key == compiled[1].cache_key
+
+
+# ---------------------------------------------------------------- the user's channels-last tensors
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("which", ["input", "weight"])
+def test_a_convolution_of_a_channels_last_tensor_returns_eagers_layout(which, dtype):
+    # eager's CPU kernels give a channels-last result when the input or the weight is; kiln's
+    # fake tensors traced it contiguous (the meta kernel cannot tell the backend), so kiln
+    # returned other strides than eager (the values were right)
+    torch.manual_seed(0)
+    conv = nn.Conv2d(16, 16, 3).to(dtype)
+    x = torch.randn(2, 16, 8, 8, dtype=dtype)
+    if which == "input":
+        x = x.to(memory_format=torch.channels_last)
+    else:
+        conv.weight.data = conv.weight.data.to(memory_format=torch.channels_last)
+    for options in (None, OFF):
+        kiln.reset()
+        with torch.no_grad():
+            got = kiln.compile(conv, options=options)(x)
+            expected = conv(x)
+        torch.testing.assert_close(got, expected)
+        assert got.stride() == expected.stride() == _cl((2, 16, 6, 6))

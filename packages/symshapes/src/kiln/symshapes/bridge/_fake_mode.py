@@ -80,6 +80,9 @@ _CPU = torch.device("cpu")
 # ops whose CPU kernel gives these results in the dtype of the first input, where the meta
 # kernel (written for the other devices) gives the computation dtype
 _CPU_INPUT_DTYPE_RESULTS = {torch.ops.aten.native_layer_norm.default: (1, 2)}
+# convolutions whose CPU kernels give a channels-last result when the input or the weight is
+# channels-last, where the meta kernel (which cannot tell the backend) gives a contiguous one
+_CPU_LAYOUT_FOLLOWING = frozenset({torch.ops.aten.convolution.default})
 
 data_dependent_rules: dict[str, Callable] = {}
 """Op name (``aten.nonzero.default``'s packet name ``nonzero``) -> rule(mode, func, args, kwargs)."""
@@ -275,7 +278,7 @@ class FakeTensorMode(TorchDispatchMode):
             out = info.fast(self, func, info, args, kwargs)
             if out is not None:
                 self.fast_hits += 1
-                return self._cpu_result_dtypes(func, args, out)
+                return self._cpu_result_layout(func, args, self._cpu_result_dtypes(func, args, out))
         inputs: list[FakeTensor] = []
         meta_args = self._unwrap(args, inputs)
         meta_kwargs = {k: self._unwrap(v, inputs) for k, v in kwargs.items()} if kwargs else {}
@@ -299,7 +302,8 @@ class FakeTensorMode(TorchDispatchMode):
             else:
                 why = "its meta kernel refused: " + message.strip().splitlines()[0]
             raise UnsupportedOpError(func, why) from err
-        return self._cpu_result_dtypes(func, args, self._wrap_outputs(func, info, out, args, kwargs, inputs, device))
+        out = self._wrap_outputs(func, info, out, args, kwargs, inputs, device)
+        return self._cpu_result_layout(func, args, self._cpu_result_dtypes(func, args, out))
 
     def _cpu_result_dtypes(self, func, args: tuple, out):
         """``out`` with the dtypes the CPU kernel gives where its meta kernel says otherwise
@@ -323,6 +327,27 @@ class FakeTensorMode(TorchDispatchMode):
                 fixed[k] = FakeTensor.of_metadata(self, list(t.shape), list(t.stride()), t.storage_offset(), x.dtype,
                                                   t.device)
         return tuple(fixed)
+
+    def _cpu_result_layout(self, func, args: tuple, out):
+        """``out`` channels-last where the CPU kernel gives it so (``_CPU_LAYOUT_FOLLOWING``): a
+        4-D (5-D) convolution of a channels-last input or weight, as eager's oneDNN and slow
+        kernels alike lay out their result. Sizes and strides must be ints (a symbolic layout
+        stays as the meta kernel said)."""
+        if func not in _CPU_LAYOUT_FOLLOWING or not isinstance(out, FakeTensor) or len(args) < 2:
+            return out
+        from torch._prims_common import make_channels_last_strides_for, suggest_memory_format
+
+        fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(out.dim())
+        operands = [a for a in args[:2] if isinstance(a, torch.Tensor)]
+        if fmt is None or out.device.type != "cpu" or len(operands) != 2 \
+                or not all(type(v) is int for t in (out, *operands) for v in (*t.shape, *t.stride())):
+            return out
+        if not any(suggest_memory_format(t) is fmt for t in operands):
+            return out
+        strides = list(make_channels_last_strides_for(out.shape))
+        if strides == list(out.stride()):
+            return out
+        return FakeTensor.of_metadata(self, list(out.shape), strides, 0, out.dtype, out.device)
 
     def _run_symbolic(self, func, meta_args, meta_kwargs):
         """``func`` on meta tensors with symbolic sizes. A size that may be 1 is decided
