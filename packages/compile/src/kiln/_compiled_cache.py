@@ -110,22 +110,17 @@ def _store(context: CompileContext) -> Any:
 def load(key: str, context: CompileContext, accept_guards: Callable[[list[Any]], bool] | None) -> Any:
     """The runtime callable recorded under ``key``, rebuilt, or None (see the module
     docstring). ``accept_guards``: the frame's guard sink for the recorded relations."""
-    from kiln.aotgrad import make_runtime
-
     variants = _variants(_store(context).read(key), key)
     for variant in variants:
-        meta, guards = variant["meta"], variant["guards"]
+        guards = variant["guards"]
         if guards and not _hold(guards, context):
             continue
-        halves = [_half(k, context) if k is not None else None for k in (variant["forward"], variant["backward"])]
-        if any(h is False for h in halves):
+        halves = _halves(variant, context)
+        if halves is None:
             return None
         if guards and not (accept_guards is not None and accept_guards(guards)):
             return None
-        runtime = make_runtime(halves[0], halves[1], meta)
-        runtime.runtime_meta = meta  # type: ignore[attr-defined]
-        runtime.cache_variant = variant["raw"]  # type: ignore[attr-defined]
-        return runtime
+        return _runtime(halves, variant)
     if variants:
         _log.info("kiln: no cached compile of a graph of %s assumed what holds now; it is compiled again",
                   context.code.co_qualname)
@@ -154,17 +149,25 @@ def runtime_of(raw: dict[str, Any], context: CompileContext) -> Any:
     ``store`` leave it on the runtime), rebuilt without checking its relations: the caller
     holds them as guards already (the disk cache of captured frames, whose guards include
     them). None when it does not read or a half cannot be loaded."""
+    variants = _variants({"format": _FORMAT, "variants": [raw]}, "(a captured frame's)")
+    halves = _halves(variants[0], context) if variants else None
+    return None if halves is None else _runtime(halves, variants[0])
+
+
+def _halves(variant: dict[str, Any], context: CompileContext) -> list[Any] | None:
+    """The compiled forward and backward (None: no backward) of a read variant, or None when
+    one cannot be loaded."""
+    halves = [_half(k, context) if k is not None else None for k in (variant["forward"], variant["backward"])]
+    return None if any(h is False for h in halves) else halves
+
+
+def _runtime(halves: list[Any], variant: dict[str, Any]) -> Any:
+    """aotgrad's runtime of the two loaded halves, carrying its meta and its record."""
     from kiln.aotgrad import make_runtime
 
-    variants = _variants({"format": _FORMAT, "variants": [raw]}, "(a captured frame's)")
-    if not variants:
-        return None
-    halves = [_half(k, context) if k is not None else None for k in (raw["forward"], raw["backward"])]
-    if any(h is False for h in halves):
-        return None
-    runtime = make_runtime(halves[0], halves[1], variants[0]["meta"])
-    runtime.runtime_meta = variants[0]["meta"]  # type: ignore[attr-defined]
-    runtime.cache_variant = raw  # type: ignore[attr-defined]
+    runtime = make_runtime(halves[0], halves[1], variant["meta"])
+    runtime.runtime_meta = variant["meta"]  # type: ignore[attr-defined]
+    runtime.cache_variant = variant["raw"]  # type: ignore[attr-defined]
     return runtime
 
 

@@ -9,7 +9,7 @@ A record (``<cache_dir>/frames/<key>.json``, a kiln.inductor ``EntryStore``) hol
 - ``blob``: the guards in check order (less ``SameCompile``, which the loading process puts
   back for its own ``kiln.compile``), the checker's compiled code with a digest of its source
   (used when the loading process generates the same source: no ``compile``), the replacement
-  body's lines and objects with its compiled template (``replacement_template``), the graph's
+  body's lines and objects with its compiled template (``Capture.replacement_template``), the graph's
   name and op count, the graph break's text, and the resume functions' inputs, written by
   ``_portable`` (which refuses what has no meaning in another process: the frame is then not
   recorded);
@@ -214,14 +214,12 @@ def _files(codes: tuple[types.CodeType, ...], modules: set[str]) -> list[Any]:
     return out
 
 
-def store(root: Path, key: str, cap: Any, check: Any, graph: dict[str, Any] | None,
+def store(root: Path, key: str, cap: Any, check: Any, template: types.CodeType, graph: dict[str, Any] | None,
           f_globals: dict[str, Any]) -> bool:
     """Record what ``cap`` (a kiln.symexec Capture) became: ``check``, the frame's compiled
-    guard checker (its guards in check order, its source and code), and ``graph``, its
-    compiled graph's variant (None: it has no ops). False when it is not recorded (the
-    reason logged)."""
-    from kiln.symexec import ReplacementSource, replacement_template
-
+    guard checker (its guards in check order, its source and code), ``template``, its
+    replacement's (``Capture.replacement_template``), and ``graph``, its compiled graph's
+    variant (None: it has no ops). False when it is not recorded (the reason logged)."""
     if cap.op_count and graph is None:
         _log.info("kiln: the frame %s is not cached on disk: its graph has no disk record", cap.code.co_qualname)
         return False
@@ -229,8 +227,6 @@ def store(root: Path, key: str, cap: Any, check: Any, graph: dict[str, Any] | No
     same = [i for i, g in enumerate(order) if type(g) is SameCompile]
     kept = [g for g in order if type(g) is not SameCompile]
     objects = dict(cap.body.objects)
-    template = replacement_template(cap.code, ReplacementSource(list(cap.body.lines),
-                                                                {**objects, cap.graph_name: None}))
     content = {"guards": kept, "same_compile": same[0] if same else None,
                "checker": [_checker_digest(check.source), marshal.dumps(check.code)],
                "template": marshal.dumps(template), "lines": list(cap.body.lines), "objects": objects,

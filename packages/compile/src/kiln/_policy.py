@@ -292,7 +292,8 @@ class FrameCompiler:
             with context.timed("backend"):
                 compiled = compile_graph(self.backend, gm, list(cap.example_inputs), context,
                                          may_start_user_frames=cap.may_start_user_frames)
-        replacement = cap.replacement(compiled)
+        template = cap.replacement_template() if frames is not None else None  # compiled once, also kept
+        replacement = cap.replacement(compiled, template)
         stats.originals[id(replacement)] = (replacement, code)
         with context.timed("guards"):
             cap.guards.extend(context.guards.close())  # what the stages added: the same checker
@@ -303,7 +304,7 @@ class FrameCompiler:
         stats.entries += 1
         stats.unique_graphs += bool(cap.op_count)
         _log_capture(code, cap, replacement, context)
-        if frames is not None and cache_step(_frame_cache.store, *frames, cap, check,
+        if frames is not None and cache_step(_frame_cache.store, *frames, cap, check, template,
                                               context.records.get("graph"), func.__globals__):
             current.graph_cache.frames_stored += 1
         return replacement

@@ -47,7 +47,14 @@ from typing import Any
 
 import torch
 
-from kiln.guards import EMPTY_CELL, FunctionMatch, Source, TorchGlobalState, cell_values
+from kiln.guards import (
+    EMPTY_CELL,
+    FunctionMatch,
+    Source,
+    TorchGlobalState,
+    cell_values,
+    importable_path,
+)
 
 __all__ = ["FunctionDescription", "Unportable", "body_objects", "dumps", "loads", "resolve_functions"]
 
@@ -89,16 +96,9 @@ def _state_guard(state: tuple[tuple[str, Any], ...]) -> TorchGlobalState:
 
 def _path_ok(obj: Any) -> str:
     """The module name of ``obj``, which its import path reaches (else Unportable)."""
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
-    if type(module) is not str or type(qualname) is not str or "<" in qualname:
+    if importable_path(obj) is None:
         raise Unportable(f"{obj!r:.80} has no import path")
-    value: Any = sys.modules.get(module)
-    for part in qualname.split("."):
-        value = getattr(value, part, None)
-    if value is not obj:
-        raise Unportable(f"{module}.{qualname} is not the object written")
-    return module
+    return obj.__module__
 
 
 class _Writer(pickle.Pickler):

@@ -503,7 +503,7 @@ class _Lowering(LoweringContext):
         """A copy with eager's (dense) ``strides`` of an output read from a buffer laid out
         channels-last (one per buffer and strides)."""
         name = value.view[0]
-        if not _dense(value.sizes, strides) or value.view[2] != 0 \
+        if not dense_layout(value.sizes, strides) or value.view[2] != 0 \
                 or sympy.Mul(*value.sizes) != sympy.Mul(*self.by_name[name].sizes):
             raise LayoutConflict(f"an output views part of {name}, laid out channels-last")
         known = self.eager_copies.get((name, strides))
@@ -527,7 +527,7 @@ class _Lowering(LoweringContext):
         """An output not in memory, computed into a buffer with the traced strides when they
         are dense (eager's layout), else contiguous."""
         realized = self.realize(value)
-        if _dense(value.sizes, strides) and strides != contiguous_strides(value.sizes):
+        if dense_layout(value.sizes, strides) and strides != contiguous_strides(value.sizes):
             buffer = self.by_name[realized.view[0]]
             buffer.layout_strides = strides
             return TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
@@ -643,7 +643,7 @@ def _is_reduction(node: Node) -> bool:
                     "_softmax", "_log_softmax", "native_layer_norm", "logsumexp", "any", "all"}
 
 
-def _dense(sizes: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
+def dense_layout(sizes: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
     """Whether (sizes, strides) is a permutation of a contiguous layout (static only)."""
     if not all(isinstance(v, sympy.Integer) for v in (*sizes, *strides)):
         return False

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import sympy
 
-from ._graph import LoweredGraph
+from ._graph import LoweredGraph, dense_layout
 from ._ir import Buffer, ComputedBuffer, ExternBuffer, Pointwise, flat_index, loop_vars
 from ._mutation import returns_alias
 from ._scheduler import Kernel, Stage, extern_reads, output_buffers, reads_of, step_readers
@@ -80,19 +80,8 @@ def _same_memory(a: Buffer, b: ComputedBuffer) -> bool:
         return False
     if _same_layout(a, b):
         return True
-    dims = (*a.sizes, *a.strides(), *b.sizes, *b.strides())
-    return all(isinstance(v, sympy.Integer) for v in dims) and sympy.Mul(*a.sizes) == sympy.Mul(*b.sizes) \
-        and _dense(a) and _dense(b)
-
-
-def _dense(buffer: Buffer) -> bool:
-    dims = sorted((int(st), int(sz)) for sz, st in zip(buffer.sizes, buffer.strides(), strict=True) if int(sz) != 1)
-    expected = 1
-    for stride, size in dims:
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+    return dense_layout(a.sizes, a.strides()) and dense_layout(b.sizes, b.strides()) \
+        and sympy.Mul(*a.sizes) == sympy.Mul(*b.sizes)
 
 
 def _candidates(kernel: Kernel, stage: Stage) -> list[str]:

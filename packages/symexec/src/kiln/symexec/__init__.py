@@ -21,8 +21,7 @@ from ._unsupported import SourceLocation, Unsupported
 
 __version__ = "0.1.0"
 __all__ = ["Capture", "ConstraintViolation", "ReplacementSource", "SourceLocation", "Specializations", "SymexecCaches",
-           "Unsupported", "build_replacement", "capture", "mark_dynamic", "mark_static", "maybe_mark_dynamic",
-           "replacement_template"]
+           "Unsupported", "build_replacement", "capture", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 
 
 def __getattr__(name: str) -> Any:
@@ -38,7 +37,7 @@ def __getattr__(name: str) -> Any:
         from ._capture_result import Specializations
 
         return Specializations
-    if name in ("ReplacementSource", "build_replacement", "replacement_template"):
+    if name in ("ReplacementSource", "build_replacement"):
         from . import _codegen
 
         return getattr(_codegen, name)

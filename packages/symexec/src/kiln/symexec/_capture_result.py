@@ -29,7 +29,7 @@ import torch
 from kiln.fxgraph import Graph, GraphModule, Node, map_aggregate
 from kiln.guards import EqualsMatch, GuardSet, Source, TensorMatch, is_module_tensor
 
-from ._codegen import ReplacementSource, build_replacement
+from ._codegen import ReplacementSource, build_replacement, replacement_template
 from ._unsupported import Unsupported
 
 if TYPE_CHECKING:
@@ -59,11 +59,19 @@ class Capture:
     # every code object the trace ran: the frame's own and each function it inlined
     traced_codes: tuple[types.CodeType, ...] = ()
 
-    def replacement(self, compiled: Any) -> types.CodeType:
-        """The replacement code object calling ``compiled`` for the graph."""
+    def replacement(self, compiled: Any, template: types.CodeType | None = None) -> types.CodeType:
+        """The replacement code object calling ``compiled`` for the graph; ``template``: what
+        ``replacement_template()`` gave (then it is not compiled again)."""
         body = ReplacementSource(list(self.body.lines), dict(self.body.objects))
         body.objects[self.graph_name] = compiled
-        return build_replacement(self.code, body)
+        return build_replacement(self.code, body, template)
+
+    def replacement_template(self) -> types.CodeType:
+        """The replacement compiled with a placeholder for each object, the graph's included
+        (``_codegen.replacement_template``): what ``replacement`` binds, and what a disk cache
+        keeps."""
+        objects = {**self.body.objects, self.graph_name: None}
+        return replacement_template(self.code, ReplacementSource(list(self.body.lines), objects))
 
     @property
     def source_text(self) -> str:
