@@ -34,6 +34,7 @@ from ._graph_cache import (
     kernel_params,
     load_compiled,
     store_compiled,
+    triton_functions,
 )
 from ._inplace import take_dead_buffers
 from ._layout import changed_strides
@@ -41,6 +42,9 @@ from ._policy import FusionPolicy
 from ._scheduler import Kernel, schedule
 from ._wrapper import render_wrapper, reusable_buffers
 from .cpp import HEADER, render_kernel
+from .triton import HEADER as TRITON_HEADER
+from .triton import render_kernel as render_triton
+from .triton._runtime import interpreting
 
 __all__ = ["CompiledGraph", "InductorUnsupported", "cache_root", "compile_graph"]
 
@@ -61,22 +65,41 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         if cached is not None:
             return cached
     policy = FusionPolicy(fuse=config.fuse, random_in_kernels=config.random_in_kernels,
-                          layout_optimization=config.layout_optimization)
+                          layout_optimization=config.layout_optimization, cpu_backend=config.cpu_backend)
     graph = lower_graph(gm, policy)
     steps = schedule(graph, policy)
     take_dead_buffers(graph, steps, reusable_buffers(graph, steps))
     dtypes = {b.name: b.dtype for b in graph.buffers}
-    sources = [render_kernel(s, policy, dtypes) for s in steps if isinstance(s, Kernel)]
+    kernels = [s for s in steps if isinstance(s, Kernel)]
+    sources = [render_kernel(s, policy, dtypes) for s in kernels if _language(s, policy) == "cpp"]
+    launches = {s.name: render_triton(s, policy, dtypes) for s in kernels if _language(s, policy) == "triton"}
     cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in sources) if sources else ""
+    triton_code = TRITON_HEADER + "".join(f"\n\n{k.code}\n" for k in launches.values()) if launches else ""
     params = kernel_params(sources)
     functions = bind_kernels(builder_of(config, builders).load(cpp_code), params) if sources else {}
-    wrapper = render_wrapper(graph, steps, functions, {k.name: k.params for k in sources})
+    if launches:
+        functions.update(triton_functions(triton_code, config))
+    wrapper = render_wrapper(graph, steps, functions,
+                             {**{k.name: k.params for k in sources}, **{n: k.params for n, k in launches.items()}},
+                             launches)
     call = exec_wrapper(wrapper.code, wrapper.globals)
     if _code_log.isEnabledFor(logging.INFO):
-        _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, cpp_code or "(none)")
-    compiled = CompiledGraph(call, wrapper.code, cpp_code, len(sources),
+        _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, (cpp_code + triton_code) or "(none)")
+    compiled = CompiledGraph(call, wrapper.code, cpp_code, len(kernels),
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
-                             output_strides=changed_strides(gm, graph))
+                             output_strides=changed_strides(gm, graph), triton_code=triton_code)
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
     return compiled
+
+
+def _language(kernel: Kernel, policy: FusionPolicy) -> str:
+    """The code generator of ``kernel``: C++ for CPU tensors (unless ``policy.cpu_backend``
+    says Triton), Triton for CUDA tensors."""
+    if kernel.device == "cpu" and policy.cpu_backend == "cpp":
+        return "cpp"
+    if kernel.device == "cpu" and not interpreting():
+        raise InductorUnsupported("inductor.cpu_backend='triton' runs Triton kernels on CPU tensors only in "
+                                  "triton's interpreter: set TRITON_INTERPRET=1")
+    return "triton"
+

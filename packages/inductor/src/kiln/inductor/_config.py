@@ -34,6 +34,11 @@ class InductorConfig:
                 "CPU tensors of static sizes with enough channels; FusionPolicy's rule), and store the "
                 "values between them channels-last; the graph's outputs keep eager's strides (False: "
                 "every buffer in eager's layout)"})
+    cpu_backend: str = field(default="cpp", metadata={
+        "choices": ("cpp", "triton"),
+        "help": "the code generator for CPU tensors: 'cpp' (C++ with OpenMP), or 'triton' (the Triton kernels "
+                "CUDA tensors get, run by triton's interpreter: TRITON_INTERPRET=1; for testing the Triton code "
+                "generator without a GPU)"})
     random_in_kernels: bool = field(default=False, metadata={
         "help": "compute random ops (rand, randn and their _like forms, bernoulli, dropout) inside the "
                 "kernels, fused with their neighbours, from a counter-based generator (Philox4x32-10) "

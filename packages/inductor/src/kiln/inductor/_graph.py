@@ -16,6 +16,8 @@ pointwise ops into one loop.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import logging
 import operator
 from collections.abc import Callable, Sequence
@@ -114,12 +116,22 @@ class _Lowering(LoweringContext):
         self.ordered: dict[tuple[int, tuple[int, ...]], tuple[TensorValue, TensorValue]] = {}
         self.eager_copies: dict[tuple[str, tuple[sympy.Expr, ...]], TensorValue] = {}
         self.direct_views: set[str] = set()  # such buffers outputs the user sees read as they are
+        self.device = "cpu"  # the device of the node being lowered: its buffers' (``Buffer.device``)
+
+    @property
+    def language(self) -> str:
+        """The code generator of the current node's kernels: ``"cpp"`` or ``"triton"``."""
+        return "cpp" if self.device == "cpu" and self.policy.cpu_backend == "cpp" else "triton"
 
     # ---------------------------------------------------------------- context
     def _new_name(self, prefix: str) -> str:
         return f"{prefix}{len(self.buffers)}"
 
-    def _add(self, buffer: Buffer) -> Buffer:
+    def _add(self, buffer: Buffer, value: TensorValue | None = None) -> Buffer:
+        """Append ``buffer``; a computed one is on the device of ``value`` (the elements it
+        holds), else on the current node's."""
+        if isinstance(buffer, ComputedBuffer):
+            buffer.device = self.device if value is None else self._device_of(value)
         self.buffers.append(buffer)
         self.by_name[buffer.name] = buffer
         return buffer
@@ -139,7 +151,7 @@ class _Lowering(LoweringContext):
         if known is not None and known[0] is value:
             return known[1]
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
-                                          origins=self._origin()))
+                                          origins=self._origin()), value)
         self.realized[id(value)] = (value, buffer.value())
         return self.realized[id(value)][1]
 
@@ -162,7 +174,7 @@ class _Lowering(LoweringContext):
             return load(logical, ops)
 
         buffer = self._add(ComputedBuffer(self._new_name("buf"), sizes, value.dtype, Pointwise(loader),
-                                          origins=self._origin()))
+                                          origins=self._origin()), value)
         self.layouts[buffer.name] = order
         self.moved.add(buffer.name)
         realized = TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
@@ -194,7 +206,7 @@ class _Lowering(LoweringContext):
         """A new buffer holding ``value``'s elements, its own (never shared with another value,
         unlike ``realize``): what a scatter then writes."""
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
-                                          origins=self._origin()))
+                                          origins=self._origin()), value)
         return buffer.value()
 
     def scatter(self, dest: TensorValue, sizes: Sequence[sympy.Expr], loader: Callable[..., Any],
@@ -230,6 +242,8 @@ class _Lowering(LoweringContext):
         constants: dict[str, Any] = {}
         reads: dict[Node, int] = {}
         owners: dict[int, Node] = {}
+        self.devices = {str(v.device) for node in self.gm.graph.nodes
+                        for v in _tensors(node.meta.get("val"))}
         for node in self.gm.graph.nodes:
             for inp in node.all_input_nodes:
                 reads[inp] = reads.get(inp, 0) + 1
@@ -253,6 +267,7 @@ class _Lowering(LoweringContext):
                 constants[buffer.name] = value
                 env[node] = buffer.value()
             elif node.op == "call_function":
+                self.device = next((str(v.device) for v in _tensors(node.meta.get("val"))), self.device)
                 env[node] = self._call(node, env)
                 env[node] = self._maybe_realize(env[node], reads.get(node, 0), node)
             elif node.op == "output":
@@ -266,7 +281,7 @@ class _Lowering(LoweringContext):
         raise AssertionError("graph without output")
 
     def _input_buffer(self, name: str, val: torch.Tensor) -> InputBuffer:
-        buffer = InputBuffer(name, tuple(sym(s) for s in val.shape), val.dtype,
+        buffer = InputBuffer(name, tuple(sym(s) for s in val.shape), val.dtype, device=str(val.device),
                              stride=tuple(sym(s) for s in val.stride()), storage_offset=sym(val.storage_offset()))
         self._add(buffer)
         if self.policy.layout_optimization and val.ndim == 4 and buffer.stride != contiguous_strides(buffer.sizes) \
@@ -315,7 +330,9 @@ class _Lowering(LoweringContext):
         reason = "no lowering"
         if _runtime_scalars(args, kwargs):
             rule, reason = None, "a number known only at run time"
-        if rule is not None and self._on_cpu(node) and _kernel_operands(args, kwargs):
+        if rule is not None and not self._kernel_device(node):
+            rule, reason = None, f"tensors on {self.device}: no kernels there, or of several devices"
+        if rule is not None and _kernel_operands(args, kwargs):
             try:
                 positional, named = _positional(node.target, args, kwargs)
                 return rule(self, node, *positional, **named)
@@ -324,11 +341,22 @@ class _Lowering(LoweringContext):
         self.fallbacks.setdefault(str(node.target), reason)
         return self._extern(node, args, kwargs)
 
-    def _on_cpu(self, node: Node) -> bool:
-        vals = node.meta.get("val")
-        vals = vals if isinstance(vals, (tuple, list)) else [vals]
-        return all(not isinstance(v, torch.Tensor) or (v.device.type == "cpu" and v.dtype in KERNEL_DTYPES)
-                   for v in vals)
+    def _kernel_device(self, node: Node) -> bool:
+        """Whether ``node``'s tensors (its result's and its tensor inputs') are all on one
+        device that has kernels (the CPU; CUDA with triton installed), each of a dtype kernels
+        compute in; that device becomes the current one (``self.device``)."""
+        devices: set[str] = set()
+        for value in [node.meta.get("val"), *(inp.meta.get("val") for inp in node.all_input_nodes)]:
+            for v in _tensors(value):
+                if v.dtype not in KERNEL_DTYPES:
+                    return False
+                devices.add(str(v.device))
+        if len(devices) > 1:
+            return False
+        if devices:
+            self.device = devices.pop()
+        kind = self.device.partition(":")[0]
+        return kind == "cpu" or (kind == "cuda" and _has_triton())
 
     def _input_write(self, node: Node, args: Any, kwargs: dict) -> TensorValue | None:
         """``copy_`` of a whole graph input as a kernel stage storing into the input's memory
@@ -342,7 +370,7 @@ class _Lowering(LoweringContext):
         buffer = self.by_name.get(dst.view[0]) if isinstance(dst, TensorValue) and dst.view else None
         if (not isinstance(buffer, InputBuffer) or target in self.shared_inputs or len(args) + len(kwargs) > 3
                 or dst.view != (buffer.name, buffer.stride, sympy.S.Zero) or dst.sizes != buffer.sizes
-                or not self._on_cpu(node) or not _kernel_operands(args, kwargs)):
+                or not self._kernel_device(node) or not _kernel_operands(args, kwargs)):
             return None
         dtype = buffer.dtype
         try:
@@ -404,7 +432,7 @@ class _Lowering(LoweringContext):
             channels_last = spec is not None and item in spec.outputs and v.ndim == 4
             if channels_last:  # what oneDNN returns for channels-last operands (the wrapper checks)
                 strides = ordered_strides(sizes, CHANNELS_LAST)
-            buffer = self._add(ExternBuffer(self._new_name("buf"), sizes, v.dtype, stride=strides,
+            buffer = self._add(ExternBuffer(self._new_name("buf"), sizes, v.dtype, device=str(v.device), stride=strides,
                                             storage_offset=sym(v.storage_offset()), node=node, item=item))
             if channels_last and strides != contiguous_strides(sizes):
                 self.layouts[buffer.name] = CHANNELS_LAST
@@ -447,7 +475,7 @@ class _Lowering(LoweringContext):
         if known is not None and known[0] is value:
             return known[1]  # already in memory, computed before this write
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
-                                          origins=[f"{self.current.name} (before a write of {name})"]))
+                                          origins=[f"{self.current.name} (before a write of {name})"]), value)
         return buffer.value()
 
     def _maybe_realize(self, value: Any, readers: int, node: Node) -> Any:
@@ -462,6 +490,17 @@ class _Lowering(LoweringContext):
         if readers > 1 and any(_is_reduction(u) for u in node.users):
             return self._realize_free(value)
         return value
+
+    def _device_of(self, value: TensorValue) -> str:
+        """The device of ``value``'s elements: the graph's when it has one, else that of a
+        buffer it reads (the current node's when it reads none)."""
+        if len(self.devices) <= 1:
+            return next(iter(self.devices), "cpu")
+        if value.view is not None:
+            return self.by_name[value.view[0]].device
+        ops = ReadsOps()
+        value.loader(list(loop_vars("x", value.ndim)), ops)
+        return next((self.by_name[r.name].device for r in ops.reads if r.name in self.by_name), self.device)
 
     def _stored_first(self, node: Node) -> bool:
         """Whether the first node to read ``node`` copies it into a graph input: then its later
@@ -485,6 +524,7 @@ class _Lowering(LoweringContext):
             return GraphOutput(None, constant=sym(value) if isinstance(value, torch.SymInt) else value)
 
         strides = tuple(sym(s) for s in val.stride()) if isinstance(val, torch.Tensor) else contiguous_strides(value.sizes)
+        self.device = str(val.device) if isinstance(val, torch.Tensor) else self._device_of(value)
         if value.view is None:
             order = follow_order(value, self.layouts) if saved else None
             if order is None and self.layouts and value.ndim == 4 and strides == ordered_strides(value.sizes,
@@ -510,7 +550,7 @@ class _Lowering(LoweringContext):
         if known is not None:
             return known
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
-                                          origins=[f"{name} in eager's layout"]))
+                                          origins=[f"{name} in eager's layout"]), value)
         if strides != contiguous_strides(value.sizes):
             buffer.layout_strides = strides
         copy = self.eager_copies[(name, strides)] = buffer.value()
@@ -532,6 +572,18 @@ class _Lowering(LoweringContext):
             buffer.layout_strides = strides
             return TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
         return realized
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors of a traced value (a tensor, or a tuple or list holding some)."""
+    items = value if isinstance(value, (tuple, list)) else [value]
+    return [v for v in items if isinstance(v, torch.Tensor)]
+
+
+@functools.cache
+def _has_triton() -> bool:
+    """Whether triton is importable (kernels for CUDA tensors); else they are ATen calls."""
+    return importlib.util.find_spec("triton") is not None
 
 
 def _refuse_unsupported(node: Node) -> None:

@@ -32,6 +32,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import io
 import json
@@ -74,7 +75,7 @@ __all__ = [
 _log = logging.getLogger("kiln.cache")
 _code_log = logging.getLogger("kiln.output_code")
 # Bump when the record's fields or their meaning change.
-_RECORD_VERSION = 1
+_RECORD_VERSION = 2  # 2: the Triton module ("triton")
 _ARGTYPES = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "size": ctypes.c_int64}
 
 
@@ -95,6 +96,7 @@ class CompiledGraph:
     # per output: the strides it is returned with where they are not the traced ones (a layout
     # inductor chose for a value only the backward reads: ``_layout``; per item for a tuple), else None
     output_strides: tuple[Any, ...] = ()
+    triton_code: str = ""  # the module of its Triton kernels ("" when it has none)
 
 
 class Uncacheable(Exception):
@@ -288,7 +290,15 @@ def _build_identity() -> list[Any]:
 
     return [torch.__version__, torch.version.git_version, sys.implementation.cache_tag, compiler(),
             compiler_version(), list(compile_flags()), list(link_flags()), cpu_isa(),
-            source_digest("inductor", "symshapes", "fxgraph")]
+            source_digest("inductor", "symshapes", "fxgraph"), _triton_version()]
+
+
+def _triton_version() -> str | None:
+    """The installed triton's version (None: not installed); read without importing it."""
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def cache_identity(config: InductorConfig) -> list[Any]:
@@ -367,6 +377,7 @@ def record_of(compiled: CompiledGraph, wrapper_globals: dict[str, Any], function
         "version": _RECORD_VERSION,
         "wrapper": compiled.wrapper_code,
         "cpp": compiled.cpp_code,
+        "triton": compiled.triton_code,
         "params": params,
         "globals": {name: _encode_global(obj, kernel_names) for name, obj in wrapper_globals.items()},
         "kernels": compiled.kernels,
@@ -414,6 +425,8 @@ def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any]) ->
 def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph:
     params = record["params"]
     functions = bind_kernels(builder_of(config, builders).load(record["cpp"]), params) if params else {}
+    if record["triton"]:
+        functions.update(triton_functions(record["triton"], config))
     namespace = {name: _decode_global(entry, functions) for name, entry in record["globals"].items()}
     call = exec_wrapper(record["wrapper"], namespace)
     if _code_log.isEnabledFor(logging.INFO):
@@ -421,7 +434,7 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
                        record["cpp"] or "(none)")
     strides = tuple(_strides_of(s) for s in record.get("output_strides", ()))
     return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
-                         dict(record["fallbacks"]), key, True, strides)
+                         dict(record["fallbacks"]), key, True, strides, record["triton"])
 
 
 def _strides_of(entry: Any) -> Any:
@@ -460,6 +473,15 @@ def bind_kernels(library: Any, params: dict[str, list[str]]) -> dict[str, Any]:
     set from its parameter kinds (and the thread count, last)."""
     return {name: library.function(name, [_ARGTYPES[k] for k in kinds] + [ctypes.c_int64])
             for name, kinds in params.items()}
+
+
+def triton_functions(code: str, config: InductorConfig) -> dict[str, Any]:
+    """The kernels of the Triton module ``code`` by name, the module loaded through the cache
+    directory of ``config`` (``triton._runtime.load_module``)."""
+    from .triton._runtime import load_module
+
+    module = load_module(code, cache_root(config))
+    return {name: value for name, value in vars(module).items() if name.startswith("kernel")}
 
 
 def kernel_params(sources: Iterable[Any]) -> dict[str, list[str]]:

@@ -82,6 +82,7 @@ class Buffer:
     name: str
     sizes: tuple[sympy.Expr, ...]
     dtype: torch.dtype
+    device: str = field(default="cpu", kw_only=True)  # where its memory is (``str(torch.device)``): which code generator computes it
 
     def strides(self) -> tuple[sympy.Expr, ...]:
         return contiguous_strides(self.sizes)

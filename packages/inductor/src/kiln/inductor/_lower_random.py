@@ -86,6 +86,8 @@ def _offset(ctx: LoweringContext, node: Any) -> int:
     or ``Fallback`` when the config keeps random ops out of kernels."""
     if not ctx.policy.random_in_kernels:
         raise Fallback("a random op: an ATen call with eager's numbers (inductor.random_in_kernels is off)")
+    if ctx.language != "cpp":
+        raise Fallback("a random op in a Triton kernel (random numbers in kernels are C++ only)")
     if node.kwargs.get("generator") is not None:
         raise Fallback("a random op with a generator of its own")
     if torch.Tag.nondeterministic_seeded not in node.target.tags:  # it would share the next op's number

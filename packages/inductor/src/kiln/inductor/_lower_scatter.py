@@ -90,6 +90,8 @@ def _scatter(ctx: LoweringContext, node: Any, x: TensorValue, sizes: Sequence[sy
              mode: str | None, include_self: bool) -> TensorValue:
     """``x``'s elements in a new buffer, then written or folded (``mode``) at ``target``."""
     checked_sizes(x.sizes, node)  # before the new buffer exists: a Fallback leaves nothing behind
+    if ctx.language != "cpp":
+        raise Fallback("a scatter in a Triton kernel (serial kernels are C++ only)")
     dest = ctx.fresh(x)
     dtype, compute = x.dtype, compute_type(x.dtype)
     if mode is not None and not include_self:

@@ -53,9 +53,11 @@ class LoweringContext(Protocol):
     a buffer), ``reduction(...)`` (a new reduction buffer), ``storage_base(value)`` (the buffer
     a window reads and that buffer's offset in its storage, or None), ``fresh(value)`` (a new
     buffer of its own), ``scatter(...)`` (a step writing such a buffer at loaded places) and
-    ``scan(...)`` (a new scan buffer)."""
+    ``scan(...)`` (a new scan buffer); ``language``: the code generator of the node being
+    lowered (``"cpp"`` or ``"triton"``), for the rules whose kernels only C++ has."""
 
     policy: FusionPolicy
+    language: str
 
     def realize(self, value: TensorValue) -> TensorValue: ...
 
@@ -471,7 +473,7 @@ def _gelu(ctx: LoweringContext, node: Any, x: TensorValue, *, approximate: str =
 def _copy(ctx: LoweringContext, node: Any, x: TensorValue, *args: Any, **kwargs: Any) -> TensorValue:
     dtype = out_dtype(node)
     val = node.meta["val"]
-    if val.device.type != "cpu" or dtype not in KERNEL_DTYPES or x.dtype not in KERNEL_DTYPES:
+    if dtype not in KERNEL_DTYPES or x.dtype not in KERNEL_DTYPES:
         raise Fallback(f"copy to {val.device} {dtype}")
     if node.target in (aten.alias.default, aten.detach.default, aten.lift_fresh.default):
         return x  # the tensor itself
@@ -494,8 +496,8 @@ def _full(ctx: LoweringContext, node: Any, size: Any, value: Any = None, **kwarg
     if node.target is aten.scalar_tensor.default:
         size, value = (), size
     val = node.meta["val"]
-    if val.device.type != "cpu" or val.dtype not in KERNEL_DTYPES:
-        raise Fallback("full on another device or dtype")
+    if val.dtype not in KERNEL_DTYPES:
+        raise Fallback(f"full of {val.dtype}")
     v = scalar(value, val.dtype)
     return TensorValue(tuple(sym(s) for s in size), val.dtype, lambda index, ops: v.loader((), ops))
 
@@ -507,8 +509,8 @@ def _full_like(ctx: LoweringContext, node: Any, x: TensorValue, value: Any = Non
     elif node.target is aten.ones_like.default:
         value = 1
     val = node.meta["val"]
-    if val.device.type != "cpu" or val.dtype not in KERNEL_DTYPES:
-        raise Fallback("full_like on another device or dtype")
+    if val.dtype not in KERNEL_DTYPES:
+        raise Fallback(f"full_like of {val.dtype}")
     v = scalar(value, val.dtype)
     return TensorValue(x.sizes, val.dtype, lambda index, ops: v.loader((), ops))
 
@@ -546,8 +548,8 @@ def _arange(ctx: LoweringContext, node: Any, *args: Any, **kwargs: Any) -> Tenso
     numbers = [*args] + [1] * (3 - len(args)) if node.target is not aten.arange.default else [0, args[0], 1]
     start, _, step = numbers[:3]
     val = node.meta["val"]
-    if val.device.type != "cpu" or val.dtype not in KERNEL_DTYPES:
-        raise Fallback("arange on another device or dtype")
+    if val.dtype not in KERNEL_DTYPES:
+        raise Fallback(f"arange of {val.dtype}")
     if not all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in (start, step)):
         raise Fallback("arange with float arguments")
     first, stride, dtype = sym(start), sym(step), val.dtype

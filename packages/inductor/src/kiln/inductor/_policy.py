@@ -34,3 +34,10 @@ class FusionPolicy:
     random_in_kernels: bool = field(default=False, metadata={
         "help": "random ops are computed in the kernels from the graph call's seed (``_lower_random``); "
                 "False: they are ATen calls (InductorConfig.random_in_kernels)"})
+    triton_persistent_max: int = field(default=32768, metadata={
+        "help": "a Triton kernel whose stages' inner ranges are known sizes of at most this many elements "
+                "holds a whole row in registers (one pass over memory for a softmax or a norm); above, or for "
+                "symbolic sizes, its stages loop over blocks of the row"})
+    cpu_backend: str = field(default="cpp", metadata={
+        "help": "the code generator for CPU tensors: 'cpp', or 'triton' (Triton's interpreter, "
+                "TRITON_INTERPRET=1: how CI tests the Triton code generator without a GPU)"})

@@ -14,7 +14,8 @@ A buffer joins the kernel before it when (``_fits``):
   iteration: the read index equals the writer's index with the same outer variables (and,
   for a pointwise writer with inner loops, the same inner sizes and variables). Outer
   iterations then share nothing, so they can run on different threads.
-ATen calls (``ExternBuffer``) are steps of their own and end the kernel before them. A stage
+ATen calls (``ExternBuffer``) are steps of their own and end the kernel before them; a buffer
+on another device than the kernel's starts a kernel of its own. A stage
 that writes a graph input (``ComputedBuffer.into``) joins a kernel only when the kernel's
 stages read that input only where it writes it, in the same outer iteration; later stages
 reading the input are placed as readers of what it wrote.
@@ -58,6 +59,7 @@ class Kernel:
     name: str
     outer: tuple[sympy.Expr, ...]
     stages: list[Stage] = field(default_factory=list)
+    device: str = "cpu"  # its buffers' device (a kernel never mixes two)
 
     def buffers(self) -> list[str]:
         return [s.buffer.name for s in self.stages]
@@ -129,10 +131,12 @@ def _serial_kernel(buffer: ComputedBuffer, name: str) -> Kernel:
 
 def _new_kernel(buffer: ComputedBuffer, n: int) -> Kernel:
     if serial(buffer):
-        return _serial_kernel(buffer, f"kernel{n}")
+        kernel = _serial_kernel(buffer, f"kernel{n}")
+        kernel.device = buffer.device
+        return kernel
     sizes = _non_one(buffer.sizes)
     outer = tuple(sizes) if isinstance(buffer.body, Reduction) else tuple(sizes[:-1])
-    kernel = Kernel(f"kernel{n}", outer)
+    kernel = Kernel(f"kernel{n}", outer, device=buffer.device)
     stage = _place(buffer, outer)
     kernel.stages.append(stage)
     return kernel
@@ -188,7 +192,8 @@ def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Ke
         if not isinstance(buffer, ComputedBuffer):
             continue
         last = steps[-1] if steps else None
-        if policy.fuse and isinstance(last, Kernel) and not serial(buffer) and not serial(last.stages[0].buffer):
+        if policy.fuse and isinstance(last, Kernel) and last.device == buffer.device and not serial(buffer) \
+                and not serial(last.stages[0].buffer):
             stage = _place(buffer, last.outer)
             if stage is not None and _fits(last, stage, written):
                 last.stages.append(stage)

@@ -101,9 +101,11 @@ def _literal(value: Any, glob: _Globals, by_name: dict[str, Any] | None = None) 
 
 
 def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], kernels: dict[str, Any],
-                   params: dict[str, list[Any]]) -> WrapperSource:
+                   params: dict[str, list[Any]], launches: dict[str, Any] | None = None) -> WrapperSource:
     """The source of ``call(args)`` for ``graph`` run as ``steps``; ``kernels``: the loaded
-    C++ function of each kernel by name; ``params``: each kernel's parameters."""
+    function of each kernel by name (a C++ function, or a Triton kernel); ``params``: each
+    kernel's parameters; ``launches``: the ``triton.TritonKernel`` of each Triton kernel."""
+    launches = launches or {}
     glob = _Globals()
     glob.values.update({"_reinterpret": _reinterpret, "_to_layout": _to_layout, "_empty": torch.empty_strided,
                         "_threads": torch.get_num_threads, "_error_slots": _error_slots, "_address": _address,
@@ -143,7 +145,7 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
         if isinstance(step, ExternBuffer):
             lines += _extern(step, glob, by_name)
         else:
-            lines += _kernel_call(step, kernels, params, glob, pool, by_name)
+            lines += _kernel_call(step, kernels, params, glob, pool, by_name, launches.get(step.name))
         pool.allocated(step)
         dead = sorted(n for n, at in last.items() if at == k and n not in outputs and n not in freed
                       and n in by_name and n not in local)
@@ -245,15 +247,16 @@ def _allocated(step: Kernel | ExternBuffer) -> list[Any]:
 
 
 def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list[Any]], glob: _Globals,
-                 pool: _Pool, by_name: dict[str, Any]) -> list[str]:
+                 pool: _Pool, by_name: dict[str, Any], launch: Any = None) -> list[str]:
     lines = []
     for b in _allocated(kernel):
         reused = pool.take(b)
         if reused is not None:
             lines.append(f"{b.name} = {reused}; del {reused}")
         else:
+            device = "" if b.device == "cpu" else f", device={glob.ref(torch.device(b.device), 'device')}"
             lines.append(f"{b.name} = _empty({_tuple(b.sizes)}, {_tuple(b.strides())}, "
-                         f"dtype={glob.ref(b.dtype, 'dtype')})")
+                         f"dtype={glob.ref(b.dtype, 'dtype')}{device})")
     for st in kernel.stages:
         if st.buffer.storage is not None:  # written in place of a buffer dying here
             dead, b = by_name[st.buffer.storage], st.buffer
@@ -262,6 +265,8 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
             else:  # an ATen result of other sizes, the same memory (``_inplace``): viewed as this buffer
                 lines.append(f"{b.name} = _reinterpret({dead.name}, {_tuple(b.sizes)}, {_tuple(b.strides())}, 0)")
     fn = glob.ref(kernels[kernel.name], kernel.name)
+    if launch is not None:
+        return lines + _triton_launch(fn, launch)
     error = next((p for p in params[kernel.name] if p.name == ERROR_PARAM), None)
     call_args = [p.name if p.kind == "size" else f"{ERROR_PARAM}_at" if p is error else f"{p.name}.data_ptr()"
                  for p in params[kernel.name]]
@@ -271,6 +276,18 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
         sizes = ", ".join(pyexpr(c.size) for c in error.checks)
         lines.append(f"if {ERROR_PARAM}[0]: _raise_index_error({ERROR_PARAM}, ({checks},), ({sizes},))")
     return lines
+
+
+def _triton_launch(fn: str, launch: Any) -> list[str]:
+    """A Triton kernel's launch: its buffers as tensors, its sizes, its block sizes; none
+    where it has no program to run (an empty tensor)."""
+    args = [p.name for p in launch.params]
+    meta = [f"{k}={v}" for k, v in launch.meta.items()]
+    programs = sympy.sympify(launch.programs)
+    call = f"{fn}[({pyexpr(programs)},)]({', '.join([*args, *meta])})"
+    if programs.is_Integer:
+        return [call] if int(programs) > 0 else []
+    return [f"if {pyexpr(programs)} > 0: {call}"]
 
 
 _ErrorSlots = ctypes.c_int64 * 2

@@ -1,0 +1,383 @@
+"""One scheduled ``Kernel`` as a ``@triton.jit`` function, with how to launch it.
+
+Two shapes of kernel:
+
+- **flat**: every stage pointwise over the same inner sizes (a chain of elementwise ops, an
+  in-place update): one 1-D block of ``XBLOCK`` elements per program over all of them
+  (outer and inner sizes together), each loop variable recovered from the flat index.
+- **rows**: a program owns ``XBLOCK`` outer iterations (the rows of a softmax, a norm); each
+  stage computes its inner range for them, as ``[XBLOCK, RBLOCK]`` blocks. When every
+  stage's inner range is a known size of at most ``FusionPolicy.triton_persistent_max``
+  elements the kernel is **persistent**: one block holds a whole row (``RBLOCK`` its next
+  power of two), so what stages share of a row is loaded once and kept in registers, and a
+  reduction is one ``tl.sum``/``tl.reduce``. Otherwise each stage **loops** over its range
+  in blocks of ``RBLOCK``, a reduction folding into a block-wide accumulator reduced at the
+  end. A reduction's result read only by later stages stays in registers (``Stage.local``).
+
+Reductions: NaN-propagating ``max``/``min`` (``kiln_maximum`` in the module's header),
+``argmax``/``argmin`` as (value, index) pairs keeping the first index of the extreme (NaN
+counting as the extreme), ``any``/``all`` over int8. Sums accumulate in the buffer's
+compute type (float32 for half types), as eager's CUDA kernels do.
+
+The function is ``<name>(<buffers>, <size symbols>, XBLOCK, [RBLOCK])``; ``TritonKernel``
+carries the launch: how many programs (an expression over the size symbols), and the
+block sizes and warps chosen from the sizes (``_launch``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from kiln.symshapes import FloorDiv
+
+from .._ir import ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_index, loop_vars
+from .._ops import compute_type
+from .._policy import FusionPolicy
+from .._scheduler import Kernel, Stage
+from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
+
+__all__ = ["TritonKernel", "render_kernel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    kind: str  # "in", "out" (a tensor), "size" (an integer)
+    dtype: torch.dtype | None = None
+
+
+@dataclass(slots=True)
+class TritonKernel:
+    name: str
+    code: str
+    params: list[Param] = field(default_factory=list)
+    programs: sympy.Expr = sympy.S.One  # how many programs to launch, over the size symbols
+    meta: dict[str, int] = field(default_factory=dict)  # XBLOCK, RBLOCK, num_warps
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _static(expr: sympy.Expr) -> int | None:
+    expr = sympy.sympify(expr)
+    return int(expr) if expr.is_Integer else None
+
+
+def _describe(buffer: ComputedBuffer) -> str:
+    body = buffer.body
+    kind = body.reduction_type if isinstance(body, Reduction) else "pointwise"
+    origins = ", ".join(buffer.origins)
+    return f"{kind} of {origins}" if origins else kind
+
+
+def _decompose(variables: tuple[sympy.Symbol, ...], sizes: tuple[sympy.Expr, ...], flat: str) -> list[str]:
+    """Lines binding each of ``variables`` (row-major over ``sizes``) from the flat index ``flat``."""
+    lines = []
+    for k, v in enumerate(variables):
+        stride = sympy.Mul(*sizes[k + 1:])
+        part = flat if stride == 1 else f"({flat} // {TRITON(stride)})"
+        lines.append(f"{v.name} = {part}" if k == 0 else f"{v.name} = {part} % {TRITON(sizes[k])}")
+    return lines
+
+
+# identity of each reduction (masked lanes), by kind
+def _identity(kind: str, dtype: torch.dtype) -> str:
+    if kind in ("sum", "any"):
+        return "0"
+    if kind in ("prod", "all"):
+        return "1"
+    low = kind in ("max", "argmax")
+    if dtype.is_floating_point:
+        return "float('-inf')" if low else "float('inf')"
+    if dtype == torch.bool:
+        return "0" if low else "1"
+    info = torch.iinfo(dtype)
+    return str(info.min if low else info.max)
+
+
+class _Writer:
+    def __init__(self, kernel: Kernel, policy: FusionPolicy) -> None:
+        self.kernel = kernel
+        self.policy = policy
+        self.lines: list[str] = []
+        self.reads: set[str] = set()
+        self.writes: dict[str, torch.dtype] = {}
+        self.symbols: set[sympy.Symbol] = set()
+        self.locals: dict[str, TritonVar] = {}
+        self.counter = [0]
+        self.cse: dict[str, TritonVar] = {}
+        self.dims: dict[str, frozenset[str]] = {}
+        self.ones = "[1, 1]"
+
+    def ops(self) -> TritonOps:
+        return TritonOps(self.dims, self.ones, locals=self.locals, _cse=self.cse, _counter=self.counter)
+
+    def absorb(self, ops: TritonOps) -> list[str]:
+        self.reads |= ops.reads
+        self.symbols |= ops.symbols
+        return ops.lines
+
+    def store(self, ops: TritonOps, buffer: ComputedBuffer, index: list[sympy.Expr], value: TritonVar) -> str:
+        target = buffer.into or buffer.storage or buffer.name
+        self.writes[target] = buffer.dtype
+        store = flat_index(index, buffer.strides())
+        self.symbols |= {s for s in store.free_symbols if s.name not in self.dims}
+        dims = ops.index_dims(store)
+        mask = ops.mask(dims | {"x"})
+        # a block of pointers (one element: every lane of the row block stores the same value)
+        at = TRITON(store) if dims else f"{TRITON(store)} + 0 * xindex"
+        return f"tl.store({target} + ({at}), {tstore(value.name, buffer.dtype)}, {mask})"
+
+    def pointwise(self, stage: Stage) -> list[str]:
+        ops = self.ops()
+        value = ops.to_dtype(stage.buffer.body.loader(stage.index, ops), compute_type(stage.buffer.dtype))
+        line = self.store(ops, stage.buffer, stage.index, value)
+        return [f"# {stage.buffer.name}: {_describe(stage.buffer)}", *self.absorb(ops), line]
+
+    def reduction(self, stage: Stage, rindex: str, looped: bool) -> tuple[list[str], list[str], list[str]]:
+        """A reduction stage: (lines before its loop, lines of the loop body or block, lines
+        after); its result stored or kept (``local``)."""
+        buffer, body = stage.buffer, stage.buffer.body
+        kind = body.reduction_type
+        arg = kind in ("argmax", "argmin")
+        ops = self.ops()
+        value = body.loader(stage.index, list(loop_vars("r", len(stage.inner))), ops)
+        if arg:
+            vtype = compute_type(body.src_dtype)
+        else:
+            vtype = compute_type(buffer.dtype)
+        small = vtype == torch.bool
+        acc_type = "tl.int8" if small else TL_TYPES[vtype]
+        value = ops.to_dtype(value, vtype)
+        ident = _identity(kind, vtype)
+        name = buffer.name
+        masked = f"tl.where(xmask & rmask, {value.name}, {ident})"
+        if small:
+            masked = f"{masked}.to(tl.int8)"
+        before: list[str] = []
+        body_lines = [f"# {name}: {_describe(buffer)}", *self.absorb(ops)]
+        after: list[str] = []
+        block = "[XBLOCK, RBLOCK]"
+        if arg:
+            combine = f"kiln_{kind}"
+            index = f"tl.broadcast_to({rindex}, {block})"
+            if looped:
+                before += [f"acc_{name} = tl.full({block}, {ident}, {acc_type})",
+                           f"acc_{name}_index = tl.zeros({block}, tl.int64)"]
+                body_lines += [f"acc_{name}, acc_{name}_index = {combine}(acc_{name}, acc_{name}_index, {masked}, "
+                               f"{index}.to(tl.int64))"]
+                after += [f"_, val_{name} = tl.reduce((acc_{name}, acc_{name}_index), 1, {combine})"]
+            else:
+                body_lines += [f"_, val_{name} = tl.reduce(({masked}, {index}.to(tl.int64)), 1, {combine})"]
+            result = f"val_{name}[:, None]"
+            result_type = torch.int64
+        else:
+            reduce, step = _REDUCE[(kind, "float" if vtype.is_floating_point else "bool" if small else "int")]
+            if looped:
+                before += [f"acc_{name} = tl.full({block}, {ident}, {acc_type})"]
+                body_lines += [f"acc_{name} = {step.format(a=f'acc_{name}', b=masked)}"]
+                source = f"acc_{name}"
+            else:
+                source = masked
+            after += [f"val_{name} = {reduce.format(a=source)}"]
+            result = f"(val_{name} != 0)[:, None]" if small else f"val_{name}[:, None]"
+            result_type = vtype
+        after += [f"val_{name} = {result}"]
+        if not looped:
+            body_lines, after = body_lines + after, []
+        out = TritonVar(f"val_{name}", result_type, frozenset({"x"}))
+        if stage.local:
+            self.locals[name] = out
+            return before, body_lines, after
+        store = self.store(ops, buffer, stage.index, out)
+        if looped:
+            after.append(store)
+        else:
+            body_lines.append(store)
+        return before, body_lines, after
+
+
+# (kind, value kind) -> (reduce over axis 1 of {a}, fold {b} into the accumulator {a})
+_REDUCE: dict[tuple[str, str], tuple[str, str]] = {
+    ("sum", "float"): ("tl.sum({a}, 1)", "{a} + {b}"),
+    ("sum", "int"): ("tl.sum({a}, 1)", "{a} + {b}"),
+    ("prod", "float"): ("tl.reduce({a}, 1, kiln_mul)", "{a} * {b}"),
+    ("prod", "int"): ("tl.reduce({a}, 1, kiln_mul)", "{a} * {b}"),
+    ("max", "float"): ("tl.reduce({a}, 1, kiln_maximum)", "kiln_maximum({a}, {b})"),
+    ("min", "float"): ("tl.reduce({a}, 1, kiln_minimum)", "kiln_minimum({a}, {b})"),
+    ("max", "int"): ("tl.max({a}, 1)", "tl.maximum({a}, {b})"),
+    ("min", "int"): ("tl.min({a}, 1)", "tl.minimum({a}, {b})"),
+    ("max", "bool"): ("tl.max({a}, 1)", "tl.maximum({a}, {b})"),
+    ("min", "bool"): ("tl.min({a}, 1)", "tl.minimum({a}, {b})"),
+    ("any", "bool"): ("tl.max({a}, 1)", "tl.maximum({a}, {b})"),
+    ("all", "bool"): ("tl.min({a}, 1)", "tl.minimum({a}, {b})"),
+}
+
+
+def _indent(lines: list[str], depth: int = 1) -> list[str]:
+    pad = "    " * depth
+    return [pad + line for line in lines]
+
+
+def _groups(stages: list[Stage]) -> list[list[Stage]]:
+    """Consecutive pointwise stages over the same inner sizes together; reductions alone."""
+    groups: list[list[Stage]] = []
+    for stage in stages:
+        last = groups[-1][-1] if groups else None
+        if isinstance(stage.buffer.body, Pointwise) and last is not None \
+                and isinstance(last.buffer.body, Pointwise) and last.inner == stage.inner:
+            groups[-1].append(stage)
+        else:
+            groups.append([stage])
+    return groups
+
+
+def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> TritonKernel:
+    """The Triton function computing ``kernel`` (see the module docstring); ``dtypes``: every
+    buffer's dtype, by name."""
+    for stage in kernel.stages:
+        if isinstance(stage.buffer.body, (Scatter, Scan)):
+            raise NotImplementedError("scatters and scans in Triton kernels (the lowering keeps them ATen calls)")
+    writer = _Writer(kernel, policy)
+    outer_vars = loop_vars("x", len(kernel.outer))
+    inner_sets = {s.inner for s in kernel.stages}
+    flat = all(isinstance(s.buffer.body, Pointwise) for s in kernel.stages) and len(inner_sets) == 1
+    sizes_all = [*kernel.outer, *(size for s in kernel.stages for size in s.inner)]
+    big = any(_static(s) is None for s in sizes_all) or _static(sympy.Mul(*kernel.outer) * max(
+        (sympy.Mul(*s.inner) for s in kernel.stages), key=lambda e: _static(e) or 0)) >= 2**31
+    pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
+    body: list[str] = []
+    if flat:
+        inner = kernel.stages[0].inner
+        variables = (*outer_vars, *loop_vars("r", len(inner)))
+        total = sympy.Mul(*kernel.outer) * sympy.Mul(*inner)
+        writer.ones = "[1]"
+        writer.dims.update({v.name: frozenset({"x"}) for v in variables})
+        body += [f"xnumel = {TRITON(total)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",
+                 "xmask = xindex < xnumel", *_decompose(variables, (*kernel.outer, *inner), "xindex")]
+        for stage in kernel.stages:
+            body += writer.pointwise(stage)
+        meta = _flat_launch(total)
+        programs = FloorDiv(total + meta["XBLOCK"] - 1, meta["XBLOCK"])
+        writer.symbols |= total.free_symbols
+    else:
+        xnumel = sympy.Mul(*kernel.outer)
+        writer.dims.update({v.name: frozenset({"x"}) for v in outer_vars})
+        body += [f"xnumel = {TRITON(xnumel)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+                 "xmask = xindex < xnumel", *_decompose(outer_vars, kernel.outer, "xindex")]
+        widest = [_static(sympy.Mul(*s.inner)) for s in kernel.stages]
+        persistent = all(w is not None for w in widest) and max(widest) <= policy.triton_persistent_max
+        body += _rows(writer, kernel, persistent)
+        meta = _rows_launch(xnumel, max(w or 0 for w in widest) if persistent else None, persistent)
+        programs = FloorDiv(xnumel + meta["XBLOCK"] - 1, meta["XBLOCK"])
+        writer.symbols |= xnumel.free_symbols
+        for s in kernel.stages:
+            for size in s.inner:
+                writer.symbols |= sympy.sympify(size).free_symbols
+    for size in kernel.outer:
+        writer.symbols |= sympy.sympify(size).free_symbols
+    loop_names = {v for v in writer.symbols if v.name in writer.dims}
+    symbols = sorted(writer.symbols - loop_names, key=lambda v: v.name)
+    params = [Param(n, "out", d) for n, d in sorted(writer.writes.items())]
+    params += [Param(n, "in", dtypes[n]) for n in sorted(writer.reads - set(writer.writes))]
+    params += [Param(v.name, "size") for v in symbols]
+    constexprs = ["XBLOCK: tl.constexpr"] + ([] if flat else ["RBLOCK: tl.constexpr"])
+    signature = ", ".join([*(p.name for p in params), *constexprs])
+    debug = ", debug=True" if any("tl.device_assert" in line for line in body) else ""
+    code = "\n".join([f"@triton.jit{'(' + debug[2:] + ')' if debug else ''}", f"def {kernel.name}({signature}):",
+                      *_indent(body)])
+    return TritonKernel(kernel.name, code, params, programs, meta)
+
+
+def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
+    lines: list[str] = []
+    current: tuple[sympy.Expr, ...] | None = None
+    for group in _groups(kernel.stages):
+        inner = group[0].inner
+        r_vars = loop_vars("r", len(inner))
+        rnumel = sympy.Mul(*inner)
+        if not inner:
+            # one element per row: [XBLOCK, 1] blocks
+            for stage in group:
+                if isinstance(stage.buffer.body, Reduction):  # a reduction over nothing: the element itself
+                    lines += _reduce_nothing(writer, stage)
+                else:
+                    lines += writer.pointwise(stage)
+            continue
+        for v in r_vars:
+            writer.dims[v.name] = frozenset({"r"})
+        rindex_lines = [f"rnumel = {TRITON(rnumel)}"]
+        if persistent:
+            if inner != current:
+                # new r variables: what depended on the old ones is stale
+                for key in [k for k, v in writer.cse.items() if "r" in v.dims]:
+                    del writer.cse[key]
+                rindex_lines += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel",
+                                 *_decompose(r_vars, inner, "rindex")]
+                lines += rindex_lines
+                current = inner
+            for stage in group:
+                if isinstance(stage.buffer.body, Reduction):
+                    before, block, after = writer.reduction(stage, "rindex", looped=False)
+                    lines += before + block + after
+                else:
+                    lines += writer.pointwise(stage)
+            continue
+        saved = dict(writer.cse)
+        head = ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel",
+                *_decompose(r_vars, inner, "rindex")]
+        before: list[str] = []
+        after: list[str] = []
+        inside: list[str] = []
+        for stage in group:
+            if isinstance(stage.buffer.body, Reduction):
+                b, block, a = writer.reduction(stage, "rindex", looped=True)
+                before, inside, after = before + b, inside + block, after + a
+            else:
+                inside += writer.pointwise(stage)
+        writer.cse.clear()
+        writer.cse.update(saved)
+        lines += [f"rnumel = {TRITON(rnumel)}", *before, "for roffset in range(0, rnumel, RBLOCK):",
+                  *_indent(head + inside), *after]
+        current = None
+    return lines
+
+
+def _reduce_nothing(writer: _Writer, stage: Stage) -> list[str]:
+    """A reduction over an empty set of dimensions (of a 0-d tensor): the element, as the
+    result's type (an arg-reduction's index: 0)."""
+    buffer, body = stage.buffer, stage.buffer.body
+    ops = writer.ops()
+    value = body.loader(stage.index, [], ops)
+    if body.reduction_type in ("argmax", "argmin"):
+        value = ops.constant(0, torch.int64)
+    value = ops.to_dtype(value, compute_type(buffer.dtype))
+    if stage.local:
+        writer.locals[buffer.name] = value
+        return [f"# {buffer.name}: {_describe(buffer)}", *writer.absorb(ops)]
+    line = writer.store(ops, buffer, stage.index, value)
+    return [f"# {buffer.name}: {_describe(buffer)}", *writer.absorb(ops), line]
+
+
+def _flat_launch(total: sympy.Expr) -> dict[str, int]:
+    n = _static(total)
+    block = 1024 if n is None else min(1024, _next_pow2(max(n, 1)))
+    return {"XBLOCK": block, "num_warps": max(1, min(4, block // 128))}
+
+
+def _rows_launch(xnumel: sympy.Expr, width: int | None, persistent: bool) -> dict[str, int]:
+    rows = _static(xnumel)
+    if persistent:
+        rblock = _next_pow2(max(width or 1, 1))
+        xblock = max(1, 4096 // rblock) if rblock < 4096 else 1
+    else:
+        rblock = 2048
+        xblock = 1
+    if rows is not None:
+        xblock = min(xblock, _next_pow2(max(rows, 1)))
+    warps = min(16, max(2, xblock * rblock // 1024)) if persistent else 8
+    return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps}

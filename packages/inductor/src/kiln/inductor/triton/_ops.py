@@ -1,0 +1,255 @@
+"""Triton for the element operations: the ops handler that writes one temporary per operation
+(common subexpressions written once per block), and the printer of sympy index expressions.
+
+A kernel computes blocks of elements: a temporary is a Triton tensor whose shape is set by
+the loop variables it depends on (``dims``: ``x``, the rows or elements a program owns, and
+``r``, the reduced or inner range of a stage). A load or store is masked by the masks of the
+dimensions its index depends on (``xmask``, ``rmask``): lanes past the end of a range
+compute nothing they store and read nothing out of bounds.
+
+Types follow ``.._ops``: every conversion is explicit (``to_dtype``); half values are
+float32 temporaries (``.._ops.compute_type``) widened when loaded and rounded when stored.
+Math beyond Triton's core functions is CUDA's libdevice (``libdevice``, which
+``_runtime`` resolves: triton's own module on a GPU, numpy stand-ins under
+``TRITON_INTERPRET=1``, where triton cannot call libdevice).
+
+An index loaded from memory (gather, embedding) is checked with ``tl.device_assert`` (as
+eager's CUDA kernels assert on the device) and read as element 0 when out of range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from kiln.symshapes import FloorDiv, Mod
+
+from .._ops import COMPARISONS, HALF_DTYPES, OP_ARITY, IndexCheck, IndirectIndex
+from .._printer import SizePrinter
+
+__all__ = ["TL_TYPES", "TRITON", "TritonOps", "TritonVar", "tconst", "tstore"]
+
+TL_TYPES: dict[torch.dtype, str] = {
+    torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64", torch.int32: "tl.int32",
+    torch.int16: "tl.int16", torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+    torch.bfloat16: "tl.bfloat16", torch.float16: "tl.float16",
+}
+
+# Python's floor division and remainder (the index expressions' meaning) for values that may
+# be negative; for the nonnegative ones (loop variables, sizes) Triton's own operators agree
+TRITON = SizePrinter("Triton", "kiln_floordiv_int({a}, {b})", "kiln_mod_int({a}, {b})", "{}", "tl.maximum",
+                     "tl.minimum", variadic=False)
+
+_UNARY = {
+    "neg": "-{a}", "abs": "tl.abs({a})", "exp": "tl.exp({a})", "exp2": "tl.exp2({a})",
+    "expm1": "libdevice.expm1({a})", "log": "tl.log({a})", "log1p": "libdevice.log1p({a})",
+    "log2": "tl.log2({a})", "log10": "libdevice.log10({a})", "sqrt": "libdevice.sqrt({a})",
+    "rsqrt": "libdevice.rsqrt({a})", "sin": "tl.sin({a})", "cos": "tl.cos({a})", "tan": "libdevice.tan({a})",
+    "asin": "libdevice.asin({a})", "acos": "libdevice.acos({a})", "atan": "libdevice.atan({a})",
+    "sinh": "libdevice.sinh({a})", "cosh": "libdevice.cosh({a})", "tanh": "libdevice.tanh({a})",
+    "asinh": "libdevice.asinh({a})", "acosh": "libdevice.acosh({a})", "atanh": "libdevice.atanh({a})",
+    "erf": "tl.erf({a})", "erfc": "libdevice.erfc({a})", "floor": "tl.floor({a})", "ceil": "tl.ceil({a})",
+    "trunc": "libdevice.trunc({a})", "round": "libdevice.nearbyint({a})",
+    "sigmoid": "(1 / (1 + tl.exp(-{a})))", "reciprocal": "(1 / {a})",
+    "sign": "((0 < {a}).to({T}) - ({a} < 0).to({T}))", "logical_not": "({a} == 0)", "bitwise_not": "(~{a})",
+    "isnan": "({a} != {a})", "isinf": "(tl.abs({a}) == float('inf'))", "signbit": "(libdevice.signbit({a}) != 0)",
+    "lgamma": "libdevice.lgamma({a})", "square": "({a} * {a})",
+}
+_BINARY = {
+    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "truediv": "({a} / {b})",
+    "pow": "libdevice.pow({a}, {b})", "maximum": "kiln_maximum({a}, {b})", "minimum": "kiln_minimum({a}, {b})",
+    "atan2": "libdevice.atan2({a}, {b})", "fmod_float": "libdevice.fmod({a}, {b})",
+    "remainder_float": "kiln_remainder({a}, {b})", "fmod_int": "kiln_fmod_int({a}, {b})",
+    "remainder_int": "kiln_mod_int({a}, {b})", "floordiv_float": "kiln_floordiv({a}, {b})",
+    "eq": "({a} == {b})", "ne": "({a} != {b})", "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})",
+    "ge": "({a} >= {b})", "logical_and": "(({a} != 0) & ({b} != 0))", "logical_or": "(({a} != 0) | ({b} != 0))",
+    "logical_xor": "(({a} != 0) ^ ({b} != 0))", "bitwise_and": "({a} & {b})", "bitwise_or": "({a} | {b})",
+    "bitwise_xor": "({a} ^ {b})", "copysign": "libdevice.copysign({a}, {b})", "hypot": "libdevice.hypot({a}, {b})",
+}
+_BOOL_RESULT = COMPARISONS | {"logical_not", "isnan", "isinf", "signbit", "logical_and", "logical_or",
+                              "logical_xor"}
+# integer maximum/minimum (no NaN to propagate) and float ones of a float64 (libdevice's fmax
+# drops NaN; the helpers keep it)
+_INT_BINARY = {"maximum": "tl.maximum({a}, {b})", "minimum": "tl.minimum({a}, {b})"}
+
+
+def tconst(value: Any, dtype: torch.dtype) -> str:
+    """A Python literal of ``value`` as an element of ``dtype`` (its kind: the caller gives it
+    its type with ``tl.full``)."""
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if dtype.is_floating_point:
+        value = float(value)
+        if math.isnan(value):
+            return "float('nan')"
+        if math.isinf(value):
+            return f"float('{'-' if value < 0 else ''}inf')"
+        return repr(value)
+    return str(int(value))
+
+
+def tstore(value: str, dtype: torch.dtype) -> str:
+    """The Triton expression storing ``value`` (a temporary of ``compute_type(dtype)``) as an
+    element of ``dtype``."""
+    return f"{value}.to({TL_TYPES[dtype]})" if dtype in HALF_DTYPES else value
+
+
+@dataclass(frozen=True, slots=True)
+class TritonVar:
+    """A temporary: its name, dtype, the block dimensions it depends on, and (for a float32
+    temporary holding a half value exactly) that half type."""
+
+    name: str
+    dtype: torch.dtype
+    dims: frozenset[str] = frozenset()
+    half: torch.dtype | None = None
+
+
+@dataclass(slots=True)
+class TritonOps:
+    """Writes ``lines`` of one block's computation. ``dims``: the block dimensions of each loop
+    variable, by name; ``ones``: the shape literal of a one-element block of the kernel's rank
+    (constants); ``locals``: buffers held in registers (a reduction's result in its kernel)."""
+
+    dims: dict[str, frozenset[str]]
+    ones: str
+    lines: list[str] = field(default_factory=list)
+    locals: dict[str, TritonVar] = field(default_factory=dict)
+    reads: set[str] = field(default_factory=set)
+    symbols: set[sympy.Symbol] = field(default_factory=set)
+    checks: list[IndexCheck] = field(default_factory=list)
+    _cse: dict[str, TritonVar] = field(default_factory=dict)
+    _counter: list[int] = field(default_factory=lambda: [0])
+
+    # ------------------------------------------------------------------ helpers
+    def index_dims(self, expr: Any) -> frozenset[str]:
+        found: set[str] = set()
+        for s in sympy.sympify(expr).free_symbols:
+            found |= self.dims.get(s.name, frozenset())
+        return frozenset(found)
+
+    def mask(self, dims: frozenset[str]) -> str | None:
+        """The mask of a block depending on ``dims`` (None: a scalar, always in range)."""
+        names = [f"{d}mask" for d in ("x", "r") if d in dims]
+        return " & ".join(names) if names else None
+
+    def _sizes(self, expr: Any) -> None:
+        self.symbols.update(s for s in sympy.sympify(expr).free_symbols
+                            if not isinstance(s, IndirectIndex) and s.name not in self.dims)
+
+    def _emit(self, code: str, dtype: torch.dtype, dims: frozenset[str], half: torch.dtype | None = None) -> TritonVar:
+        found = self._cse.get(code)
+        if found is not None and found.dtype == dtype:
+            return found
+        var = TritonVar(f"tmp{self._counter[0]}", dtype, dims, half)
+        self._counter[0] += 1
+        self.lines.append(f"{var.name} = {code}")
+        self._cse[code] = var
+        return var
+
+    # ------------------------------------------------------------------ the handler
+    def indirect(self, x: TritonVar, size: sympy.Expr, check: IndexCheck) -> sympy.Expr:
+        bound = TRITON(size)
+        self._sizes(size)
+        value = self._emit(f"{x.name}.to(tl.int64)", torch.int64, x.dims)
+        if check.negative:
+            value = self._emit(f"tl.where({value.name} < 0, {value.name} + {bound}, {value.name})", torch.int64, x.dims)
+        self.checks.append(check)
+        inside = f"(0 <= {value.name}) & ({value.name} < {bound})"
+        mask = self.mask(x.dims)
+        ok = f"({inside}) | ~({mask})" if mask else inside
+        self.lines.append(f'tl.device_assert({ok}, "{_message(check)}")')
+        safe = self._emit(f"tl.where({inside}, {value.name}, 0)", torch.int64, x.dims)
+        name = IndirectIndex(safe.name, integer=True)
+        self.dims[safe.name] = x.dims
+        return name
+
+    def load(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> TritonVar:
+        local = self.locals.get(name)
+        if local is not None:
+            return local
+        self.reads.add(name)
+        self._sizes(index)
+        dims = self.index_dims(index)
+        mask = self.mask(dims)
+        masked = f", {mask}, other=0" if mask else ""
+        code = f"tl.load({name} + ({TRITON(index)}){masked})"
+        if dtype in HALF_DTYPES:
+            return self._emit(f"{code}.to(tl.float32)", torch.float32, dims, dtype)
+        if dtype == torch.bool:
+            code = f"({code} != 0)"  # a bool tensor's elements load as int8 on some versions
+        return self._emit(code, dtype, dims)
+
+    def constant(self, value: Any, dtype: torch.dtype) -> TritonVar:
+        if dtype in HALF_DTYPES:
+            rounded = torch.tensor(float(value), dtype=torch.float32).to(dtype).item()
+            return self._emit(f"tl.full({self.ones}, {tconst(rounded, torch.float32)}, tl.float32)", torch.float32,
+                              frozenset(), dtype)
+        return self._emit(f"tl.full({self.ones}, {tconst(value, dtype)}, {TL_TYPES[dtype]})", dtype, frozenset())
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonVar:
+        if dtype in HALF_DTYPES:
+            return self.to_dtype(self.index_expr(expr, torch.int64), dtype)
+        self._sizes(expr)
+        dims = self.index_dims(expr)
+        if not dims:  # sizes only: a scalar, widened to a block of the kernel's rank
+            return self._emit(f"tl.full({self.ones}, {TRITON(expr)}, {TL_TYPES[dtype]})", dtype, dims)
+        return self._emit(f"({TRITON(expr)}).to({TL_TYPES[dtype]})", dtype, dims)
+
+    def to_dtype(self, x: TritonVar, dtype: torch.dtype) -> TritonVar:
+        if dtype in HALF_DTYPES:
+            if x.half == dtype:
+                return x
+            f = self.to_dtype(x, torch.float32)  # through float, as torch converts
+            return self._emit(f"{f.name}.to({TL_TYPES[dtype]}).to(tl.float32)", torch.float32, x.dims, dtype)
+        if x.dtype == dtype:
+            return x
+        if dtype == torch.bool:
+            return self._emit(f"({x.name} != 0)", dtype, x.dims)
+        return self._emit(f"{x.name}.to({TL_TYPES[dtype]})", dtype, x.dims)
+
+    def random(self, distribution: str, offset: int, index: sympy.Expr, dtype: torch.dtype) -> TritonVar:
+        raise NotImplementedError("random numbers in Triton kernels (the lowering keeps random ops ATen calls)")
+
+    def where(self, c: TritonVar, a: TritonVar, b: TritonVar) -> TritonVar:
+        half = a.half if a.half == b.half else None
+        return self._emit(f"tl.where({c.name}, {a.name}, {b.name})", a.dtype, c.dims | a.dims | b.dims, half)
+
+    def __getattr__(self, name: str) -> Any:
+        arity = OP_ARITY.get(name)
+        if arity is None:
+            raise AttributeError(name)
+        template = _UNARY.get(name) if arity == 1 else _BINARY.get(name)
+        if template is None:
+            raise AttributeError(name)
+
+        def op(*args: TritonVar) -> TritonVar:
+            dtype = torch.bool if name in _BOOL_RESULT else args[0].dtype
+            dims = frozenset().union(*(a.dims for a in args))
+            code = template
+            if name in _INT_BINARY and not args[0].dtype.is_floating_point:
+                code = _INT_BINARY[name]
+            elif name == "bitwise_not" and args[0].dtype == torch.bool:
+                code = "({a} == 0)"
+            elif name in ("abs", "neg") and args[0].dtype == torch.bool:
+                code = "{a}"
+            fields = {"a": args[0].name, "T": TL_TYPES[args[0].dtype]}
+            if arity == 2:
+                fields["b"] = args[1].name
+            return self._emit(code.format(**fields), dtype, dims)
+
+        return op
+
+
+def _message(check: IndexCheck) -> str:
+    return check.message.replace("{index}", "?").replace("{size}", "?").replace("{dim}", str(check.dim)).replace(
+        '"', "'")
+
+
+def uses_floordiv(expr: Any) -> bool:
+    """Whether printing ``expr`` calls the integer floor-division or remainder helpers."""
+    return any(isinstance(e, (FloorDiv, Mod, sympy.Mod, sympy.floor)) for e in sympy.preorder_traversal(expr))
