@@ -1,7 +1,15 @@
+import os
+
 import pytest
 import torch
 
 from kiln.inductor import _api
+
+# Without a GPU, Triton kernels run in triton's interpreter (how the Triton code generator is
+# tested on CPU tensors, test_triton.py). triton decides it when a function is defined,
+# its own library functions (tl.sum) included, so it is set before anything imports triton.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture

@@ -287,7 +287,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     params += [Param(v.name, "size") for v in symbols]
     constexprs = ["XBLOCK: tl.constexpr"] + ([] if flat else ["RBLOCK: tl.constexpr"])
     signature = ", ".join([*(p.name for p in params), *constexprs])
-    debug = ", debug=True" if any("tl.device_assert" in line for line in body) else ""
+    debug = ", debug=True" if any("kiln_index_check" in line for line in body) else ""
     code = "\n".join([f"@triton.jit{'(' + debug[2:] + ')' if debug else ''}", f"def {kernel.name}({signature}):",
                       *_indent(body)])
     return TritonKernel(kernel.name, code, params, programs, meta)

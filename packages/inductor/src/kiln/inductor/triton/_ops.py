@@ -13,8 +13,8 @@ Math beyond Triton's core functions is CUDA's libdevice (``libdevice``, which
 ``_runtime`` resolves: triton's own module on a GPU, numpy stand-ins under
 ``TRITON_INTERPRET=1``, where triton cannot call libdevice).
 
-An index loaded from memory (gather, embedding) is checked with ``tl.device_assert`` (as
-eager's CUDA kernels assert on the device) and read as element 0 when out of range.
+An index loaded from memory (gather, embedding) is checked (``kiln_index_check``: a device-side
+assert, as eager's CUDA kernels make) and read as element 0 when out of range.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class TritonOps:
         inside = f"(0 <= {value.name}) & ({value.name} < {bound})"
         mask = self.mask(x.dims)
         ok = f"({inside}) | ~({mask})" if mask else inside
-        self.lines.append(f'tl.device_assert({ok}, "{_message(check)}")')
+        self.lines.append(f'kiln_index_check({ok}, "{_message(check)}")')
         safe = self._emit(f"tl.where({inside}, {value.name}, 0)", torch.int64, x.dims)
         name = IndirectIndex(safe.name, integer=True)
         self.dims[safe.name] = x.dims
