@@ -325,7 +325,10 @@ def _extern(buffer: ExternBuffer, glob: _Globals, by_name: dict[str, Any]) -> li
         if buffer.item == items[-1][0]:
             lines.append(f"del {result}")
     strides = _tuple(buffer.stride)
-    lines.append(f"if {buffer.name}.stride() != {strides}: "
+    # an item the trace saw as a tensor may be None at run time (CUDA attention's logsumexp when
+    # no gradient needs it): nothing reads it then
+    guard = f"{buffer.name} is not None and " if buffer.item is not None else ""
+    lines.append(f"if {guard}{buffer.name}.stride() != {strides}: "
                  f"{buffer.name} = _to_layout({buffer.name}, {_tuple(buffer.sizes)}, {strides})")
     return lines
 

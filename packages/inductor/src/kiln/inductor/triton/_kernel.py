@@ -34,7 +34,7 @@ import torch
 from kiln.symshapes import FloorDiv
 
 from .._ir import ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_index, loop_vars
-from .._ops import compute_type
+from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
 from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
@@ -112,14 +112,25 @@ class _Writer:
         self.cse: dict[str, TritonVar] = {}
         self.dims: dict[str, frozenset[str]] = {}
         self.ones = "[1, 1]"
+        self.stored: set[str] = set()  # buffers stored so far
+        self.loaded: set[str] = set()  # buffers loaded by the stages so far
 
     def ops(self) -> TritonOps:
-        return TritonOps(self.dims, self.ones, locals=self.locals, _cse=self.cse, _counter=self.counter)
+        return TritonOps(self.dims, self.ones, locals=self.locals, stored=self.stored, _cse=self.cse,
+                         _counter=self.counter)
 
     def absorb(self, ops: TritonOps) -> list[str]:
         self.reads |= ops.reads
         self.symbols |= ops.symbols
         return ops.lines
+
+    def barrier(self, ops: TritonOps, target: str | None) -> list[str]:
+        """A barrier for a stage that reads from memory what an earlier stage stored (the
+        element may be another thread's), or stores over what an earlier stage loaded; the
+        stage's loads are then recorded."""
+        needed = bool(ops.hazards) or (target is not None and target in self.loaded)
+        self.loaded |= ops.loaded
+        return ["tl.debug_barrier()"] if needed else []
 
     def store(self, ops: TritonOps, buffer: ComputedBuffer, index: list[sympy.Expr], value: TritonVar) -> str:
         target = buffer.into or buffer.storage or buffer.name
@@ -130,13 +141,20 @@ class _Writer:
         mask = ops.mask(dims | {"x"})
         # a block of pointers (one element: every lane of the row block stores the same value)
         at = TRITON(store) if dims else f"{TRITON(store)} + 0 * xindex"
-        return f"tl.store({target} + ({at}), {tstore(value.name, buffer.dtype)}, {mask})"
+        line = f"tl.store({target} + ({at}), {tstore(value.name, buffer.dtype)}, {mask})"
+        if buffer.dtype not in HALF_DTYPES:  # a half value's register is not rounded yet
+            ops.forward(target, store, buffer.dtype, value)
+        ops.stored.add(target)
+        return line
 
     def pointwise(self, stage: Stage) -> list[str]:
         ops = self.ops()
-        value = ops.to_dtype(stage.buffer.body.loader(stage.index, ops), compute_type(stage.buffer.dtype))
-        line = self.store(ops, stage.buffer, stage.index, value)
-        return [f"# {stage.buffer.name}: {_describe(stage.buffer)}", *self.absorb(ops), line]
+        buffer = stage.buffer
+        value = ops.to_dtype(buffer.body.loader(stage.index, ops), compute_type(buffer.dtype))
+        target = buffer.into or buffer.storage or buffer.name
+        barrier = self.barrier(ops, target)
+        line = self.store(ops, buffer, stage.index, value)
+        return [f"# {buffer.name}: {_describe(buffer)}", *barrier, *self.absorb(ops), line]
 
     def reduction(self, stage: Stage, rindex: str, looped: bool) -> tuple[list[str], list[str], list[str]]:
         """A reduction stage: (lines before its loop, lines of the loop body or block, lines
@@ -159,7 +177,8 @@ class _Writer:
         if small:
             masked = f"{masked}.to(tl.int8)"
         before: list[str] = []
-        body_lines = [f"# {name}: {_describe(buffer)}", *self.absorb(ops)]
+        barrier = self.barrier(ops, None if stage.local else buffer.into or buffer.storage or name)
+        body_lines = [f"# {name}: {_describe(buffer)}", *barrier, *self.absorb(ops)]
         after: list[str] = []
         block = "[XBLOCK, RBLOCK]"
         if arg:
@@ -358,9 +377,10 @@ def _reduce_nothing(writer: _Writer, stage: Stage) -> list[str]:
     value = ops.to_dtype(value, compute_type(buffer.dtype))
     if stage.local:
         writer.locals[buffer.name] = value
-        return [f"# {buffer.name}: {_describe(buffer)}", *writer.absorb(ops)]
+        return [f"# {buffer.name}: {_describe(buffer)}", *writer.barrier(ops, None), *writer.absorb(ops)]
+    barrier = writer.barrier(ops, buffer.into or buffer.storage or buffer.name)
     line = writer.store(ops, buffer, stage.index, value)
-    return [f"# {buffer.name}: {_describe(buffer)}", *writer.absorb(ops), line]
+    return [f"# {buffer.name}: {_describe(buffer)}", *barrier, *writer.absorb(ops), line]
 
 
 def _flat_launch(total: sympy.Expr) -> dict[str, int]:

@@ -120,6 +120,11 @@ class TritonOps:
     lines: list[str] = field(default_factory=list)
     locals: dict[str, TritonVar] = field(default_factory=dict)
     reads: set[str] = field(default_factory=set)
+    # buffers stored by earlier stages of the kernel (shared), and those this block loads from
+    # memory anyway (a barrier must come first: ``_kernel``)
+    stored: set[str] = field(default_factory=set)
+    hazards: set[str] = field(default_factory=set)
+    loaded: set[str] = field(default_factory=set)  # buffers this block loads from memory
     symbols: set[sympy.Symbol] = field(default_factory=set)
     checks: list[IndexCheck] = field(default_factory=list)
     _cse: dict[str, TritonVar] = field(default_factory=dict)
@@ -168,21 +173,40 @@ class TritonOps:
         self.dims[safe.name] = x.dims
         return name
 
+    def _load_code(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> tuple[str, torch.dtype, frozenset[str]]:
+        """The expression loading element ``index`` of ``name`` (its CSE key), its temporary's
+        dtype, and its block dimensions."""
+        dims = self.index_dims(index)
+        mask = self.mask(dims)
+        masked = f", {mask}, other=0" if mask else ""
+        code = f"tl.load({name} + ({TRITON(index)}){masked})"
+        if dtype in HALF_DTYPES:
+            return f"{code}.to(tl.float32)", torch.float32, dims
+        if dtype == torch.bool:
+            return f"({code} != 0)", dtype, dims  # a bool tensor's elements load as int8 on some versions
+        return code, dtype, dims
+
     def load(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> TritonVar:
         local = self.locals.get(name)
         if local is not None:
             return local
         self.reads.add(name)
         self._sizes(index)
-        dims = self.index_dims(index)
-        mask = self.mask(dims)
-        masked = f", {mask}, other=0" if mask else ""
-        code = f"tl.load({name} + ({TRITON(index)}){masked})"
-        if dtype in HALF_DTYPES:
-            return self._emit(f"{code}.to(tl.float32)", torch.float32, dims, dtype)
-        if dtype == torch.bool:
-            code = f"({code} != 0)"  # a bool tensor's elements load as int8 on some versions
-        return self._emit(code, dtype, dims)
+        code, kind, dims = self._load_code(name, index, dtype)
+        if code not in self._cse:
+            self.loaded.add(name)
+            if name in self.stored:
+                self.hazards.add(name)  # written earlier in the kernel, maybe by another thread
+        return self._emit(code, kind, dims, dtype if dtype in HALF_DTYPES else None)
+
+    def forward(self, name: str, index: sympy.Expr, dtype: torch.dtype, value: TritonVar) -> None:
+        """``value`` was just stored at ``index`` of ``name`` (of ``dtype``, exactly: a half
+        type's rounded value): a later load of that element in this block is ``value``
+        (a thread may not see another's store without a barrier)."""
+        code, kind, _ = self._load_code(name, index, dtype)
+        if kind == value.dtype:
+            self._cse[code] = value
+        self.stored.add(name)
 
     def constant(self, value: Any, dtype: torch.dtype) -> TritonVar:
         if dtype in HALF_DTYPES:
