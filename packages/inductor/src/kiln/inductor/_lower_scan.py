@@ -52,7 +52,5 @@ def _cumulative(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, *,
 
     if x.ndim == 0:  # the element itself
         return TensorValue((), result, loader, None, x.ops_count + 1)
-    if ctx.language != "cpp":
-        raise Fallback("a scan in a Triton kernel (serial kernels are C++ only)")
     dim = wrap_dim(dim, x.ndim)
     return ctx.scan(x.sizes, result, kind, dim, loader, accumulator(result))

@@ -38,6 +38,10 @@ class FusionPolicy:
         "help": "a Triton kernel whose stages' inner ranges are known sizes of at most this many elements "
                 "holds a whole row in registers (one pass over memory for a softmax or a norm); above, or for "
                 "symbolic sizes, its stages loop over blocks of the row"})
+    triton_scan_persistent_max: int = field(default=1024, metadata={
+        "help": "a Triton scan (cumsum, cumprod) whose row is a known size of at most this many elements scans "
+                "the row as one block; longer rows, or symbolic ones, loop over blocks carrying the fold of "
+                "the elements before (one pass over memory either way)"})
     cpu_backend: str = field(default="cpp", metadata={
         "help": "the code generator for CPU tensors: 'cpp', or 'triton' (Triton's interpreter, "
                 "TRITON_INTERPRET=1: how CI tests the Triton code generator without a GPU)"})

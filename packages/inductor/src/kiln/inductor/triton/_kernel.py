@@ -38,6 +38,7 @@ from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
 from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
+from ._scan import scan_lines
 
 __all__ = ["TritonKernel", "render_kernel"]
 
@@ -259,8 +260,8 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     """The Triton function computing ``kernel`` (see the module docstring); ``dtypes``: every
     buffer's dtype, by name."""
     for stage in kernel.stages:
-        if isinstance(stage.buffer.body, (Scatter, Scan)):
-            raise NotImplementedError("scatters and scans in Triton kernels (the lowering keeps them ATen calls)")
+        if isinstance(stage.buffer.body, Scatter):
+            raise NotImplementedError("scatters in Triton kernels (the lowering keeps them ATen calls)")
     writer = _Writer(kernel, policy)
     outer_vars = loop_vars("x", len(kernel.outer))
     inner_sets = {s.inner for s in kernel.stages}
@@ -289,7 +290,9 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         body += [f"xnumel = {TRITON(xnumel)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
                  "xmask = xindex < xnumel", *_decompose(outer_vars, kernel.outer, "xindex")]
         widest = [_static(sympy.Mul(*s.inner)) for s in kernel.stages]
-        persistent = all(w is not None for w in widest) and max(widest) <= policy.triton_persistent_max
+        scans = any(isinstance(s.buffer.body, Scan) for s in kernel.stages)
+        limit = policy.triton_scan_persistent_max if scans else policy.triton_persistent_max
+        persistent = all(w is not None for w in widest) and max(widest) <= limit
         body += _rows(writer, kernel, persistent)
         meta = _rows_launch(xnumel, max(w or 0 for w in widest) if persistent else None, persistent)
         programs = FloorDiv(xnumel + meta["XBLOCK"] - 1, meta["XBLOCK"])
@@ -343,6 +346,8 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
                 if isinstance(stage.buffer.body, Reduction):
                     before, block, after = writer.reduction(stage, "rindex", looped=False)
                     lines += before + block + after
+                elif isinstance(stage.buffer.body, Scan):
+                    lines += scan_lines(writer, stage, persistent=True)[1]
                 else:
                     lines += writer.pointwise(stage)
             continue
@@ -356,6 +361,9 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
             if isinstance(stage.buffer.body, Reduction):
                 b, block, a = writer.reduction(stage, "rindex", looped=True)
                 before, inside, after = before + b, inside + block, after + a
+            elif isinstance(stage.buffer.body, Scan):
+                b, block = scan_lines(writer, stage, persistent=False)
+                before, inside = before + b, inside + block
             else:
                 inside += writer.pointwise(stage)
         writer.cse.clear()
