@@ -118,12 +118,19 @@ class Reduction:
     """``reduction_type`` folded over ``reduced`` (sizes); ``loader(index, rindex, ops)``
     gives the element for an output index and a reduced index. Types: ``sum``, ``prod``,
     ``max``, ``min`` (NaN-propagating), ``argmax``, ``argmin`` (first index of the extreme,
-    NaN counts as the extreme), ``any``, ``all``."""
+    NaN counts as the extreme), ``any``, ``all``.
+
+    ``online_of``: for a ``sum`` only, the name of a ``max`` reduction buffer ``M`` over the same
+    range such that every element summed is ``exp(v - M)`` (``M`` read nowhere else in it): a
+    softmax's denominator. A code generator may then compute ``M`` and the sum in one pass
+    over the range (online softmax: partial sums rescaled by ``exp(old max - new max)`` as
+    the running max grows); computing them one after the other is as right."""
 
     reduction_type: str
     reduced: tuple[sympy.Expr, ...]
     loader: Callable[[Sequence[sympy.Expr], Sequence[sympy.Expr], Any], Any]
     src_dtype: torch.dtype
+    online_of: str | None = None
 
 
 @dataclass(slots=True)

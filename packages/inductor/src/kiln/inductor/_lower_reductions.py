@@ -54,10 +54,11 @@ def _dims(x: TensorValue, dims: Any) -> list[int]:
 
 
 def reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], keepdim: bool, reduction_type: str,
-           dtype: torch.dtype) -> TensorValue:
+           dtype: torch.dtype, online_of: str | None = None) -> TensorValue:
     """``reduction_type`` of ``x`` over ``dims`` (sorted, nonnegative), as a buffer of
     ``dtype``; the elements are converted to ``compute_type(dtype)`` first (``argmax``/
-    ``argmin``: compared in their own dtype, a half one rounded, giving int64)."""
+    ``argmin``: compared in their own dtype, a half one rounded, giving int64).
+    ``online_of``: see ``_ir.Reduction``."""
     if dtype not in KERNEL_DTYPES or x.dtype not in KERNEL_DTYPES:
         raise Fallback(f"reduction over {x.dtype} to {dtype}")
     reduced = tuple(x.sizes[d] for d in dims)
@@ -82,7 +83,7 @@ def reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], keepdim: b
         value = load(full, ops)
         return ops.to_dtype(value, src) if convert else value
 
-    return ctx.reduction(sizes, dtype, reduction_type, reduced, loader, src)
+    return ctx.reduction(sizes, dtype, reduction_type, reduced, loader, src, online_of)
 
 
 def _numel(x: TensorValue, dims: Sequence[int]) -> sympy.Expr:
@@ -239,19 +240,32 @@ def _softmax(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, half_to_
         raise Fallback(f"softmax of {x.dtype} to {out}")
     dtype = compute_type(out)
     d = _dims(x, dim)
-    peak = broadcast(reduce(ctx, x, d, True, "max", dtype), x.sizes)
+    peak_keep = reduce(ctx, x, d, True, "max", dtype)
+    peak = broadcast(peak_keep, x.sizes)
     shifted = pointwise(node, lambda ops, a, m: ops.sub(a, m), x, peak, dtype=dtype)
     exps = pointwise(node, lambda ops, a: ops.exp(a), shifted, dtype=dtype)
     softmax = node.target is aten._softmax.default
-    if softmax and out == dtype and d == list(range(x.ndim - len(d), x.ndim)):
-        # over the innermost dims: the exponentials stored once (in the kernel's loop over a
-        # row, while it is in cache), summed, then divided in place (``_inplace``), instead
-        # of computed twice
+    # a Triton kernel looping over the row computes the max and the sum in one pass (online
+    # softmax: ``_ir.Reduction.online_of``), then the outputs in a second, recomputing the
+    # exponentials; elsewhere, over the innermost dims, the exponentials are stored once (in
+    # the kernel's loop over a row, while it is in cache), summed, then divided in place
+    # (``_inplace``), instead of computed twice
+    online = _looped_in_triton(ctx, x, d)
+    if not online and softmax and out == dtype and d == list(range(x.ndim - len(d), x.ndim)):
         exps = ctx.realize(exps)
-    total = broadcast(reduce(ctx, exps, d, True, "sum", dtype), x.sizes)
+    total = broadcast(reduce(ctx, exps, d, True, "sum", dtype, peak_keep.view[0] if online else None), x.sizes)
     if softmax:
         return retype(pointwise(node, lambda ops, e, s: ops.truediv(e, s), exps, total, dtype=dtype), out)
     return retype(pointwise(node, lambda ops, a, s: ops.sub(a, ops.log(s)), shifted, total, dtype=dtype), out)
+
+
+def _looped_in_triton(ctx: LoweringContext, x: TensorValue, dims: Sequence[int]) -> bool:
+    """Whether a reduction of ``x`` over ``dims`` becomes a Triton kernel looping over blocks of
+    its range (a range of unknown size, or wider than ``triton_persistent_max``)."""
+    if ctx.language != "triton":
+        return False
+    numel = _numel(x, dims)
+    return not isinstance(numel, sympy.Integer) or int(numel) > ctx.policy.triton_persistent_max
 
 
 @register(aten.logsumexp.default)

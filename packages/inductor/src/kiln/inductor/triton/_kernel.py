@@ -37,6 +37,7 @@ from .._ir import ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_inde
 from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
+from ._online import online_softmax
 from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
 from ._scan import scan_lines
 
@@ -318,7 +319,11 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
 def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
     lines: list[str] = []
     current: tuple[sympy.Expr, ...] | None = None
-    for group in _groups(kernel.stages):
+    groups = _groups(kernel.stages)
+    merged: set[int] = set()  # groups whose loop an online softmax's max took
+    for at, group in enumerate(groups):
+        if at in merged:
+            continue
         inner = group[0].inner
         r_vars = loop_vars("r", len(inner))
         rnumel = sympy.Mul(*inner)
@@ -357,6 +362,11 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
         before: list[str] = []
         after: list[str] = []
         inside: list[str] = []
+        total = _online_sum(groups, at)
+        if total is not None:
+            before, inside, after = online_softmax(writer, group[0], total)
+            merged.add(at + 1)
+            group = []
         for stage in group:
             if isinstance(stage.buffer.body, Reduction):
                 b, block, a = writer.reduction(stage, "rindex", looped=True)
@@ -372,6 +382,21 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
                   *_indent(head + inside), *after]
         current = None
     return lines
+
+
+def _online_sum(groups: list[list[Stage]], at: int) -> Stage | None:
+    """The stage of ``groups[at + 1]`` when it is a sum computable in one pass with the max of
+    ``groups[at]`` (``_ir.Reduction.online_of``), else None."""
+    if at + 1 >= len(groups) or len(groups[at]) != 1 or len(groups[at + 1]) != 1:
+        return None
+    peak, total = groups[at][0], groups[at + 1][0]
+    body, peak_body = total.buffer.body, peak.buffer.body
+    if not (isinstance(body, Reduction) and isinstance(peak_body, Reduction)):
+        return None
+    if body.online_of != peak.buffer.name or peak_body.reduction_type != "max" or body.reduction_type != "sum" \
+            or peak.inner != total.inner or peak.index != total.index:
+        return None
+    return total
 
 
 def _reduce_nothing(writer: _Writer, stage: Stage) -> list[str]:
