@@ -198,8 +198,8 @@ class _Lowering(LoweringContext):
 
     def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
                   reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype,
-                  online_of: str | None = None) -> TensorValue:
-        body = Reduction(reduction_type, tuple(reduced), loader, src_dtype, online_of)
+                  online: tuple[str, str] | None = None) -> TensorValue:
+        body = Reduction(reduction_type, tuple(reduced), loader, src_dtype, online)
         buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin()))
         return buffer.value()
 

@@ -120,17 +120,20 @@ class Reduction:
     ``max``, ``min`` (NaN-propagating), ``argmax``, ``argmin`` (first index of the extreme,
     NaN counts as the extreme), ``any``, ``all``.
 
-    ``online_of``: for a ``sum`` only, the name of a ``max`` reduction buffer ``M`` over the same
-    range such that every element summed is ``exp(v - M)`` (``M`` read nowhere else in it): a
-    softmax's denominator. A code generator may then compute ``M`` and the sum in one pass
-    over the range (online softmax: partial sums rescaled by ``exp(old max - new max)`` as
-    the running max grows); computing them one after the other is as right."""
+    ``online``: for a ``sum`` only, ``(kind, name)`` saying that this sum and the reduction
+    buffer ``name`` over the same range may be computed in one pass over it (a code generator
+    looping over the range may; computing them one after the other is as right):
+    ``("softmax", M)``: every element summed is ``exp(v - M)``, ``M`` a ``max`` (read nowhere
+    else in it): a softmax's denominator, folded with the max (online softmax: partial sums
+    rescaled by ``exp(old max - new max)`` as the max grows). ``("welford", S)``: every element
+    summed is ``(v - S / n)**2``, ``S`` the ``sum`` of the same ``v`` and ``n`` the range's
+    element count (a variance's squared deviations, with Welford's algorithm)."""
 
     reduction_type: str
     reduced: tuple[sympy.Expr, ...]
     loader: Callable[[Sequence[sympy.Expr], Sequence[sympy.Expr], Any], Any]
     src_dtype: torch.dtype
-    online_of: str | None = None
+    online: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)

@@ -54,11 +54,11 @@ def _dims(x: TensorValue, dims: Any) -> list[int]:
 
 
 def reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], keepdim: bool, reduction_type: str,
-           dtype: torch.dtype, online_of: str | None = None) -> TensorValue:
+           dtype: torch.dtype, online: tuple[str, str] | None = None) -> TensorValue:
     """``reduction_type`` of ``x`` over ``dims`` (sorted, nonnegative), as a buffer of
     ``dtype``; the elements are converted to ``compute_type(dtype)`` first (``argmax``/
     ``argmin``: compared in their own dtype, a half one rounded, giving int64).
-    ``online_of``: see ``_ir.Reduction``."""
+    ``online``: see ``_ir.Reduction``."""
     if dtype not in KERNEL_DTYPES or x.dtype not in KERNEL_DTYPES:
         raise Fallback(f"reduction over {x.dtype} to {dtype}")
     reduced = tuple(x.sizes[d] for d in dims)
@@ -83,7 +83,7 @@ def reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], keepdim: b
         value = load(full, ops)
         return ops.to_dtype(value, src) if convert else value
 
-    return ctx.reduction(sizes, dtype, reduction_type, reduced, loader, src, online_of)
+    return ctx.reduction(sizes, dtype, reduction_type, reduced, loader, src, online)
 
 
 def _numel(x: TensorValue, dims: Sequence[int]) -> sympy.Expr:
@@ -179,7 +179,8 @@ def _variance(ctx: LoweringContext, x: TensorValue, dims: list[int], correction:
     """(variance, mean) over ``dims``: the mean, then the sum of squared deviations from
     it, divided by ``n - correction``."""
     n = _numel(x, dims)
-    mean_keep = _scale(reduce(ctx, x, dims, True, "sum", dtype), 1 / n if isinstance(n, sympy.Integer) else n, dtype)
+    total = reduce(ctx, x, dims, True, "sum", dtype)
+    mean_keep = _scale(total, 1 / n if isinstance(n, sympy.Integer) else n, dtype)
     mean_b = broadcast(mean_keep, x.sizes)
     x_load, m_load = x.loader, mean_b.loader
 
@@ -189,7 +190,11 @@ def _variance(ctx: LoweringContext, x: TensorValue, dims: list[int], correction:
         d = ops.sub(v, m_load(index, ops))
         return ops.mul(d, d)
 
-    squares = reduce(ctx, TensorValue(x.sizes, dtype, deviation, None, mean_b.ops_count + 3), dims, keepdim, "sum", dtype)
+    # a Triton kernel looping over the range folds the sum and the squares in one pass
+    # (Welford's algorithm: ``_ir.Reduction.online``)
+    online = ("welford", total.view[0]) if _looped_in_triton(ctx, x, dims) else None
+    squares = reduce(ctx, TensorValue(x.sizes, dtype, deviation, None, mean_b.ops_count + 3), dims, keepdim, "sum",
+                     dtype, online)
     correction = 1 if correction is None else correction
     if float(correction) == int(correction):
         correction = int(correction)
@@ -246,14 +251,15 @@ def _softmax(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, half_to_
     exps = pointwise(node, lambda ops, a: ops.exp(a), shifted, dtype=dtype)
     softmax = node.target is aten._softmax.default
     # a Triton kernel looping over the row computes the max and the sum in one pass (online
-    # softmax: ``_ir.Reduction.online_of``), then the outputs in a second, recomputing the
+    # softmax: ``_ir.Reduction.online``), then the outputs in a second, recomputing the
     # exponentials; elsewhere, over the innermost dims, the exponentials are stored once (in
     # the kernel's loop over a row, while it is in cache), summed, then divided in place
     # (``_inplace``), instead of computed twice
     online = _looped_in_triton(ctx, x, d)
     if not online and softmax and out == dtype and d == list(range(x.ndim - len(d), x.ndim)):
         exps = ctx.realize(exps)
-    total = broadcast(reduce(ctx, exps, d, True, "sum", dtype, peak_keep.view[0] if online else None), x.sizes)
+    total = broadcast(reduce(ctx, exps, d, True, "sum", dtype, ("softmax", peak_keep.view[0]) if online else None),
+                      x.sizes)
     if softmax:
         return retype(pointwise(node, lambda ops, e, s: ops.truediv(e, s), exps, total, dtype=dtype), out)
     return retype(pointwise(node, lambda ops, a, s: ops.sub(a, ops.log(s)), shifted, total, dtype=dtype), out)

@@ -37,7 +37,7 @@ from .._ir import ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_inde
 from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
-from ._online import online_softmax
+from ._online import online_softmax, welford
 from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
 from ._scan import scan_lines
 
@@ -320,7 +320,7 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
     lines: list[str] = []
     current: tuple[sympy.Expr, ...] | None = None
     groups = _groups(kernel.stages)
-    merged: set[int] = set()  # groups whose loop an online softmax's max took
+    merged: set[int] = set()  # groups folded into an earlier group's loop (``_online``)
     for at, group in enumerate(groups):
         if at in merged:
             continue
@@ -362,10 +362,12 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
         before: list[str] = []
         after: list[str] = []
         inside: list[str] = []
-        total = _online_sum(groups, at)
-        if total is not None:
-            before, inside, after = online_softmax(writer, group[0], total)
-            merged.add(at + 1)
+        partner = _online_partner(groups, at)
+        if partner is not None:
+            kind, j = partner
+            fold = online_softmax if kind == "softmax" else welford
+            before, inside, after = fold(writer, group[0], groups[j][0])
+            merged.add(j)
             group = []
         for stage in group:
             if isinstance(stage.buffer.body, Reduction):
@@ -384,19 +386,28 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
     return lines
 
 
-def _online_sum(groups: list[list[Stage]], at: int) -> Stage | None:
-    """The stage of ``groups[at + 1]`` when it is a sum computable in one pass with the max of
-    ``groups[at]`` (``_ir.Reduction.online_of``), else None."""
-    if at + 1 >= len(groups) or len(groups[at]) != 1 or len(groups[at + 1]) != 1:
+def _online_partner(groups: list[list[Stage]], at: int) -> tuple[str, int] | None:
+    """``(kind, j)`` when the reduction of ``groups[at]`` and the sum of ``groups[j]`` fold in
+    one loop (``_ir.Reduction.online``): a softmax's sum right after its max (its summand may
+    read what the stages between computed otherwise), a variance's squares anywhere after its
+    sum (computed from the sum's own elements)."""
+    if len(groups[at]) != 1 or not isinstance(groups[at][0].buffer.body, Reduction):
         return None
-    peak, total = groups[at][0], groups[at + 1][0]
-    body, peak_body = total.buffer.body, peak.buffer.body
-    if not (isinstance(body, Reduction) and isinstance(peak_body, Reduction)):
-        return None
-    if body.online_of != peak.buffer.name or peak_body.reduction_type != "max" or body.reduction_type != "sum" \
-            or peak.inner != total.inner or peak.index != total.index:
-        return None
-    return total
+    first = groups[at][0]
+    for j in range(at + 1, len(groups)):
+        if len(groups[j]) != 1:
+            continue
+        stage = groups[j][0]
+        body = stage.buffer.body
+        if not isinstance(body, Reduction) or body.online is None or body.online[1] != first.buffer.name \
+                or body.reduction_type != "sum" or stage.inner != first.inner:
+            continue
+        kind = body.online[0]
+        if kind == "softmax" and j == at + 1 and first.buffer.body.reduction_type == "max":
+            return kind, j
+        if kind == "welford" and first.buffer.body.reduction_type == "sum":
+            return kind, j
+    return None
 
 
 def _reduce_nothing(writer: _Writer, stage: Stage) -> list[str]:

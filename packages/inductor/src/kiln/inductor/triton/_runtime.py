@@ -111,6 +111,7 @@ def kiln_argmin(av, ai, bv, bi):
     tie = (av == bv) | (a_nan & b_nan)
     pick = ((bv < av) & ~a_nan) | (b_nan & ~a_nan) | (tie & (bi < ai))
     return tl.where(pick, bv, av), tl.where(pick, bi, ai)
+
 '''
 
 
