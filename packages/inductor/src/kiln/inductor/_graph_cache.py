@@ -313,7 +313,9 @@ def graph_key(gm: GraphModule, config: InductorConfig) -> str | None:
     module docstring), or None when it cannot have one (the reason logged)."""
     describer = GraphDescriber()
     try:
-        parts = [cache_identity(config), graph_description(gm, describer), describer.ranges()]
+        # deterministic algorithms: the lowering keeps some ops ATen calls under them (scatters on CUDA)
+        parts = [cache_identity(config), graph_description(gm, describer), describer.ranges(),
+                 torch.are_deterministic_algorithms_enabled()]
         return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:40]
     except Uncacheable as why:
         _log.info("kiln.inductor: an ATen graph is not cached on disk: %s", why)

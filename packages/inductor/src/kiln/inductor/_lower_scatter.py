@@ -91,7 +91,7 @@ def _scatter(ctx: LoweringContext, node: Any, x: TensorValue, sizes: Sequence[sy
     """``x``'s elements in a new buffer, then written or folded (``mode``) at ``target``."""
     checked_sizes(x.sizes, node)  # before the new buffer exists: a Fallback leaves nothing behind
     if ctx.language != "cpp":
-        raise Fallback("a scatter in a Triton kernel (serial kernels are C++ only)")
+        _check_triton(x.dtype, mode)
     dest = ctx.fresh(x)
     dtype, compute = x.dtype, compute_type(x.dtype)
     if mode is not None and not include_self:
@@ -103,6 +103,24 @@ def _scatter(ctx: LoweringContext, node: Any, x: TensorValue, sizes: Sequence[sy
         ctx.scatter(dest, sizes, identity, target, None)
     ctx.scatter(dest, sizes, loader, target, mode)
     return dest
+
+
+# what tl.atomic_add adds (bool and the small integers have no atomic add; bfloat16's is
+# Hopper-only on GPUs and missing in triton's interpreter)
+_ATOMIC_ADD = (torch.float32, torch.float64, torch.float16, torch.int32, torch.int64)
+
+
+def _check_triton(dtype: torch.dtype, mode: str | None) -> None:
+    """Raise Fallback where a Triton kernel cannot do a scatter as eager's CUDA kernels do
+    (``triton._scatter``): a store, or an atomic sum of a type atomics add; and nothing under
+    deterministic algorithms (Triton's stores and atomics land in any order)."""
+    if torch.are_deterministic_algorithms_enabled():
+        raise Fallback("a scatter in a Triton kernel under torch.use_deterministic_algorithms (stores and "
+                       "atomic adds land in any order)")
+    if mode not in (None, "sum"):
+        raise Fallback(f"a scatter folding by {mode} in a Triton kernel (atomics: sums only)")
+    if mode == "sum" and dtype not in _ATOMIC_ADD:
+        raise Fallback(f"an atomic add of {dtype} in a Triton kernel")
 
 
 @register(aten.scatter.src, aten.scatter.value)

@@ -40,6 +40,7 @@ from .._scheduler import Kernel, Stage
 from ._online import online_softmax, welford
 from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
 from ._scan import scan_lines
+from ._scatter import scatter_lines
 
 __all__ = ["TritonKernel", "render_kernel"]
 
@@ -260,13 +261,11 @@ def _groups(stages: list[Stage]) -> list[list[Stage]]:
 def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> TritonKernel:
     """The Triton function computing ``kernel`` (see the module docstring); ``dtypes``: every
     buffer's dtype, by name."""
-    for stage in kernel.stages:
-        if isinstance(stage.buffer.body, Scatter):
-            raise NotImplementedError("scatters in Triton kernels (the lowering keeps them ATen calls)")
     writer = _Writer(kernel, policy)
     outer_vars = loop_vars("x", len(kernel.outer))
     inner_sets = {s.inner for s in kernel.stages}
-    flat = all(isinstance(s.buffer.body, Pointwise) for s in kernel.stages) and len(inner_sets) == 1
+    scatter = any(isinstance(s.buffer.body, Scatter) for s in kernel.stages)  # alone in its kernel
+    flat = scatter or (all(isinstance(s.buffer.body, Pointwise) for s in kernel.stages) and len(inner_sets) == 1)
     sizes_all = [*kernel.outer, *(size for s in kernel.stages for size in s.inner)]
     big = any(_static(s) is None for s in sizes_all) or _static(sympy.Mul(*kernel.outer) * max(
         (sympy.Mul(*s.inner) for s in kernel.stages), key=lambda e: _static(e) or 0)) >= 2**31
@@ -281,7 +280,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         body += [f"xnumel = {TRITON(total)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",
                  "xmask = xindex < xnumel", *_decompose(variables, (*kernel.outer, *inner), "xindex")]
         for stage in kernel.stages:
-            body += writer.pointwise(stage)
+            body += scatter_lines(writer, stage) if scatter else writer.pointwise(stage)
         meta = _flat_launch(total)
         programs = FloorDiv(total + meta["XBLOCK"] - 1, meta["XBLOCK"])
         writer.symbols |= total.free_symbols
