@@ -24,6 +24,7 @@ import sympy
 import torch
 
 from ._ir import TensorValue, contiguous_strides
+from ._lower_split import converter, split_count, split_reduce
 from ._lowering import (
     KERNEL_DTYPES,
     Fallback,
@@ -71,6 +72,9 @@ def reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], keepdim: b
     load = x.loader
     arg = reduction_type in ("argmax", "argmin")
     src = x.dtype if arg else compute_type(dtype)
+    splits = None if online is not None else split_count(ctx, x, dims, reduction_type)
+    if splits is not None:
+        return split_reduce(ctx, x, dims, sizes, keepdim, reduction_type, dtype, splits, converter(x.dtype, src))
     convert = x.dtype != src or src in HALF_DTYPES
 
     def loader(index: Sequence[sympy.Expr], rindex: Sequence[sympy.Expr], ops: Any) -> Any:
@@ -192,7 +196,8 @@ def _variance(ctx: LoweringContext, x: TensorValue, dims: list[int], correction:
 
     # a Triton kernel looping over the range folds the sum and the squares in one pass
     # (Welford's algorithm: ``_ir.Reduction.online``)
-    online = ("welford", total.view[0]) if _looped_in_triton(ctx, x, dims) else None
+    online = ("welford", total.view[0]) if _looped_in_triton(ctx, x, dims) \
+        and split_count(ctx, x, dims, "sum") is None else None
     squares = reduce(ctx, TensorValue(x.sizes, dtype, deviation, None, mean_b.ops_count + 3), dims, keepdim, "sum",
                      dtype, online)
     correction = 1 if correction is None else correction
@@ -255,7 +260,7 @@ def _softmax(ctx: LoweringContext, node: Any, x: TensorValue, dim: int, half_to_
     # exponentials; elsewhere, over the innermost dims, the exponentials are stored once (in
     # the kernel's loop over a row, while it is in cache), summed, then divided in place
     # (``_inplace``), instead of computed twice
-    online = _looped_in_triton(ctx, x, d)
+    online = _looped_in_triton(ctx, x, d) and split_count(ctx, x, d, "max") is None
     if not online and softmax and out == dtype and d == list(range(x.ndim - len(d), x.ndim)):
         exps = ctx.realize(exps)
     total = broadcast(reduce(ctx, exps, d, True, "sum", dtype, ("softmax", peak_keep.view[0]) if online else None),

@@ -1,0 +1,138 @@
+"""Split reductions: a reduction of many elements to a few results, for Triton kernels, in two
+steps.
+
+A Triton row kernel gives each result (a row) to one program. A reduction to one value (a
+loss's ``sum``, a norm, ``x.max()``) is then one program looping over every element: one of
+a GPU's streaming multiprocessors doing all the work. Here such a reduction of ``n`` elements
+to ``out`` results (``out`` at most ``SPLIT_MAX_OUTPUTS``, ``n`` at least
+``SPLIT_MIN_ELEMENTS``, both known) becomes a first reduction of ``splits`` chunks of
+``chunk`` consecutive elements each (in the reduced dimensions' row-major order), giving
+``out x splits`` partial results kept in the accumulation type (float32 for half types),
+then a second reduction of each result's partials: the same fold (a sum of sums, a max of
+maxes, ...). The last chunk's lanes past ``n`` hold the fold's identity and read element
+``n - 1`` (never out of bounds). ``argmax``/``argmin`` are not split. C++ kernels reduce in
+parallel over their own loops and are not split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from kiln.symshapes import FloorDiv, Mod
+
+from ._ir import TensorValue
+from ._lowering import LoweringContext
+from ._ops import HALF_DTYPES, compute_type
+
+__all__ = ["split_count", "split_reduce"]
+
+SPLIT_MAX_OUTPUTS = 8  # results of a reduction that is split (each gets ``splits`` programs)
+SPLIT_MIN_ELEMENTS = 65536  # elements per result below which one program reduces them
+SPLIT_CHUNK = 4096  # elements per program of the first step (at most SPLIT_MAX_CHUNKS programs per result)
+SPLIT_MAX_CHUNKS = 1024
+
+
+def split_count(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], reduction_type: str) -> int | None:
+    """How many chunks a reduction of ``x`` over ``dims`` is split into, or None (not split)."""
+    if ctx.language != "triton" or reduction_type in ("argmax", "argmin") or not dims:
+        return None
+    n = sympy.Mul(*(x.sizes[d] for d in dims))
+    out = sympy.Mul(*(x.sizes[d] for d in range(x.ndim) if d not in set(dims)))
+    if not (isinstance(n, sympy.Integer) and isinstance(out, sympy.Integer)):
+        return None
+    if int(out) > SPLIT_MAX_OUTPUTS or int(n) < SPLIT_MIN_ELEMENTS:
+        return None
+    target = min(SPLIT_MAX_CHUNKS, -(-int(n) // SPLIT_CHUNK))
+    # a count dividing n where one is near: every chunk full, no lane to mask
+    near = [s for s in range(max(2, target // 2), min(SPLIT_MAX_CHUNKS, 2 * target) + 1) if int(n) % s == 0]
+    return min(near, key=lambda s: abs(s - target)) if near else target
+
+
+def identity(kind: str, dtype: torch.dtype) -> float | int | bool:
+    """The element a ``kind`` fold of ``dtype`` values starts from."""
+    if kind in ("sum", "any"):
+        return False if dtype == torch.bool else 0
+    if kind in ("prod", "all"):
+        return True if dtype == torch.bool else 1
+    if dtype == torch.bool:
+        return kind == "min"
+    if dtype.is_floating_point:
+        return float("-inf") if kind == "max" else float("inf")
+    info = torch.iinfo(dtype)
+    return info.min if kind == "max" else info.max
+
+
+def split_reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], sizes: tuple[sympy.Expr, ...],
+                 keepdim: bool, kind: str, dtype: torch.dtype, splits: int,
+                 element: Callable[[Any, Any], Any]) -> TensorValue:
+    """The ``kind`` reduction of ``x`` over ``dims`` (result ``sizes``, ``keepdim``) in two
+    steps (the module docstring); ``element(value, ops)`` converts a loaded element to the
+    fold's type."""
+    n = int(sympy.Mul(*(x.sizes[d] for d in dims)))
+    chunk = -(-n // splits)
+    kept = [d for d in range(x.ndim) if d not in set(dims)]
+    acc = compute_type(dtype)
+    start = identity(kind, acc)
+    # the stride of each reduced dimension in the reduced range's row-major order
+    strides, step = [], 1
+    for d in reversed(dims):
+        strides.append(step)
+        step *= int(x.sizes[d])
+    strides.reverse()
+    load = x.loader
+    exact = n % splits == 0
+    dense = _dense_step(x, dims, strides)
+
+    def partial(index: Sequence[sympy.Expr], rindex: Sequence[sympy.Expr], ops: Any) -> Any:
+        flat = index[-1] * chunk + rindex[0]
+        safe = flat if exact else sympy.Min(flat, n - 1)
+        full: list[sympy.Expr] = [sympy.Integer(0)] * x.ndim
+        for d, i in zip(kept, index[:-1], strict=True):
+            full[d] = i
+        if dense is not None:
+            # the reduced dimensions are one run of memory: an affine index (vector loads)
+            name, xstrides, offset = x.view
+            base = offset + sum((i * st for i, st in zip(full, xstrides, strict=True)), sympy.Integer(0))
+            value = element(ops.load(name, base + safe * dense, x.dtype), ops)
+        else:
+            for d, stride in zip(dims, strides, strict=True):
+                full[d] = FloorDiv(safe, stride) if d == dims[0] else Mod(FloorDiv(safe, stride), x.sizes[d])
+            value = element(load(full, ops), ops)
+        if exact:
+            return value
+        inside = ops.lt(ops.index_expr(flat, torch.int64), ops.constant(n, torch.int64))
+        return ops.where(inside, value, ops.constant(start, acc))
+
+    first = ctx.reduction((*(x.sizes[d] for d in kept), sympy.Integer(splits)), acc, kind, (sympy.Integer(chunk),),
+                          partial, acc)
+    first_load = first.loader
+
+    def combined(index: Sequence[sympy.Expr], rindex: Sequence[sympy.Expr], ops: Any) -> Any:
+        own = [index[d] for d in kept] if keepdim else list(index)
+        return first_load([*own, rindex[0]], ops)
+
+    return ctx.reduction(sizes, dtype, kind, (sympy.Integer(splits),), combined, acc)
+
+
+def _dense_step(x: TensorValue, dims: Sequence[int], strides: Sequence[int]) -> sympy.Expr | None:
+    """The memory step between consecutive elements of the reduced range of ``x`` when ``x`` is
+    a window of a buffer in which the reduced dimensions are one evenly strided run (a
+    contiguous tensor's last dimensions: step 1), else None."""
+    if x.view is None:
+        return None
+    xstrides = x.view[1]
+    step = xstrides[dims[-1]]
+    for d, stride in zip(dims, strides, strict=True):
+        if int(x.sizes[d]) > 1 and sympy.simplify(xstrides[d] - step * stride) != 0:
+            return None
+    return step
+
+
+def converter(x_dtype: torch.dtype, src: torch.dtype) -> Callable[[Any, Any], Any]:
+    """``element`` for ``split_reduce``: a loaded ``x_dtype`` element as ``src``."""
+    convert = x_dtype != src or src in HALF_DTYPES
+    return (lambda value, ops: ops.to_dtype(value, src)) if convert else (lambda value, ops: value)

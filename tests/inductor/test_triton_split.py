@@ -1,0 +1,91 @@
+"""Split reductions (``kiln.inductor._lower_split``): a Triton reduction of many elements to a
+few results runs as partial reductions of chunks over many programs, then a reduction of the
+partials, instead of one program looping over everything. Against eager, with the kernels'
+shapes. CUDA tensors on a GPU; without one, CPU tensors through triton's interpreter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kiln
+
+pytest.importorskip("triton")
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+OPTIONS = None if CUDA else {"inductor.cpu_backend": "triton"}
+
+
+def _run(fn, *args, **compare):
+    args = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
+    with torch.no_grad():
+        actual = kiln.compile(fn, options=OPTIONS)(*args)
+        torch.testing.assert_close(actual, fn(*args), equal_nan=True, **compare)
+    return actual
+
+
+def _programs(code):
+    """The ``xnumel`` (rows, one per program at XBLOCK 1) of each kernel of a module."""
+    return [int(line.split("=")[1]) for line in code.splitlines() if line.strip().startswith("xnumel = ")
+            and line.split("=")[1].strip().isdigit()]
+
+
+@pytest.mark.parametrize("shape", [(256, 1024), (300, 700), (70001,)])  # chunks dividing n, a masked last chunk
+def test_full_reductions_are_split(graphs, shape):
+    x = torch.randn(*shape)
+    _run(lambda x: (x.sum(), x.amax(), x.amin(), (x * 2).mean(), (x > 3).any(), (x > -9).all()), x)
+    code = graphs[0].triton_code
+    assert all(g.kernels for g in graphs) and not graphs[0].cpp_code
+    assert max(_programs(code)) >= 16  # the partials' kernel has many programs
+    assert "xnumel = 1\n" in code  # the results' kernel
+
+
+def test_a_contiguous_input_is_read_with_an_affine_index(graphs):
+    _run(lambda x: x.sum(), torch.randn(512, 512))
+    kernels = graphs[0].triton_code.split("\ndef kernel0", 1)[1]
+    assert "kiln_floordiv_int" not in kernels and "kiln_mod_int" not in kernels and "tl.minimum" not in kernels
+
+
+def test_prod_and_integer_and_half_sums(graphs):
+    # factors 1, 2 and 1/2: every partial product exact, whatever the order
+    factors = torch.ones(100000)
+    factors[torch.randperm(100000)[:300]] = torch.tensor([2.0, 0.5]).repeat(150)
+    _run(lambda x: x.prod(), factors)
+    _run(lambda x: x.sum(), torch.randint(-9, 9, (300, 300), dtype=torch.int32))
+    _run(lambda x: x.sum(), torch.rand(200000).to(torch.bfloat16), atol=1e-2, rtol=1e-2)
+
+
+def test_a_few_outputs_and_reductions_over_outer_dimensions(graphs):
+    x = torch.randn(100000, 5)
+    _run(lambda x: (x.sum(0), x.t().amax(1), x.sum(0, keepdim=True)), x)
+    assert max(_programs(graphs[0].triton_code)) >= 16
+
+
+def test_nan_and_infinities(graphs):
+    x = torch.randn(100000)
+    x[77777] = float("nan")
+    y = torch.randn(100000)
+    y[5] = float("inf")
+    _run(lambda x, y: (x.sum(), x.amax(), y.sum(), y.amin(), y.amax()), x, y)
+
+
+def test_variance_and_softmax_over_everything(graphs):
+    x = torch.randn(400, 500) * 3 + 10
+    _run(lambda x: (x.var(), x.std(correction=0), torch.softmax(x.flatten(), 0)), x)
+
+
+def test_small_or_many_results_are_not_split(graphs):
+    _run(lambda x: (x.sum(), x.sum(1)), torch.randn(100, 50))
+    assert max(_programs(graphs[0].triton_code)) <= 100
+
+
+def test_training_a_loss_over_everything(graphs):
+    w = torch.randn(300, 400, device=DEVICE, requires_grad=True)
+    ref = w.detach().clone().requires_grad_(True)
+    loss = kiln.compile(lambda w: (w.tanh() - 0.5).square().mean(), options=OPTIONS)(w)
+    loss.backward()
+    expected = (ref.tanh() - 0.5).square().mean()
+    expected.backward()
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(w.grad, ref.grad)
