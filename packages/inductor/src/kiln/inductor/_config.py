@@ -41,10 +41,11 @@ class InductorConfig:
                 "generator without a GPU)"})
     random_in_kernels: bool = field(default=False, metadata={
         "help": "compute random ops (rand, randn and their _like forms, bernoulli, dropout) inside the "
-                "kernels, fused with their neighbours, from a counter-based generator (Philox4x32-10) "
-                "seeded once per graph call from torch's default generator: reproducible under "
-                "torch.manual_seed, but other numbers than eager's (False: they are ATen calls, with "
-                "eager's numbers, like torch's fallback_random)"})
+                "kernels, C++ and Triton alike, fused with their neighbours, from a counter-based generator "
+                "(Philox4x32-10) seeded once per graph call from torch's default generator: reproducible under "
+                "torch.manual_seed, the same numbers on CPU and CUDA tensors for one seed (uniform numbers and "
+                "masks bit for bit, normal ones to the rounding of log and cos), but other numbers than eager's "
+                "(False: they are ATen calls, with eager's numbers, like torch's fallback_random)"})
 
 
 def cache_root(config: InductorConfig) -> Path:

@@ -33,7 +33,7 @@ import torch
 
 from kiln.symshapes import FloorDiv
 
-from .._ir import ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_index, loop_vars
+from .._ir import SEED, ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_index, loop_vars
 from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
@@ -306,9 +306,13 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     params += [Param(v.name, "size") for v in symbols]
     constexprs = ["XBLOCK: tl.constexpr"] + ([] if flat else ["RBLOCK: tl.constexpr"])
     signature = ", ".join([*(p.name for p in params), *constexprs])
-    debug = ", debug=True" if any("kiln_index_check" in line for line in body) else ""
-    code = "\n".join([f"@triton.jit{'(' + debug[2:] + ')' if debug else ''}", f"def {kernel.name}({signature}):",
-                      *_indent(body)])
+    options = []
+    if any("kiln_index_check" in line for line in body):
+        options.append("debug=True")
+    if any(p.name == SEED.name for p in params):  # a new seed per call: not a specialization per value
+        options.append(f"do_not_specialize=[{SEED.name!r}]")
+    decorator = f"@triton.jit({', '.join(options)})" if options else "@triton.jit"
+    code = "\n".join([decorator, f"def {kernel.name}({signature}):", *_indent(body)])
     return TritonKernel(kernel.name, code, params, programs, meta)
 
 
