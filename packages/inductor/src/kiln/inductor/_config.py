@@ -21,7 +21,12 @@ class InductorConfig:
     cudagraphs: bool = field(default=False, metadata={
         "help": "replay CUDA graphs of the compiled kernels (cuts launch overhead; GPU only, not built yet)"})
     max_autotune: bool = field(default=False, metadata={
-        "help": "search kernel configurations (and vendor libraries) for the fastest (not built yet)"})
+        "help": "measure each Triton kernel's launch configurations (block sizes, warps, pipeline stages "
+                "of looped rows) at compile time on the real sizes, on scratch tensors, and keep the fastest; "
+                "the choice is kept in <cache_dir>/autotune (keyed by the kernel's source, the sizes, the GPU "
+                "and triton's version), so no later compile measures it again. Under TRITON_INTERPRET=1 each "
+                "candidate runs once and is checked instead. Matmul templates are not built (matmuls stay "
+                "ATen calls). False: the sizes' heuristic launch"})
     cache_dir: str = field(default="", metadata={
         "help": "where compiled kernels and graphs are kept across processes; empty: $KILN_CACHE_DIR, "
                 "else ~/.cache/kiln"})
