@@ -323,3 +323,148 @@ def test_a_graph_from_the_disk_cache_draws_its_seed_too(monkeypatch, tmp_path, f
         results.append(kiln.compile(fn, options=options)(x))
         stats = kiln.session().graph_cache
     assert stats.hits == 1 and torch.equal(results[0], results[1])
+
+
+# ---------------------------------------------------------------- Triton kernels
+# The Triton code generator's random numbers: on a GPU CUDA tensors, without one CPU tensors
+# in triton's interpreter (TRITON_INTERPRET=1, set by this folder's conftest, and
+# inductor.cpu_backend='triton'); the C++ kernels (CPU tensors) are the reference.
+CUDA = torch.cuda.is_available()
+TRITON_DEVICE = "cuda" if CUDA else "cpu"
+TRITON_ON = ON if CUDA else {**ON, "inductor.cpu_backend": "triton"}
+_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+@pytest.fixture
+def triton_graphs(graphs):
+    pytest.importorskip("triton")
+    return graphs
+
+
+def _every_random_op(x):
+    return (*(torch.rand_like(x, dtype=d) for d in _DTYPES), *(torch.randn_like(x, dtype=d) for d in _DTYPES),
+            torch.rand(3, 50, dtype=torch.float64), *torch.native_dropout(x * 2 + 1, 0.3, True), x.bernoulli(0.25),
+            x.double().bernoulli(0.75), *(torch.native_dropout(x.to(d), 0.5, True)[1] for d in _DTYPES[1:]))
+
+
+def _triton_only(graphs, kernels):
+    """Every graph is Triton kernels only (no C++, no ATen call), ``kernels`` of them in all."""
+    assert graphs and all(not g.cpp_code and g.triton_code and g.externs == 0 and not g.fallbacks for g in graphs)
+    assert sum(g.kernels for g in graphs) == kernels
+
+
+def test_triton_kernels_draw_the_cpp_kernels_numbers(triton_graphs):
+    """For one seed, a Triton kernel's uniform numbers (every float dtype), dropout masks and
+    bernoulli draws are the C++ kernel's bit for bit; its normal numbers differ at most by the
+    rounding of log and cos (libdevice's, numpy's under the interpreter, against libm's)."""
+    x = torch.randn(37, 29)  # not a multiple of any block: masked lanes
+    torch.manual_seed(21)
+    cpp = kiln.compile(_every_random_op, options=ON)(x)
+    kiln.reset()
+    torch.manual_seed(21)
+    tri = kiln.compile(_every_random_op, options=TRITON_ON)(x.to(TRITON_DEVICE))
+    assert triton_graphs[0].cpp_code and not triton_graphs[0].triton_code  # the reference: C++
+    # the 37 x 29 results before the 3 x 50 one, that one, those after it (as in C++)
+    _triton_only(triton_graphs[1:], 3)
+    assert triton_graphs[0].kernels == 3
+    assert "tl.philox" in triton_graphs[1].triton_code and "kiln_seed" in triton_graphs[1].wrapper_code
+    assert len(cpp) == len(tri) == 16
+    normal = range(4, 8)
+    for k, (c, t) in enumerate(zip(cpp, tri, strict=True)):
+        t = t.cpu()
+        assert t.dtype == c.dtype and t.shape == c.shape
+        if k in normal and c.dtype in (torch.float32, torch.float64):
+            torch.testing.assert_close(t, c, rtol=1e-5, atol=1e-5)
+            assert (t == c).double().mean() > 0.5  # most are the same numbers, not close ones
+        elif k in normal:  # (the interpreter's conversion to bfloat16 truncates: not always the nearest)
+            torch.testing.assert_close(t, c)
+        else:
+            assert torch.equal(t, c), f"result {k} ({c.dtype})"
+
+
+@pytest.mark.parametrize("cols", [300, 40000])  # a persistent row kernel; one looping over its rows
+def test_triton_dropout_fuses_into_a_row_kernel(triton_graphs, cols):
+    """Dropout between a softmax and a sum: one row kernel, the mask drawn where it is used;
+    the numbers are the C++ kernel's for the same seed."""
+    def fn(x):
+        y = nn.functional.dropout(torch.softmax(x, -1), 0.25)
+        return y, y.sum(-1)
+
+    x = torch.randn(3, cols)
+    torch.manual_seed(22)
+    with torch.no_grad():
+        expected = kiln.compile(fn, options=ON)(x)
+        kiln.reset()
+        torch.manual_seed(22)
+        got = kiln.compile(fn, options=TRITON_ON)(x.to(TRITON_DEVICE))
+    _triton_only(triton_graphs[1:], 1)
+    assert ("for roffset in range(0, rnumel, RBLOCK):" in triton_graphs[1].triton_code) == (cols > 32768)
+    assert torch.equal(got[0].cpu() == 0, expected[0] == 0)
+    torch.testing.assert_close(got[0].cpu(), expected[0])
+    torch.testing.assert_close(got[1].cpu(), expected[1])
+    kept = (expected[0] != 0).double().mean().item()
+    assert abs(kept - 0.75) < Z * math.sqrt(0.75 * 0.25 / (3 * cols))
+
+
+def test_triton_statistics(triton_graphs):
+    n = 1 << 16
+    bits = {torch.float32: 24, torch.float64: 53, torch.bfloat16: 8, torch.float16: 11}
+
+    def fn(x):
+        return (*(torch.rand_like(x, dtype=d) for d in _DTYPES), torch.randn_like(x),
+                torch.randn_like(x, dtype=torch.float64), x.bernoulli(0.25))
+
+    torch.manual_seed(23)
+    outs = kiln.compile(fn, options=TRITON_ON)(torch.zeros(n, device=TRITON_DEVICE))
+    _triton_only(triton_graphs, 1)
+    for d, u in zip(_DTYPES, outs[:4], strict=True):
+        u = u.cpu()
+        assert u.dtype == d and u.min() >= 0 and u.max() < 1
+        grid = u.double() * 2 ** bits[d]
+        assert torch.equal(grid, grid.round())
+        mean, bound = _mean_bounds(u, 0.5, math.sqrt(1 / 12))
+        assert abs(mean - 0.5) < bound
+        assert abs(u.double().var().item() - 1 / 12) < Z * math.sqrt((1 / 80 - 1 / 144) / n)
+    for z in outs[4:6]:
+        z = z.cpu()
+        mean, bound = _mean_bounds(z, 0.0, 1.0)
+        assert abs(mean) < bound and bool(torch.isfinite(z).all())
+        assert abs(z.double().std().item() - 1) < Z * math.sqrt(0.5 / n)
+        tail = (z.double().abs() > 1.96).double().mean().item()
+        assert abs(tail - 0.05) < Z * math.sqrt(0.05 * 0.95 / n)
+    mean, bound = _mean_bounds(outs[6].cpu(), 0.25, math.sqrt(0.25 * 0.75))
+    assert abs(mean - 0.25) < bound and set(outs[6].unique().tolist()) == {0.0, 1.0}
+    assert not torch.equal(outs[4].cpu(), outs[5].cpu().float())  # each op its own numbers
+
+
+def test_triton_manual_seed_reproduces_and_calls_differ(triton_graphs):
+    x = torch.randn(16, 8, device=TRITON_DEVICE)
+    compiled = kiln.compile(_mixed, options=TRITON_ON)
+    torch.manual_seed(24)
+    first = compiled(x)
+    second = compiled(x)
+    torch.manual_seed(24)
+    again = compiled(x)
+    for a, b, c in zip(first, second, again, strict=True):
+        assert torch.equal(a, c) and not torch.equal(a, b)
+    assert triton_graphs[0].externs == 0 and not triton_graphs[0].fallbacks
+
+
+def test_triton_dropout_training_step(triton_graphs):
+    """The forward draws the mask in its kernel and saves it; the backward reads it."""
+    p = 0.4
+
+    def fn(x, w):
+        return nn.functional.dropout((x * w).exp(), p) * 3
+
+    x = torch.randn(64, 32, device=TRITON_DEVICE, requires_grad=True)
+    w = torch.randn(32, device=TRITON_DEVICE, requires_grad=True)
+    torch.manual_seed(25)
+    out = kiln.compile(fn, options=TRITON_ON)(x, w)
+    out.backward(torch.ones_like(out))
+    dropped = out == 0
+    assert torch.equal(x.grad == 0, dropped) and bool(dropped.any()) and bool((~dropped).any())
+    torch.testing.assert_close(x.grad[~dropped], ((3 / (1 - p)) * (x * w).exp() * w).detach()[~dropped])
+    forward, backward = triton_graphs
+    assert (forward.kernels, forward.externs) == (1, 0) and forward.triton_code and not forward.cpp_code
+    assert "kiln_seed" in forward.wrapper_code and "kiln_seed" not in backward.wrapper_code

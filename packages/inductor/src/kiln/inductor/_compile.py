@@ -6,11 +6,13 @@ runs it as C++ kernels and ATen calls. The pipeline, in order:
    write in place of a buffer dying at their kernel do (``_inplace``);
 3. ``render_kernel``: each kernel to a C++ function, all in one translation unit
    (``cpp._kernel``), built and loaded through the disk cache (``cpp._build``);
-4. ``render_wrapper``: the Python function calling them (``_wrapper``).
+4. with ``config.max_autotune``, each Triton kernel's launch measured among candidates
+   (``triton._autotune``);
+5. ``render_wrapper``: the Python function calling them (``_wrapper``).
 
 With ``config.graph_cache``, the graph's cache key (``_graph_cache.graph_key``) is looked up
 first: a graph compiled before, by this process or another, is rebuilt from its record
-(wrapper and C++ source; the library from the kernel cache) without steps 1 to 4, and a
+(wrapper and C++ source; the library from the kernel cache) without steps 1 to 5, and a
 graph compiled here is recorded.
 
 ``KILN_LOGS=output_code`` logs the wrapper and the C++ source of every graph.
@@ -21,10 +23,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
+
 from kiln.fxgraph import GraphModule
 
 from ._config import InductorConfig, cache_root
-from ._graph import InductorUnsupported, lower_graph
+from ._entries import EntryStore
+from ._graph import InductorUnsupported, LoweredGraph, lower_graph
 from ._graph_cache import (
     CompiledGraph,
     bind_kernels,
@@ -49,6 +54,7 @@ from .triton._runtime import interpreting
 __all__ = ["CompiledGraph", "InductorUnsupported", "cache_root", "compile_graph"]
 
 _code_log = logging.getLogger("kiln.output_code")
+_log = logging.getLogger("kiln")
 
 
 def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
@@ -79,6 +85,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     functions = bind_kernels(builder_of(config, builders).load(cpp_code), params) if sources else {}
     if launches:
         functions.update(triton_functions(triton_code, config))
+    tuned = _autotune(gm, graph, kernels, launches, functions, config) if config.max_autotune and launches else []
     wrapper = render_wrapper(graph, steps, functions,
                              {**{k.name: k.params for k in sources}, **{n: k.params for n, k in launches.items()}},
                              launches)
@@ -87,7 +94,8 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, (cpp_code + triton_code) or "(none)")
     compiled = CompiledGraph(call, wrapper.code, cpp_code, len(kernels),
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
-                             output_strides=changed_strides(gm, graph), triton_code=triton_code)
+                             output_strides=changed_strides(gm, graph), triton_code=triton_code,
+                             autotuned=tuned)
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
     return compiled
@@ -103,3 +111,42 @@ def _language(kernel: Kernel, policy: FusionPolicy) -> str:
                                   "triton's interpreter: set TRITON_INTERPRET=1")
     return "triton"
 
+
+def _autotune(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],
+              functions: dict[str, Any], config: InductorConfig) -> list[Any]:
+    """``config.max_autotune``: each Triton kernel's launch measured (``triton._autotune``),
+    ``launches``' meta set to the fastest; what was done, per kernel. A kernel whose
+    measuring fails keeps its heuristic launch (logged), never breaks the compile."""
+    from .triton._autotune import size_hint, tune
+
+    store = EntryStore(cache_root(config), "autotune")
+    hint = size_hint(_shape_env(gm))
+    buffers = {b.name: b for b in graph.buffers}
+    devices = {k.name: k.device for k in kernels}
+    results = []
+    for name, launch in launches.items():
+        heuristic = dict(launch.meta)
+        try:
+            result = tune(launch, functions[name], devices[name], buffers, hint, store)
+        except Exception:  # an error of kiln's: the heuristic's launch is as correct
+            launch.meta = heuristic
+            _log.warning("kiln.inductor: autotuning %s failed; it keeps the heuristic launch", name, exc_info=True)
+            continue
+        if result is not None:
+            results.append(result)
+    return results
+
+
+def _shape_env(gm: GraphModule) -> Any:
+    """The ShapeEnv of ``gm``'s symbolic sizes (None: every size is static)."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        for v in val if isinstance(val, (list, tuple)) else (val,):
+            sizes = (*v.shape, *v.stride(), v.storage_offset()) if isinstance(v, torch.Tensor) else (v,)
+            for size in sizes:
+                env = getattr(getattr(size, "node", None), "env", None) if isinstance(size, torch.SymInt) else None
+                if env is not None:
+                    return env
+    return None

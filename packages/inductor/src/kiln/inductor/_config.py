@@ -21,7 +21,12 @@ class InductorConfig:
     cudagraphs: bool = field(default=False, metadata={
         "help": "replay CUDA graphs of the compiled kernels (cuts launch overhead; GPU only, not built yet)"})
     max_autotune: bool = field(default=False, metadata={
-        "help": "search kernel configurations (and vendor libraries) for the fastest (not built yet)"})
+        "help": "measure each Triton kernel's launch configurations (block sizes, warps, pipeline stages "
+                "of looped rows) at compile time on the real sizes, on scratch tensors, and keep the fastest; "
+                "the choice is kept in <cache_dir>/autotune (keyed by the kernel's source, the sizes, the GPU "
+                "and triton's version), so no later compile measures it again. Under TRITON_INTERPRET=1 each "
+                "candidate runs once and is checked instead. Matmul templates are not built (matmuls stay "
+                "ATen calls). False: the sizes' heuristic launch"})
     cache_dir: str = field(default="", metadata={
         "help": "where compiled kernels and graphs are kept across processes; empty: $KILN_CACHE_DIR, "
                 "else ~/.cache/kiln"})
@@ -41,10 +46,11 @@ class InductorConfig:
                 "generator without a GPU)"})
     random_in_kernels: bool = field(default=False, metadata={
         "help": "compute random ops (rand, randn and their _like forms, bernoulli, dropout) inside the "
-                "kernels, fused with their neighbours, from a counter-based generator (Philox4x32-10) "
-                "seeded once per graph call from torch's default generator: reproducible under "
-                "torch.manual_seed, but other numbers than eager's (False: they are ATen calls, with "
-                "eager's numbers, like torch's fallback_random)"})
+                "kernels, C++ and Triton alike, fused with their neighbours, from a counter-based generator "
+                "(Philox4x32-10) seeded once per graph call from torch's default generator: reproducible under "
+                "torch.manual_seed, the same numbers on CPU and CUDA tensors for one seed (uniform numbers and "
+                "masks bit for bit, normal ones to the rounding of log and cos), but other numbers than eager's "
+                "(False: they are ATen calls, with eager's numbers, like torch's fallback_random)"})
 
 
 def cache_root(config: InductorConfig) -> Path:

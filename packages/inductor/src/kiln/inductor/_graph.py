@@ -283,7 +283,8 @@ class _Lowering(LoweringContext):
 
     def _input_buffer(self, name: str, val: torch.Tensor) -> InputBuffer:
         buffer = InputBuffer(name, tuple(sym(s) for s in val.shape), val.dtype, device=str(val.device),
-                             stride=tuple(sym(s) for s in val.stride()), storage_offset=sym(val.storage_offset()))
+                             stride=tuple(sym(s) for s in val.stride()), storage_offset=sym(val.storage_offset()),
+                             storage_size=_storage_size(val))
         self._add(buffer)
         if self.policy.layout_optimization and val.ndim == 4 and buffer.stride != contiguous_strides(buffer.sizes) \
                 and buffer.stride == ordered_strides(buffer.sizes, CHANNELS_LAST):
@@ -741,3 +742,11 @@ def lower_graph(gm: GraphModule, policy: FusionPolicy | None = None) -> LoweredG
         _log.info("kiln.inductor: the graph keeps eager's layout: %s", why)
         return _Lowering(gm, dataclasses.replace(policy, layout_optimization=False)).run()
 
+
+def _storage_size(val: torch.Tensor) -> sympy.Expr | None:
+    """The number of elements of ``val``'s storage (what max_autotune's scratch copy of an
+    input allocates: a kernel may read anywhere in it), or None where it is not known."""
+    try:
+        return sym(val.untyped_storage().nbytes() // val.element_size())
+    except Exception:  # a storage without a size (an exotic tensor subclass): unknown
+        return None

@@ -97,6 +97,9 @@ class CompiledGraph:
     # inductor chose for a value only the backward reads: ``_layout``; per item for a tuple), else None
     output_strides: tuple[Any, ...] = ()
     triton_code: str = ""  # the module of its Triton kernels ("" when it has none)
+    # max_autotune: what was measured for each Triton kernel (``triton._autotune.TuneResult``;
+    # empty for a graph from the cache: its wrapper holds the launches chosen then)
+    autotuned: list[Any] = dataclasses.field(default_factory=list)
 
 
 class Uncacheable(Exception):
@@ -304,8 +307,20 @@ def _triton_version() -> str | None:
 def cache_identity(config: InductorConfig) -> list[Any]:
     """What every key of a graph compiled with ``config`` shares: the record version, kiln's
     sources, the torch and Python versions, the C++ compiler, its version and flags, the ISA,
-    and the config (less where the cache is)."""
-    return [_RECORD_VERSION, _build_identity(), _config_fields(config)]
+    and the config (less where the cache is); with ``max_autotune``, the GPUs."""
+    identity = [_RECORD_VERSION, _build_identity(), _config_fields(config)]
+    if config.max_autotune:  # the wrapper holds launches measured on these GPUs
+        identity.append(_gpu_identity())
+    return identity
+
+
+@functools.cache
+def _gpu_identity() -> list[Any] | None:
+    """The name and compute capability of each visible GPU (None: no CUDA)."""
+    if not torch.cuda.is_available():
+        return None
+    return [[torch.cuda.get_device_name(k), list(torch.cuda.get_device_capability(k))]
+            for k in range(torch.cuda.device_count())]
 
 
 def graph_key(gm: GraphModule, config: InductorConfig) -> str | None:

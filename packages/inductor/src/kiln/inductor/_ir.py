@@ -103,6 +103,7 @@ class InputBuffer(Buffer):
 
     stride: tuple[sympy.Expr, ...] = ()
     storage_offset: sympy.Expr = sympy.S.Zero
+    storage_size: sympy.Expr | None = None  # elements of its storage (None: unknown)
 
     def strides(self) -> tuple[sympy.Expr, ...]:
         return self.stride
@@ -185,6 +186,7 @@ class ExternBuffer(Buffer):
 
     stride: tuple[sympy.Expr, ...] = ()
     storage_offset: sympy.Expr = sympy.S.Zero
+    storage_size: sympy.Expr | None = None  # elements of its storage (None: unknown)
     node: Any = None
     item: int | None = None
 

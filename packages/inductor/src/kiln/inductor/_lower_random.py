@@ -3,8 +3,8 @@
 ``nn.Dropout`` in training becomes in aotgrad's graphs) as values computed where they are
 read, fused with their neighbours.
 
-The numbers come from a counter-based generator (Philox4x32-10, in the kernels' header,
-``cpp._ops``): element ``i`` of the graph's random op number ``k`` is a function of the
+The numbers come from a counter-based generator (Philox4x32-10, in the kernels' headers,
+``cpp._ops`` and ``triton._runtime``: the same numbers in C++ and Triton kernels): element ``i`` of the graph's random op number ``k`` is a function of the
 call's seed, ``k`` and ``i`` (``ops.random``), nothing else. So an element is the same
 whichever thread computes it, in whatever loop order, and however often (a value inlined
 into two readers gives both the same numbers; the threads setting changes nothing). The
@@ -86,8 +86,6 @@ def _offset(ctx: LoweringContext, node: Any) -> int:
     or ``Fallback`` when the config keeps random ops out of kernels."""
     if not ctx.policy.random_in_kernels:
         raise Fallback("a random op: an ATen call with eager's numbers (inductor.random_in_kernels is off)")
-    if ctx.language != "cpp":
-        raise Fallback("a random op in a Triton kernel (random numbers in kernels are C++ only)")
     if node.kwargs.get("generator") is not None:
         raise Fallback("a random op with a generator of its own")
     if torch.Tag.nondeterministic_seeded not in node.target.tags:  # it would share the next op's number

@@ -23,7 +23,9 @@ exception eager raises) and read as element 0, never out of bounds.
 Random numbers (``_lower_random``): ``ops.random(distribution, offset, index, dtype)`` is
 element ``index`` (a flat index) of the graph's random op number ``offset``, ``"uniform"`` in
 [0, 1) or ``"normal"``, a function of the call's seed (``_ir.SEED``), ``offset`` and ``index``
-only: the same wherever and however often it is computed.
+only: the same wherever and however often it is computed. Both kernel headers (C++ and
+Triton) define the same functions of Philox4x32-10 under the same names, so a kernel of
+either language draws the same numbers; ``random_helper`` picks the function.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ import sympy
 import torch
 
 __all__ = ["COMPARISONS", "HALF_DTYPES", "OP_ARITY", "IndexCheck", "IndirectIndex", "Read", "ReadsOps",
-           "compute_type", "has_indirect"]
+           "compute_type", "has_indirect", "random_helper"]
 
 # name -> number of operands
 OP_ARITY: dict[str, int] = {
@@ -57,6 +59,20 @@ HALF_DTYPES = frozenset({torch.bfloat16, torch.float16})
 def compute_type(dtype: torch.dtype) -> torch.dtype:
     """The dtype of a handle of a ``dtype`` value: float32 for the half types, else ``dtype``."""
     return torch.float32 if dtype in HALF_DTYPES else dtype
+
+
+_RANDOM_SUFFIX = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def random_helper(distribution: str, dtype: torch.dtype) -> tuple[str, torch.dtype]:
+    """The header function computing one ``distribution`` number (``"uniform"``, ``"normal"``)
+    for a ``dtype`` value, called ``name(seed, offset, index)`` in both kernel languages (the
+    C++ and Triton headers define the same names, with the same numbers), and the dtype it
+    draws: ``dtype`` itself (a half type's value as its float, exact in the type), or float32
+    for a half type's normal numbers, which the handler then rounds to ``dtype``."""
+    drawn = dtype if distribution == "uniform" or dtype not in HALF_DTYPES else torch.float32
+    name = "rand" if distribution == "uniform" else "randn"
+    return f"kiln_{name}_{_RANDOM_SUFFIX[drawn]}", drawn
 
 
 class IndirectIndex(sympy.Symbol):

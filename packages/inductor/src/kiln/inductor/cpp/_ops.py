@@ -18,7 +18,15 @@ import sympy
 import torch
 
 from .._ir import SEED
-from .._ops import COMPARISONS, HALF_DTYPES, OP_ARITY, IndexCheck, IndirectIndex, compute_type
+from .._ops import (
+    COMPARISONS,
+    HALF_DTYPES,
+    OP_ARITY,
+    IndexCheck,
+    IndirectIndex,
+    compute_type,
+    random_helper,
+)
 from .._printer import CPP
 
 __all__ = ["CTYPES", "HEADER", "CppOps", "CppVar", "cconst", "cexpr", "cstore"]
@@ -30,7 +38,6 @@ CTYPES: dict[torch.dtype, str] = {
     torch.bfloat16: "kiln_bf16", torch.float16: "kiln_fp16",
 }
 _HALF_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
-_RANDOM_SUFFIX = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 # No heavy headers: a kernel file compiles in a fraction of a second.
 HEADER = r"""#include <cmath>
@@ -413,12 +420,10 @@ class CppOps:
         type's: its float, rounded to it)."""
         self.symbols.add(SEED)
         self.symbols.update(v for v in sympy.sympify(index).free_symbols if not isinstance(v, IndirectIndex))
-        name = "rand" if distribution == "uniform" else "randn"
-        exact = distribution == "uniform" or dtype not in HALF_DTYPES  # a half normal is drawn as float
-        suffix = _RANDOM_SUFFIX[dtype] if exact else "f32"
-        value = self._emit(f"kiln_{name}_{suffix}({SEED.name}, {offset}, {cexpr(index)})", compute_type(dtype),
-                           dtype if exact and dtype in HALF_DTYPES else None)
-        return value if exact else self.to_dtype(value, dtype)
+        helper, drawn = random_helper(distribution, dtype)  # a half normal is drawn as float, then rounded
+        value = self._emit(f"{helper}({SEED.name}, {offset}, {cexpr(index)})", compute_type(drawn),
+                           drawn if drawn in HALF_DTYPES else None)
+        return self.to_dtype(value, dtype)
 
     def where(self, c: CppVar, a: CppVar, b: CppVar) -> CppVar:
         half = a.half if a.half == b.half else None

@@ -21,7 +21,8 @@ compute type (float32 for half types), as eager's CUDA kernels do.
 
 The function is ``<name>(<buffers>, <size symbols>, XBLOCK, [RBLOCK])``; ``TritonKernel``
 carries the launch: how many programs (an expression over the size symbols), and the
-block sizes and warps chosen from the sizes (``_launch``).
+block sizes and warps chosen from the sizes (``_flat_launch``, ``_rows_launch``), or with
+``max_autotune`` measured among candidates (``_autotune``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import torch
 
 from kiln.symshapes import FloorDiv
 
-from .._ir import ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_index, loop_vars
+from .._ir import SEED, ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_index, loop_vars
 from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage
@@ -54,11 +55,28 @@ class Param:
 
 @dataclass(slots=True)
 class TritonKernel:
+    """A rendered kernel and its launch: ``shape`` ``"flat"``, ``"persistent"`` or
+    ``"looped"`` (the module docstring); ``xnumel``: what its programs share (the elements
+    of a flat kernel, the rows of a row kernel: an expression over the size symbols);
+    ``width``: a persistent kernel's widest row (its ``RBLOCK`` is at least that);
+    ``meta``: the launch configuration (``XBLOCK``, ``RBLOCK``, ``num_warps``, maybe
+    ``num_stages``): the sizes' heuristic (``_flat_launch``, ``_rows_launch``), or what
+    ``max_autotune`` measured fastest (``_autotune``)."""
+
     name: str
     code: str
     params: list[Param] = field(default_factory=list)
-    programs: sympy.Expr = sympy.S.One  # how many programs to launch, over the size symbols
-    meta: dict[str, int] = field(default_factory=dict)  # XBLOCK, RBLOCK, num_warps
+    meta: dict[str, int] = field(default_factory=dict)
+    shape: str = "flat"
+    xnumel: sympy.Expr = sympy.S.One
+    width: int | None = None
+    checks: bool = False  # it checks loaded indices (a device-side assert)
+
+    @property
+    def programs(self) -> sympy.Expr:
+        """How many programs to launch (over the size symbols), for ``meta``'s ``XBLOCK``."""
+        block = self.meta["XBLOCK"]
+        return FloorDiv(self.xnumel + block - 1, block)
 
 
 def _next_pow2(n: int) -> int:
@@ -282,7 +300,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         for stage in kernel.stages:
             body += scatter_lines(writer, stage) if scatter else writer.pointwise(stage)
         meta = _flat_launch(total)
-        programs = FloorDiv(total + meta["XBLOCK"] - 1, meta["XBLOCK"])
+        shape, xnumel, width = "flat", total, None
         writer.symbols |= total.free_symbols
     else:
         xnumel = sympy.Mul(*kernel.outer)
@@ -294,8 +312,9 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         limit = policy.triton_scan_persistent_max if scans else policy.triton_persistent_max
         persistent = all(w is not None for w in widest) and max(widest) <= limit
         body += _rows(writer, kernel, persistent)
-        meta = _rows_launch(xnumel, max(w or 0 for w in widest) if persistent else None, persistent)
-        programs = FloorDiv(xnumel + meta["XBLOCK"] - 1, meta["XBLOCK"])
+        width = max(w or 0 for w in widest) if persistent else None
+        meta = _rows_launch(xnumel, width, persistent)
+        shape = "persistent" if persistent else "looped"
         writer.symbols |= xnumel.free_symbols
         for s in kernel.stages:
             for size in s.inner:
@@ -309,10 +328,15 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     params += [Param(v.name, "size") for v in symbols]
     constexprs = ["XBLOCK: tl.constexpr"] + ([] if flat else ["RBLOCK: tl.constexpr"])
     signature = ", ".join([*(p.name for p in params), *constexprs])
-    debug = ", debug=True" if any("kiln_index_check" in line for line in body) else ""
-    code = "\n".join([f"@triton.jit{'(' + debug[2:] + ')' if debug else ''}", f"def {kernel.name}({signature}):",
-                      *_indent(body)])
-    return TritonKernel(kernel.name, code, params, programs, meta)
+    options = []
+    checks = any("kiln_index_check" in line for line in body)
+    if checks:
+        options.append("debug=True")
+    if any(p.name == SEED.name for p in params):  # a new seed per call: not a specialization per value
+        options.append(f"do_not_specialize=[{SEED.name!r}]")
+    decorator = f"@triton.jit({', '.join(options)})" if options else "@triton.jit"
+    code = "\n".join([decorator, f"def {kernel.name}({signature}):", *_indent(body)])
+    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks)
 
 
 def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:

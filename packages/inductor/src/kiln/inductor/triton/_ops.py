@@ -13,6 +13,9 @@ Math beyond Triton's core functions is CUDA's libdevice (``libdevice``, which
 ``_runtime`` resolves: triton's own module on a GPU, numpy stand-ins under
 ``TRITON_INTERPRET=1``, where triton cannot call libdevice).
 
+Random numbers (``random``): Philox4x32-10 through ``tl.philox``, keyed and counted as the C++
+kernels' generator is (``_runtime.HEADER``), so a Triton kernel draws the C++ kernel's numbers.
+
 An index loaded from memory (gather, embedding) is checked (``kiln_index_check``: a device-side
 assert, as eager's CUDA kernels make) and read as element 0 when out of range.
 """
@@ -28,7 +31,16 @@ import torch
 
 from kiln.symshapes import FloorDiv, Mod
 
-from .._ops import COMPARISONS, HALF_DTYPES, OP_ARITY, IndexCheck, IndirectIndex
+from .._ir import SEED
+from .._ops import (
+    COMPARISONS,
+    HALF_DTYPES,
+    OP_ARITY,
+    IndexCheck,
+    IndirectIndex,
+    compute_type,
+    random_helper,
+)
 from .._printer import SizePrinter
 
 __all__ = ["TL_TYPES", "TRITON", "TritonOps", "TritonVar", "tconst", "tstore"]
@@ -237,7 +249,17 @@ class TritonOps:
         return self._emit(f"{x.name}.to({TL_TYPES[dtype]})", dtype, x.dims)
 
     def random(self, distribution: str, offset: int, index: sympy.Expr, dtype: torch.dtype) -> TritonVar:
-        raise NotImplementedError("random numbers in Triton kernels (the lowering keeps random ops ATen calls)")
+        """Element ``index`` of the graph's random op number ``offset`` (``"uniform"`` or
+        ``"normal"``), from the kernel's seed argument (``SEED``): the header's function of
+        the C++ kernels' name (``random_helper``), over ``tl.philox`` with the same key and
+        counter, so the same numbers; a value of ``dtype`` (a half type's: its float, rounded
+        to it)."""
+        self.symbols.add(SEED)
+        position = self.index_expr(index, torch.int64)
+        helper, drawn = random_helper(distribution, dtype)  # a half normal is drawn as float, then rounded
+        value = self._emit(f"{helper}({SEED.name}, {offset}, {position.name})", compute_type(drawn), position.dims,
+                           drawn if drawn in HALF_DTYPES else None)
+        return self.to_dtype(value, dtype)
 
     def where(self, c: TritonVar, a: TritonVar, b: TritonVar) -> TritonVar:
         half = a.half if a.half == b.half else None
