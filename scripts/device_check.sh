@@ -6,6 +6,11 @@
 #   demo     python -m kiln demo --device cuda  ($OUT/demo.html, $OUT/demo.json)
 #   benches  the per-package timing scripts, pinned to one core
 #   dynamic  benchmarks/dynamic_bench.py (graph counts and capture cost, kiln and torch.compile)
+#   triton   the Triton, autotune, random and CUDA-graph tests on CUDA, launch overhead, then
+#            gpu_bench --quick in every mode ($OUT/gpu_bench.json)
+#   sweep    benchmarks/triton_sweep.py: launch configs of the memory-bound rows ($OUT/sweep.json)
+#   tests-a / tests-b  the suite in two halves (tests/compile + tests/e2e; the rest), for when
+#            one call's 600 s are not enough for `tests`
 # Run through the device tool as:  scripts/device_check.sh tests harness demo   (carry .whl;
 # see device_run.sh)
 set -uo pipefail
@@ -28,8 +33,19 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests harness scaling demo benches)
 for step in "${steps[@]}"; do
   case $step in
-    tests) run tests 560 python3 -m pytest tests -q -rfE -n 16 -p no:randomly -p no:cacheprovider --durations=25 \
+    tests) run tests 585 python3 -m pytest tests -q -rfE -n 16 -p no:randomly -p no:cacheprovider --durations=25 \
              --junitxml="$out/junit.xml" ;;
+    tests-a) run tests-a 585 python3 -m pytest tests/compile tests/e2e -q -rfE -n 16 -p no:randomly \
+               -p no:cacheprovider --junitxml="$out/junit-a.xml" ;;
+    tests-b) run tests-b 585 python3 -m pytest tests -q -rfE -n 16 -p no:randomly -p no:cacheprovider \
+               --ignore=tests/compile --ignore=tests/e2e --junitxml="$out/junit-b.xml" ;;
+    triton)
+      run triton-tests 300 python3 -m pytest tests/inductor -q -rfE -n 16 -p no:randomly -p no:cacheprovider \
+        -k "triton or autotune or random or cudagraph"
+      run launch 60 python3 benchmarks/launch_overhead.py
+      run gpu_bench 500 python3 benchmarks/gpu_bench.py --quick --modes default,reduce-overhead,max-autotune \
+        --json "$out/gpu_bench.json" ;;
+    sweep) run sweep 400 python3 benchmarks/triton_sweep.py --json "$out/sweep.json" ;;
     harness) run harness 240 python3 -m benchmarks run --suite overhead,capture,kernels,models,recompiles \
                --device cuda --out "$out/harness.json" ;;
     scaling) run scaling 400 python3 -m benchmarks run --suite scaling --device cuda --out "$out/scaling.json" ;;
