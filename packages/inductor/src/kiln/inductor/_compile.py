@@ -6,7 +6,9 @@ runs it as C++ kernels and ATen calls. The pipeline, in order:
    write in place of a buffer dying at their kernel do (``_inplace``);
 3. ``render_kernel``: each kernel to a C++ function, all in one translation unit
    (``cpp._kernel``), built and loaded through the disk cache (``cpp._build``);
-4. ``render_wrapper``: the Python function calling them (``_wrapper``).
+4. ``render_wrapper``: the Python function calling them (``_wrapper``);
+5. with ``config.cudagraphs``, that function replayed from CUDA graphs (``_cudagraphs``),
+   where the graph's facts (``_cudagraph_plan.cudagraph_facts``, found before step 1) allow.
 
 With ``config.graph_cache``, the graph's cache key (``_graph_cache.graph_key``) is looked up
 first: a graph compiled before, by this process or another, is rebuilt from its record
@@ -24,6 +26,8 @@ from typing import Any
 from kiln.fxgraph import GraphModule
 
 from ._config import InductorConfig, cache_root
+from ._cudagraph_plan import cudagraph_facts
+from ._cudagraphs import with_cudagraphs
 from ._graph import InductorUnsupported, lower_graph
 from ._graph_cache import (
     CompiledGraph,
@@ -54,7 +58,7 @@ _code_log = logging.getLogger("kiln.output_code")
 def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
                   builders: dict[str, Any] | None = None) -> CompiledGraph:
     """Compile the ATen graph ``gm`` (placeholders carry ``meta["val"]``: fake tensors with
-    the traced sizes and strides) for CPU tensors, or load it from the whole-graph cache
+    the traced sizes and strides), or load it from the whole-graph cache
     (``config.graph_cache``). ``builders``: the kernel libraries loaded so far, by cache
     directory (kiln's Session's; without it, the disk cache only)."""
     config = config or InductorConfig()
@@ -64,6 +68,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         cached = load_compiled(key, config, builders)
         if cached is not None:
             return cached
+    facts = cudagraph_facts(gm)  # before the lowering, which may rewrite gm
     policy = FusionPolicy(fuse=config.fuse, random_in_kernels=config.random_in_kernels,
                           layout_optimization=config.layout_optimization, cpu_backend=config.cpu_backend)
     graph = lower_graph(gm, policy)
@@ -87,10 +92,11 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, (cpp_code + triton_code) or "(none)")
     compiled = CompiledGraph(call, wrapper.code, cpp_code, len(kernels),
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
-                             output_strides=changed_strides(gm, graph), triton_code=triton_code)
+                             output_strides=changed_strides(gm, graph), triton_code=triton_code,
+                             cudagraph_facts=facts)
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
-    return compiled
+    return with_cudagraphs(compiled, config)
 
 
 def _language(kernel: Kernel, policy: FusionPolicy) -> str:
