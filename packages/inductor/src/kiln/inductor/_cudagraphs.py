@@ -283,7 +283,6 @@ class CudaGraphRunner:
         replay, result, keep = self.recorder.record(lambda: self.call(unflatten(warm, structure)),
                                                     lambda: self.call(unflatten(statics, structure)),
                                                     device, [s.static for s in inputs])
-        del warm
         outs, out_structure = flatten(list(result))
         for k, out in enumerate(outs):
             reason = self.recorder.check(out) if isinstance(out, torch.Tensor) else None
