@@ -55,6 +55,10 @@ class EagerRecorder:
     def check(t):
         return None
 
+    @staticmethod
+    def capturing():
+        return False
+
     def record(self, warm, run, device, inputs):
         if self.fail is not None:
             raise self.fail
@@ -157,6 +161,18 @@ def test_outputs_that_are_inputs_are_the_callers_and_the_rest_are_copied_once_pe
     out[3].zero_()  # as in the graph, the two outputs share their elements
     torch.testing.assert_close(out[2][0, 2:], torch.zeros(2))
     assert out[4] == 7 and out[5].shape == (0, 3) and out[6] is None
+
+
+def test_an_output_alone_in_its_memory_is_cloned_with_its_strides():
+    dense = torch.randn(2, 3, 4).permute(2, 0, 1)
+    sliced = torch.randn(4, 6)[:, 1:5]
+    expanded = torch.randn(3, 1).expand(3, 5)
+    rules, sources = plan_outputs([dense, sliced, expanded], [])
+    assert [r.kind for r in rules] == ["clone", "copy", "copy"]
+    out = make_outputs(rules, sources, [])
+    for o, ref in zip(out, (dense, sliced, expanded), strict=True):
+        assert o.stride() == ref.stride() and o.data_ptr() != ref.data_ptr()
+        torch.testing.assert_close(o, ref)
 
 
 def test_an_output_viewing_an_input_in_another_dtype_is_refused():

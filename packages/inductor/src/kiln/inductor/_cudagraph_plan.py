@@ -261,8 +261,10 @@ class OutputRule:
     """How one output leaf is made after a replay. ``kind``: "value" (``value``, a number
     or None, the same for every call of the recording), "input" (the caller's leaf ``slot``,
     or with ``view`` the view ``sizes``/``strides``/``offset`` of it, ``offset`` relative to
-    its own), "copy" (``sizes``/``strides`` at element ``offset`` of the copy of
-    ``group``), "empty" (a new tensor of no elements)."""
+    its own), "clone" (the copy of ``group``: the output alone in its storage, dense),
+    "copy" (``sizes``/``strides`` at element ``offset`` of the copy of ``group``, a flat
+    span of bytes shared with other outputs or not dense), "empty" (a new tensor of no
+    elements)."""
 
     kind: str
     value: Any = None
@@ -281,7 +283,8 @@ _ALIGN = 16  # bytes: a copy starts here so that every dtype's offset stays whol
 
 def plan_outputs(outputs: Sequence[Any], statics: Sequence[Any]) -> tuple[list[OutputRule], list[torch.Tensor]] | str:
     """The rule of each output leaf of a recording and the memory each copied group is
-    taken from (a flat uint8 tensor over the bytes its outputs span), given the recording's
+    taken from (the output itself for a "clone", else a flat uint8 tensor over the bytes its
+    outputs span), given the recording's
     input leaves ``statics`` (its static tensors, numbers as they are); a reason string
     when an output cannot be returned correctly."""
     by_storage: dict[int, int] = {}
@@ -313,12 +316,16 @@ def plan_outputs(outputs: Sequence[Any], statics: Sequence[Any]) -> tuple[list[O
         rules.append(None)
     sources = []
     for members in groups.values():
+        first = outputs[members[0]]
+        if len(members) == 1 and _clones_exactly(first):  # the common case: one op
+            rules[members[0]] = OutputRule("clone", group=len(sources))
+            sources.append(first)
+            continue
         ends = [(outputs[k].storage_offset() * outputs[k].element_size(),
                  (outputs[k].storage_offset() + span(outputs[k].shape, outputs[k].stride())) * outputs[k].element_size())
                 for k in members]
         low = min(e[0] for e in ends) // _ALIGN * _ALIGN
         high = max(e[1] for e in ends)
-        first = outputs[members[0]]
         memory = torch.empty(0, dtype=torch.uint8, device=first.device).set_(first.untyped_storage())
         for k in members:
             out = outputs[k]
@@ -329,14 +336,24 @@ def plan_outputs(outputs: Sequence[Any], statics: Sequence[Any]) -> tuple[list[O
     return [r for r in rules if r is not None], sources
 
 
+def _clones_exactly(t: torch.Tensor) -> bool:
+    """Whether ``t.clone(memory_format=torch.preserve_format)`` has ``t``'s strides (torch
+    keeps them for a tensor whose elements are dense and do not overlap)."""
+    if span(t.shape, t.stride()) != t.numel() or not non_overlapping(t.shape, t.stride()):
+        return False
+    return t.clone(memory_format=torch.preserve_format).stride() == t.stride()
+
+
 def make_outputs(rules: Sequence[OutputRule], sources: Sequence[torch.Tensor], leaves: Sequence[Any]) -> list[Any]:
     """The output leaves of one replay: each group of ``sources`` copied once (before the
     next replay overwrites it), inputs as the caller's ``leaves``."""
-    copies = [s.clone() for s in sources]
+    copies = [s.clone(memory_format=torch.preserve_format) for s in sources]
     outs = []
     for r in rules:
         kind = r.kind
-        if kind == "copy":
+        if kind == "clone":
+            outs.append(copies[r.group])
+        elif kind == "copy":
             outs.append(torch.empty(0, dtype=r.dtype, device=r.device).set_(
                 copies[r.group].untyped_storage(), r.offset, r.sizes, r.strides))
         elif kind == "input":

@@ -112,6 +112,8 @@ class CudaRecorder:
         self.streams: dict[Any, Any] = {}
         self.pool: Any = None
 
+    capturing = staticmethod(torch.cuda.is_current_stream_capturing)  # whether a capture is underway
+
     @staticmethod
     def check(t: torch.Tensor) -> str | None:
         """Why a recording cannot read ``t`` (None: it can)."""
@@ -164,18 +166,22 @@ class _Recording:
         return [s.slot for s in self.borrowed if leaves[s.slot].data_ptr() != s.address]
 
     def run(self, leaves: list[Any]) -> tuple:
-        with torch.no_grad():
-            for s in self.inputs:
-                x = leaves[s.slot]
-                if x.data_ptr() != s.address:
-                    s.fill(x)
-            self.replay()
-            for s in self.written:
-                x = leaves[s.slot]
-                if x.data_ptr() != s.address:
-                    x.copy_(s.static)
-            outs = make_outputs(self.rules, self.sources, leaves)
-        return tuple(unflatten(outs, self.structure))
+        if torch.is_grad_enabled():  # copies into buffers must not be recorded by autograd
+            with torch.no_grad():
+                return self._run(leaves)
+        return self._run(leaves)
+
+    def _run(self, leaves: list[Any]) -> tuple:
+        for s in self.inputs:
+            x = leaves[s.slot]
+            if x.data_ptr() != s.address:
+                s.fill(x)
+        self.replay()
+        for s in self.written:
+            x = leaves[s.slot]
+            if x.data_ptr() != s.address:
+                x.copy_(s.static)
+        return tuple(unflatten(make_outputs(self.rules, self.sources, leaves), self.structure))
 
 
 @dataclass(eq=False)
@@ -198,7 +204,7 @@ class CudaGraphRunner:
     logged: set[str] = field(default_factory=set)
 
     def __call__(self, args: list[Any]) -> Any:
-        if self.off is not None:
+        if self.off is not None or self.recorder.capturing():  # inside the caller's own capture: plain
             return self._plain(args)
         leaves, structure = flatten(args)
         if self.mutated:
