@@ -508,6 +508,37 @@ def test_cpu_tensors_run_plain_logged_once(fresh_kiln, graphs, caplog):
     assert len(graphs) == 1 and not isinstance(graphs[0].call, CudaGraphRunner)
 
 
+def test_the_facts_are_kept_in_the_whole_graph_cache(tmp_path, monkeypatch, fresh_kiln, caplog):
+    import kiln.inductor._api as inductor_api
+    from kiln.aotgrad import aot_compile
+    from kiln.inductor import InductorConfig, aten_compiler, decompositions
+
+    compiled = []
+    original = inductor_api.compile_graph
+
+    def record(gm, config=None, builders=None):
+        compiled.append(original(gm, config, builders))
+        return compiled[-1]
+
+    monkeypatch.setattr(inductor_api, "compile_graph", record)
+
+    def backend(gm, example_inputs):
+        compiler = aten_compiler(InductorConfig(cache_dir=str(tmp_path), cudagraphs=True))
+        return aot_compile(gm, example_inputs, kiln.compile_context(), fw_compiler=compiler,
+                           bw_compiler=compiler, decompositions=decompositions())
+
+    with caplog.at_level(logging.WARNING, logger="kiln.perf_hints"):
+        for _ in range(2):
+            kiln.reset()
+            x = torch.zeros(3)
+            torch.testing.assert_close(kiln.compile(_inplace, backend=backend)(x, torch.ones(3)), torch.full((3,), 2.0))
+            torch.testing.assert_close(x, torch.ones(3))
+    assert [c.from_cache for c in compiled] == [False, True]
+    assert compiled[0].cudagraph_facts == compiled[1].cudagraph_facts
+    assert compiled[1].cudagraph_facts.mutated == (0,) and compiled[1].cudagraph_facts.skip == "input 0 is a CPU tensor"
+    assert len(_messages(caplog, "cudagraphs: skipped: input 0 is a CPU tensor")) == 2  # once per compiled graph
+
+
 def test_the_cuda_graph_fields_do_not_change_the_cache_key():
     from kiln.inductor import InductorConfig, cache_identity
 
