@@ -82,8 +82,7 @@ def cudagraph_facts(gm: GraphModule) -> CudagraphFacts:
     position = {p: k for k, p in enumerate(placeholders)}
     reasons: list[str] = []
     devices: set[int] = set()  # CUDA device indices ("cuda" without one is any of them)
-
-    cuda: list[bool] = []
+    cuda: list[bool] = []  # one entry per CUDA tensor seen
 
     def device_of(where: str, value: Any) -> None:
         for t in _tensors(value):
