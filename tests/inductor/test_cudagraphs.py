@@ -642,6 +642,7 @@ print("OK")
 
 
 @pytest.mark.gpu
+@pytest.mark.slow  # torch.compile's first compiles, in a new process
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_kiln_and_torch_compile_reduce_overhead_interleaved(tmp_path):
     """Both compilers' CUDA graphs in one process, cuBLAS workspaces cleared between them (an
