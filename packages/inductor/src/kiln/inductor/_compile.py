@@ -8,7 +8,9 @@ runs it as C++ kernels and ATen calls. The pipeline, in order:
    (``cpp._kernel``), built and loaded through the disk cache (``cpp._build``);
 4. with ``config.max_autotune``, each Triton kernel's launch measured among candidates
    (``triton._autotune``);
-5. ``render_wrapper``: the Python function calling them (``_wrapper``).
+5. ``render_wrapper``: the Python function calling them (``_wrapper``);
+6. with ``config.cudagraphs``, that function replayed from CUDA graphs (``_cudagraphs``),
+   where the graph's facts (``_cudagraph_plan.cudagraph_facts``, found before step 1) allow.
 
 With ``config.graph_cache``, the graph's cache key (``_graph_cache.graph_key``) is looked up
 first: a graph compiled before, by this process or another, is rebuilt from its record
@@ -28,6 +30,8 @@ import torch
 from kiln.fxgraph import GraphModule
 
 from ._config import InductorConfig, cache_root
+from ._cudagraph_plan import cudagraph_facts
+from ._cudagraphs import with_cudagraphs
 from ._entries import EntryStore
 from ._graph import InductorUnsupported, LoweredGraph, lower_graph
 from ._graph_cache import (
@@ -60,7 +64,7 @@ _log = logging.getLogger("kiln")
 def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
                   builders: dict[str, Any] | None = None) -> CompiledGraph:
     """Compile the ATen graph ``gm`` (placeholders carry ``meta["val"]``: fake tensors with
-    the traced sizes and strides) for CPU tensors, or load it from the whole-graph cache
+    the traced sizes and strides), or load it from the whole-graph cache
     (``config.graph_cache``). ``builders``: the kernel libraries loaded so far, by cache
     directory (kiln's Session's; without it, the disk cache only)."""
     config = config or InductorConfig()
@@ -70,6 +74,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         cached = load_compiled(key, config, builders)
         if cached is not None:
             return cached
+    facts = cudagraph_facts(gm)  # before the lowering, which may rewrite gm
     policy = FusionPolicy(fuse=config.fuse, random_in_kernels=config.random_in_kernels,
                           layout_optimization=config.layout_optimization, cpu_backend=config.cpu_backend)
     graph = lower_graph(gm, policy)
@@ -95,10 +100,10 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     compiled = CompiledGraph(call, wrapper.code, cpp_code, len(kernels),
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
                              output_strides=changed_strides(gm, graph), triton_code=triton_code,
-                             autotuned=tuned)
+                             autotuned=tuned, cudagraph_facts=facts)
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
-    return compiled
+    return with_cudagraphs(compiled, config)
 
 
 def _language(kernel: Kernel, policy: FusionPolicy) -> str:

@@ -19,7 +19,15 @@ class InductorConfig:
         "help": "fuse buffers that share a loop into one kernel (False: one kernel per buffer, to "
                 "bisect numerics)"})
     cudagraphs: bool = field(default=False, metadata={
-        "help": "replay CUDA graphs of the compiled kernels (cuts launch overhead; GPU only, not built yet)"})
+        "help": "record each compiled graph of CUDA tensors into a CUDA graph per input shape set and replay "
+                "it (one launch per call instead of one per kernel; kiln.compile's mode='reduce-overhead'). "
+                "Inputs other than parameters are copied into static buffers and outputs copied out after "
+                "each replay (an output stays valid whatever is called after it); a graph that cannot be "
+                "recorded (a CPU tensor, a random op, an op waiting for the host) runs as plain launches, the "
+                "reason logged once to kiln.perf_hints (the package README, 'CUDA graphs')"})
+    cudagraph_max_shapes: int = field(default=8, metadata={
+        "help": "with cudagraphs: the most input shape sets (sizes, strides, dtypes, number inputs) one compiled "
+                "graph records; further ones run as plain launches (logged once)"})
     max_autotune: bool = field(default=False, metadata={
         "help": "measure each Triton kernel's launch configurations (block sizes, warps, pipeline stages "
                 "of looped rows) at compile time on the real sizes, on scratch tensors, and keep the fastest; "

@@ -8,7 +8,8 @@ The key (``graph_key``) hashes:
   strides and storage offset, symbolic ones as the expressions the lowering sees, simplified
   by their ShapeEnv, with the value ranges of their symbols; which values share a storage),
   and the bytes of every tensor constant (``graph_description``);
-- the stage's config (``InductorConfig``, less where the cache is);
+- the stage's config (``InductorConfig``, less where the cache is and the CUDA graph fields,
+  which change how the compiled graph is run, not what is compiled);
 - kiln's own sources (``source_digest``: the packages whose code decides the output), the
   torch and Python versions, the C++ compiler, its version and flags, and the CPU's ISA.
 
@@ -51,6 +52,8 @@ import torch
 from kiln.fxgraph import GraphModule, Node
 
 from ._config import InductorConfig, cache_root
+from ._cudagraph_plan import CudagraphFacts
+from ._cudagraphs import with_cudagraphs
 from ._entries import EntryStore
 
 __all__ = [
@@ -75,13 +78,14 @@ __all__ = [
 _log = logging.getLogger("kiln.cache")
 _code_log = logging.getLogger("kiln.output_code")
 # Bump when the record's fields or their meaning change.
-_RECORD_VERSION = 2  # 2: the Triton module ("triton")
+_RECORD_VERSION = 3  # 2: the Triton module ("triton"); 3: the CUDA graph facts ("cudagraph")
 _ARGTYPES = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "size": ctypes.c_int64}
 
 
 @dataclass(slots=True)
 class CompiledGraph:
-    """The compiled callable (``call(args)``: a list it empties) and what it is made of;
+    """The compiled callable (``call(args)``: a list it empties; with ``InductorConfig.cudagraphs``
+    a ``CudaGraphRunner`` replaying it from CUDA graphs, ``_cudagraphs``) and what it is made of;
     ``cache_key``: its whole-graph cache key (None: not cacheable), ``from_cache``: whether
     it was loaded from that cache rather than compiled."""
 
@@ -100,6 +104,8 @@ class CompiledGraph:
     # max_autotune: what was measured for each Triton kernel (``triton._autotune.TuneResult``;
     # empty for a graph from the cache: its wrapper holds the launches chosen then)
     autotuned: list[Any] = dataclasses.field(default_factory=list)
+    # what recording it as CUDA graphs needs to know (``_cudagraph_plan``; None: not analysed)
+    cudagraph_facts: CudagraphFacts | None = None
 
 
 class Uncacheable(Exception):
@@ -284,7 +290,7 @@ def graph_description(gm: GraphModule, describer: GraphDescriber | None = None, 
 
 def _config_fields(config: InductorConfig) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-            if f.name not in ("cache_dir", "graph_cache")}
+            if f.name not in ("cache_dir", "graph_cache", "cudagraphs", "cudagraph_max_shapes")}
 
 
 @functools.cache
@@ -307,7 +313,8 @@ def _triton_version() -> str | None:
 def cache_identity(config: InductorConfig) -> list[Any]:
     """What every key of a graph compiled with ``config`` shares: the record version, kiln's
     sources, the torch and Python versions, the C++ compiler, its version and flags, the ISA,
-    and the config (less where the cache is); with ``max_autotune``, the GPUs."""
+    and the config (less where the cache is and the CUDA graph fields); with ``max_autotune``,
+    the GPUs."""
     identity = [_RECORD_VERSION, _build_identity(), _config_fields(config)]
     if config.max_autotune:  # the wrapper holds launches measured on these GPUs
         identity.append(_gpu_identity())
@@ -401,6 +408,7 @@ def record_of(compiled: CompiledGraph, wrapper_globals: dict[str, Any], function
         "externs": compiled.externs,
         "fallbacks": compiled.fallbacks,
         "output_strides": list(compiled.output_strides),
+        "cudagraph": compiled.cudagraph_facts.to_json() if compiled.cudagraph_facts is not None else None,
     }
 
 
@@ -432,11 +440,12 @@ def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any]) ->
     try:
         if record.get("version") != _RECORD_VERSION:
             raise ValueError(f"record version {record.get('version')!r}")
-        return _rebuild(key, record, config, builders)
+        compiled = _rebuild(key, record, config, builders)
     except Exception as error:  # a record that passed its check but does not rebuild here
         _log.warning("kiln: the cached graph %s cannot be loaded (%s: %s); it is compiled again", key,
                      type(error).__name__, error)
         return None
+    return with_cudagraphs(compiled, config)
 
 
 def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph:
@@ -450,8 +459,9 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
         _code_log.info("wrapper (from the cache, %s):\n%s\nkernels:\n%s", key, record["wrapper"],
                        record["cpp"] or "(none)")
     strides = tuple(_strides_of(s) for s in record.get("output_strides", ()))
+    facts = CudagraphFacts.from_json(record["cudagraph"]) if record.get("cudagraph") is not None else None
     return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
-                         dict(record["fallbacks"]), key, True, strides, record["triton"])
+                         dict(record["fallbacks"]), key, True, strides, record["triton"], cudagraph_facts=facts)
 
 
 def _strides_of(entry: Any) -> Any:
