@@ -5,7 +5,7 @@ becomes the top stack value of the resume function) or at the conditional jump r
 (a data-dependent branch). ``brk`` returns its argument.
 """
 
-# ruff: noqa: E731, SIM108, PLR1714
+# ruff: noqa: E731
 
 
 class Box:
@@ -109,8 +109,8 @@ def aug_assign(x, y):
 
 
 def comprehension(xs, k):
-    ys = [v * k for v in brk(xs)]
-    zs = {v: v + brk(k) for v in ys}
+    ys = [v * 2 for v in brk(xs)]
+    zs = {v: v + 1 for v in brk(ys)}
     return ys, zs
 
 
@@ -199,7 +199,7 @@ def walrus(x):
 
 
 def fstring(x, y):
-    return f"{x!r}-{brk(y)}-{y:>4}"
+    return f"{brk(y)}-{x!r}-{y:>4}"
 
 
 def star_args(xs, k):

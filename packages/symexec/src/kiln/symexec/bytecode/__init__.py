@@ -22,6 +22,14 @@ from ._concrete import (
     extended_args_needed,
 )
 from ._decode import DecodeError, decode, decode_concrete_bytecode, jump_target_offset
+from ._decompile import (
+    REPLACEMENT_PREFIX,
+    DecompiledCode,
+    NotExact,
+    decompile_code,
+    is_replacement,
+    is_resume,
+)
 from ._disasm import disassemble, format_arg
 from ._exctable import ExceptionTableEntry, decode_exception_table, encode_exception_table
 from ._instr import (
@@ -37,14 +45,6 @@ from ._instr import (
     const_key,
 )
 from ._linetable import decode_linetable, encode_linetable
-from ._decompile import (
-    REPLACEMENT_PREFIX,
-    DecompiledCode,
-    NotExact,
-    decompile_code,
-    is_replacement,
-    is_resume,
-)
 from ._resume import RESUME_PREFIX, STACK_PREFIX, in_loop, live_locals, make_resume, resumable
 from ._stackdepth import FlowInstr, StackDepthError, basic_block_starts, compute_stacksize
 from ._table import ArgKind, VersionTable
@@ -64,11 +64,11 @@ __all__ = [
     "BasicBlock",
     "Bytecode",
     "CompareArg",
-    "DecompiledCode",
     "ConcreteBytecode",
     "ConcreteInstr",
     "ControlFlowGraph",
     "DecodeError",
+    "DecompiledCode",
     "ExceptHandler",
     "ExceptionRange",
     "ExceptionTableEntry",
@@ -91,11 +91,11 @@ __all__ = [
     "const_key",
     "copy_instrs",
     "decode",
-    "decompile_code",
     "decode_concrete",
     "decode_concrete_bytecode",
     "decode_exception_table",
     "decode_linetable",
+    "decompile_code",
     "disassemble",
     "encode_concrete",
     "encode_exception_table",

@@ -18,10 +18,13 @@ from collections.abc import Sequence
 from ._instr import Instr, Label
 from .versions import TABLE
 
-__all__ = ["OPAQUE", "Origin", "stack_origins"]
+__all__ = ["OPAQUE", "SECOND", "Origin", "stack_origins"]
 
 Origin = frozenset[int]
 OPAQUE: Origin = frozenset({-1})
+# added to the index of an instruction that pushes two values of different expressions
+# (3.13's LOAD_FAST_LOAD_FAST) for the origin of the second
+SECOND = 1 << 40
 
 _LOADS = frozenset((
     "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_CONST", "LOAD_DEREF", "LOAD_NAME",
@@ -109,6 +112,8 @@ def _step(ins: Instr, index: int, state: tuple[Origin, ...], jumping: bool) -> t
         out = list(state)
         out[-1], out[-ins.arg] = out[-ins.arg], out[-1]
         return tuple(out)
+    if name == "LOAD_FAST_LOAD_FAST":
+        return (*state, frozenset({index}), frozenset({index + SECOND}))
     if name == "IMPORT_FROM":
         return (*state, frozenset({index}))
     if jumping and name in _KEEP_IF_JUMP:

@@ -26,14 +26,13 @@ raises ``NotExact`` with the reason: never source that would do something else.
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass
 from types import CodeType
 
 from ._bytecode import Bytecode
 from ._decode import decode
-from ._decompile_flow import OPAQUE, Origin, stack_origins
-from ._decompile_source import FunctionSource, Span, contains, find_function, location_span, span_of
+from ._decompile_flow import OPAQUE, SECOND, Origin, stack_origins
+from ._decompile_source import FunctionSource, Span, find_function, location_span
 from ._instr import Instr, Label
 from ._resume import RESUME_PREFIX, STACK_PREFIX
 from ._stackdepth import depths_before
@@ -72,7 +71,7 @@ def _prologue(items: list[Instr | Label]) -> tuple[list[str | None], Label, int]
             slots.append(None)
         elif ins.name == "LOAD_FAST" and ins.arg.startswith(STACK_PREFIX):
             slots.append(ins.arg)
-        elif ins.name == "JUMP" and isinstance(ins.arg, Label):
+        elif ins.name in ("JUMP", "JUMP_FORWARD") and isinstance(ins.arg, Label):
             return slots, ins.arg, k + 1
         else:
             return None
@@ -113,7 +112,8 @@ class _Resume:
         self.code = code
         layout = self.layout = resume_layout(code)
         self.instrs = [i for i in layout.items if isinstance(i, Instr)]
-        spans = [s for s in (location_span(i.location) for i in self.instrs[layout.entry:]) if s is not None]
+        spans = [s for s in (location_span(i.location) for i in self.instrs[layout.entry:] if i.name != "RESUME")
+                 if s is not None]
         self.src: FunctionSource = find_function(code.co_filename, code.co_firstlineno, spans)
         first_item = _item_index(layout.items, layout.entry)
         depths = depths_before(_lower(Bytecode(instrs=list(layout.items[first_item:]),
@@ -130,11 +130,26 @@ class _Resume:
     def span(self, index: int) -> Span | None:
         return location_span(self.instrs[index].location)
 
+    def _second_load(self, k: int) -> ast.expr:
+        """The second name a LOAD_FAST_LOAD_FAST loads (its position is the first's): the
+        one load of that name in the statement, or NotExact."""
+        span = self.span(k)
+        stmt = self.src.innermost(span, ast.stmt) if span is not None else None
+        name = self.instrs[k].arg[1]
+        loads = [n for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name
+                 and isinstance(n.ctx, ast.Load)] if stmt is not None else []
+        if len(loads) != 1:
+            raise NotExact(f"the stack value of {name!r} loaded with another local cannot be placed in "
+                           "the source")
+        return loads[0]
+
     def node_of(self, origin: Origin) -> ast.expr:
         """The expression that computed a value of this origin; NotExact if none surely did."""
-        if OPAQUE <= origin:
+        if origin >= OPAQUE:
             raise NotExact("a value on the stack comes from an instruction the decompiler does not model")
-        spans = [self.span(k) for k in sorted(origin)]
+        if len(origin) == 1 and next(iter(origin)) >= SECOND:
+            return self._second_load(next(iter(origin)) - SECOND)
+        spans = [self.span(k % SECOND) for k in sorted(origin)]
         if any(s is None for s in spans):
             raise NotExact("a value on the stack comes from an instruction without a source position")
         if len(origin) == 1:
@@ -168,6 +183,7 @@ def _item_index(items: list[Instr | Label], instr_index: int) -> int:
     return len(items)
 
 
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _CONST_FOLDED = (ast.Constant, ast.Tuple, ast.UnaryOp, ast.BinOp, ast.Set, ast.List, ast.Subscript, ast.BoolOp,
                  ast.Compare)
 _PRODUCED = {
@@ -186,6 +202,8 @@ _NAME_LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_NAM
 
 def _produces(ins: Instr, node: ast.expr) -> bool:
     """Whether ``ins`` is the instruction that computes ``node``'s value."""
+    if ins.name == "LOAD_FAST_LOAD_FAST":  # its first name (the second: ``_second_load``)
+        return isinstance(node, ast.Name) and node.id == ins.arg[0]
     if ins.name in _NAME_LOADS:
         name = ins.arg.name if ins.name == "LOAD_GLOBAL" else ins.arg
         return isinstance(node, ast.Name) and node.id == name
@@ -212,6 +230,8 @@ def decompile_resume(code: CodeType) -> ast.Module:
     arguments, with the user's file positions. Raises NotExact (or SourceUnavailable)."""
     from ._decompile_rewrite import Rewriter, build_function
 
+    if not code.co_name.isidentifier():
+        raise NotExact(f"the resume function's name {code.co_name!r} is not an identifier")
     r = _Resume(code)
     layout = r.layout
     target = layout.target
@@ -237,8 +257,14 @@ def _classify(r: _Resume, rw, slots: list[tuple[str | None, Origin]]) -> None:
     k = 0
     while k < len(slots):
         name, origin = slots[k]
-        single = next(iter(origin)) if len(origin) == 1 and not OPAQUE <= origin else None
-        ins = r.instrs[single] if single is not None else None
+        single = next(iter(origin)) if len(origin) == 1 and not origin >= OPAQUE else None
+        ins = r.instrs[single % SECOND] if single is not None else None
+        if ins is not None and ins.name == "MAKE_FUNCTION" and name is not None:
+            made = r.src.expr_at(r.span(single)) if r.span(single) is not None else None
+            if isinstance(made, _COMPREHENSIONS):
+                rw.comprehension(made)  # the source makes the same function again
+                k += 1
+                continue
         if ins is not None and ins.name == "BEFORE_WITH":
             with_node = r.src.innermost(r.span(single), ast.With)
             if name is None or with_node is None:
@@ -290,9 +316,8 @@ def _statement_resume(r: _Resume, rw, target: int, slots: list[tuple[str | None,
             return [ast.Return(value=None)], None
         raise NotExact(f"the resume target {ins.name} has no source position")
     stmt = r.src.innermost(anchor, ast.stmt)
-    if implicit_return and not (isinstance(stmt, ast.Return) and stmt.value is None) and not rw.values:
-        if stmt is None or rw.exits_of(stmt) is None:
-            return [ast.Return(value=None)], None
+    if implicit_return and not rw.values and not rw.exits:
+        return [ast.Return(value=None)], None  # the end of the function (or ``return None``)
     if stmt is None:
         if isinstance(r.src.node, ast.Lambda):
             stmt = rw.lambda_return()

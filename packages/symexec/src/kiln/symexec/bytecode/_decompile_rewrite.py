@@ -54,6 +54,7 @@ class Rewriter:
         self.with_nodes: dict[int, ast.With] = {}
         self.spans: list[Span] = []  # where evaluation got to (stack values and the target)
         self.method_spans: list[Span] = []  # the ``obj.name`` of each method on the stack
+        self.comprehensions: list[ast.expr] = []  # whose function is on the stack
         self._lambda_stmt: ast.Return | None = None
 
     # -- what the stack holds ------------------------------------------------------------
@@ -72,6 +73,11 @@ class Rewriter:
         self.methods[_key(call)] = (method, self_)  # type: ignore[index]
         self.method_spans.append(span_of(attribute))  # type: ignore[arg-type]
         self.spans.append(span_of(attribute))  # type: ignore[arg-type]
+
+    def comprehension(self, node: ast.expr) -> None:
+        """A comprehension's function (3.11) is on the stack: the source's comprehension,
+        its first iterable a stack value above, makes and calls the same function."""
+        self.comprehensions.append(node)
 
     def with_exit(self, node: ast.With, name: str) -> None:
         self.exits.setdefault(id(node), []).append(name)
@@ -97,6 +103,10 @@ class Rewriter:
         for s in spans:
             if stmt_span is None or not contains(stmt_span, s):
                 raise _not_exact("a value on the stack comes from outside the interrupted statement")
+        for comp in self.comprehensions:
+            first = span_of(comp.generators[0].iter)  # type: ignore[attr-defined]
+            if first is None or not any(contains(first, s) for s in spans):
+                raise _not_exact("a comprehension's function is on the stack but not its iterable")
         for a in spans:
             for b in spans:
                 if a != b and contains(a, b):
@@ -170,7 +180,7 @@ class Rewriter:
         used: set[int] = set()
         for parent, field, index in levels:
             if parent is self.src.node:
-                stmts = stmts + copy.deepcopy(_function_body(self.src.node)[index + 1:])
+                stmts = stmts + copy.deepcopy(self._body()[index + 1:])
                 break
             siblings = getattr(parent, field)
             if field not in ("cases", "handlers"):
@@ -188,7 +198,7 @@ class Rewriter:
             if parent is None:
                 raise _not_exact("the statement is not inside the function")
             if parent is self.src.node:
-                body = _function_body(parent)
+                body = self._body()
                 out.append((parent, "body", next(i for i, s in enumerate(body) if s is node)))
                 break
             for field, value in ast.iter_fields(parent):
@@ -199,6 +209,11 @@ class Rewriter:
                 raise _not_exact("the resume target is inside an expression that holds statements")
             node = parent
         return out
+
+    def _body(self) -> list[ast.stmt]:
+        if isinstance(self.src.node, ast.Lambda):
+            return [self.lambda_return()]
+        return self.src.node.body  # type: ignore[attr-defined]
 
     def _close(self, parent: ast.AST, field: str, stmts: list[ast.stmt], used: set[int]) -> list[ast.stmt]:
         """What ends ``parent`` once the rest of its ``field`` ran."""
@@ -372,9 +387,7 @@ def _bound_in_scope(fn: ast.AST) -> tuple[set[str], set[str]]:
             bound.add(node.target.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif (isinstance(node, ast.ExceptHandler) and node.name) or (isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name):
             bound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
@@ -406,11 +419,8 @@ def build_function(src: FunctionSource, code: CodeType, body: list[ast.stmt], at
     fn.body = head + body or [ast.Pass()]
     fn.decorator_list = []
     first = src.node
-    for node in ast.walk(fn):
-        if node is fn or not hasattr(node, "lineno"):
-            if isinstance(node, (ast.expr, ast.stmt, ast.excepthandler, ast.arg, ast.arguments)) or node is fn:
-                node.lineno, node.col_offset = code.co_firstlineno, first.col_offset
-                node.end_lineno, node.end_col_offset = first.end_lineno, first.end_col_offset
+    fn.lineno, fn.col_offset = code.co_firstlineno, first.col_offset
+    fn.end_lineno, fn.end_col_offset = first.end_lineno, first.end_col_offset
     for a in fn.args.args:
         a.lineno, a.col_offset, a.end_lineno, a.end_col_offset = (code.co_firstlineno, first.col_offset,
                                                                   code.co_firstlineno, first.col_offset)

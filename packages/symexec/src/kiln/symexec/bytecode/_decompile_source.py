@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ._instr import Location
 
-__all__ = ["FunctionSource", "Span", "SourceUnavailable", "find_function", "span_of"]
+__all__ = ["FunctionSource", "SourceUnavailable", "Span", "find_function", "span_of"]
 
 Span = tuple[int, int, int, int]  # lineno, col_offset, end_lineno, end_col_offset
 
@@ -35,6 +35,8 @@ def location_span(loc: Location | None) -> Span | None:
     if loc is None or loc.lineno is None or loc.col_offset is None or loc.end_lineno is None \
             or loc.end_col_offset is None or loc.lineno < 1:
         return None
+    if (loc.lineno, loc.col_offset) == (loc.end_lineno, loc.end_col_offset):
+        return None  # an empty span: no expression (a lambda's return, a function's RESUME)
     return loc.lineno, loc.col_offset, loc.end_lineno, loc.end_col_offset
 
 
