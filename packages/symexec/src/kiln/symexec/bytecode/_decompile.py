@@ -34,7 +34,7 @@ REPLACEMENT_PREFIX = "<kiln replacement of "  # the file name of every replaceme
 
 def is_resume(code: types.CodeType) -> bool:
     """Whether ``code`` is a resume function kiln made (``make_resume``)."""
-    return code.co_name.startswith(RESUME_PREFIX)
+    return code.co_name.startswith(RESUME_PREFIX) and not is_replacement(code)
 
 
 def is_replacement(code: types.CodeType) -> bool:
@@ -86,10 +86,10 @@ def disassembly(code: types.CodeType) -> str:
 
 def decompile_code(code: types.CodeType) -> DecompiledCode:
     """``code`` as Python source (see the module docstring)."""
-    if is_resume(code):
-        kind = "resume"
-    elif is_replacement(code):
+    if is_replacement(code):  # (a resume function's replacement has the resume function's name)
         kind = "replacement"
+    elif is_resume(code):
+        kind = "resume"
     else:
         return DecompiledCode(code, "other", disassembly(code), False,
                               "it is not code kiln generated (neither a resume function nor a replacement)")

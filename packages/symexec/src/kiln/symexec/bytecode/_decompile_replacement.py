@@ -19,6 +19,7 @@ import ast
 import inspect
 import math
 import types
+import warnings
 from typing import Any
 
 from ._decode import decode
@@ -86,14 +87,14 @@ class _Decompiler:
             if known is obj:
                 return name
         hint = "k"
-        if isinstance(obj, types.FunctionType) and obj.__name__.startswith(RESUME_PREFIX):
+        if getattr(obj, "__name__", "") == "forward":
+            hint = "graph"
+        elif isinstance(obj, types.FunctionType) and obj.__name__.startswith(RESUME_PREFIX):
             hint = obj.__name__.removeprefix("__") + "_"
         elif isinstance(obj, types.FunctionType):
             hint = "fn"
         elif isinstance(obj, type):
             hint = "type"
-        elif getattr(obj, "__name__", "") == "forward" or type(obj).__name__ in ("GraphModule", "method"):
-            hint = "graph"
         name = f"__kiln_{hint}{len(self.objects)}" if not hint.endswith("_") else f"__{hint}{len(self.objects)}"
         self.objects[name] = obj
         return name
@@ -373,7 +374,9 @@ def recompile_replacement(code: types.CodeType, text: str, objects: dict[str, An
                 value[:] = [_placeholder(v, objects) for v in value]
             else:
                 setattr(node, field, _placeholder(value, objects))
-    module = compile(tree, code.co_filename, "exec")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
+        module = compile(tree, code.co_filename, "exec")
     found = _find(module, code.co_name)
     if found is None:
         raise _not_exact("the decompiled source defines no function of the code's name")

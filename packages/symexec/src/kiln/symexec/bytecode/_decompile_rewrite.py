@@ -185,9 +185,9 @@ class Rewriter:
             siblings = getattr(parent, field)
             if field not in ("cases", "handlers"):
                 stmts = stmts + copy.deepcopy(siblings[index + 1:])
-            stmts = self._close(parent, field, stmts, used)
+            stmts = _reachable(self._close(parent, field, stmts, used))
         self._check_exits_used(used)
-        return stmts
+        return _reachable(stmts)
 
     def _levels(self, stmt: ast.AST) -> list[tuple[ast.AST, str, int]]:
         """(container, field, index) from ``stmt`` up to the function, innermost first."""
@@ -251,6 +251,14 @@ class Rewriter:
     def _check_exits_used(self, used: set[int]) -> None:
         if set(self.exits) - used:
             raise _not_exact("a with block's exit is on the stack but the target is not in its body")
+
+
+def _reachable(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """``stmts`` up to the first that never falls through (what follows it never runs)."""
+    for k, stmt in enumerate(stmts):
+        if isinstance(stmt, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+            return stmts[:k + 1]
+    return stmts
 
 
 def _function_body(node: ast.AST) -> list[ast.stmt]:
@@ -405,7 +413,9 @@ def build_function(src: FunctionSource, code: CodeType, body: list[ast.stmt], at
     user's file; locals the function has and does not receive are declared unbound."""
     argnames = list(code.co_varnames[:code.co_argcount])
     bound, declared = _bound_in_scope(src.node)
-    unbound = sorted((bound & set(code.co_varnames)) - set(argnames))
+    read = {n.id for stmt in body for n in ast.walk(stmt)
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    unbound = sorted((bound & set(code.co_varnames) & read) - set(argnames))
     head: list[ast.stmt] = []
     if declared:
         head.append(ast.Global(names=sorted(declared)))
