@@ -32,7 +32,7 @@ from types import CodeType
 from ._bytecode import Bytecode
 from ._decode import decode
 from ._decompile_flow import OPAQUE, SECOND, Origin, stack_origins
-from ._decompile_source import FunctionSource, Span, find_function, location_span
+from ._decompile_source import FunctionSource, Span, find_function, location_span, span_of
 from ._instr import Instr, Label
 from ._resume import RESUME_PREFIX, STACK_PREFIX
 from ._stackdepth import depths_before
@@ -187,7 +187,7 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _CONST_FOLDED = (ast.Constant, ast.Tuple, ast.UnaryOp, ast.BinOp, ast.Set, ast.List, ast.Subscript, ast.BoolOp,
                  ast.Compare)
 _PRODUCED = {
-    "CALL": ast.Call, "CALL_KW": ast.Call, "CALL_FUNCTION_EX": ast.Call, "LOAD_ATTR": ast.Attribute,
+    "CALL": (ast.Call, *_COMPREHENSIONS),  # a comprehension's own function called (3.11) "CALL_KW": ast.Call, "CALL_FUNCTION_EX": ast.Call, "LOAD_ATTR": ast.Attribute,
     "LOAD_METHOD": ast.Attribute, "LOAD_SUPER_ATTR": ast.Attribute, "BINARY_OP": ast.BinOp,
     "COMPARE_OP": ast.Compare, "IS_OP": ast.Compare, "CONTAINS_OP": ast.Compare,
     "BINARY_SUBSCR": ast.Subscript, "BINARY_SLICE": ast.Subscript, "BUILD_TUPLE": ast.Tuple,
@@ -311,6 +311,8 @@ def _statement_resume(r: _Resume, rw, target: int, slots: list[tuple[str | None,
     following = r.instrs[target + 1] if target + 1 < len(r.instrs) else None
     implicit_return = (ins.name == "RETURN_CONST" and ins.arg is None) or (
         ins.name == "LOAD_CONST" and ins.arg is None and following is not None and following.name == "RETURN_VALUE")
+    if anchor is None and ins.name == "RETURN_VALUE" and isinstance(r.src.node, ast.Lambda):
+        anchor = span_of(r.src.node.body)  # a lambda's return: the value of its body
     if anchor is None:
         if implicit_return and not rw.values:
             return [ast.Return(value=None)], None
