@@ -244,3 +244,10 @@ def keyword_only(x, *, scale=2, **extra):
 
 
 lam = lambda x, y: plus(brk(x), y) * 2
+
+
+def looped(xs):
+    total = 0
+    for v in xs:
+        total += brk(v)
+    return total

@@ -17,6 +17,7 @@ import importlib.util
 import linecache
 import sys
 import types
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from kiln.symexec.bytecode import (
+    REPLACEMENT_PREFIX,
     RESUME_PREFIX,
     TABLE,
     decode,
@@ -280,3 +282,83 @@ def test_a_resume_function_decompiles_to_source_that_does_what_it_does(case):
     lines = {n.lineno for n in ast.walk(result.tree) if isinstance(n, ast.stmt)}
     last = max(i.lineno or 0 for i in decode(code).instructions())
     assert all(code.co_firstlineno <= n <= last for n in lines)
+
+
+def test_a_resume_function_of_a_resume_function_decompiles():
+    # method_call breaks twice: resume at the first brk, then that resume function breaks at
+    # the second (its code holds the first prologue, dead, before the original body)
+    case = Case(dc.method_call, (3, 4), lambda L, r: [L["r"], M(L["box"], "scale"), r], nth=1)
+    first = make_resume(dc.method_call.__code__, _brk_calls(dc.method_call.__code__)[0] + 1,
+                        _layout([M(dc.Box(1), "add"), 0, 0])[0], ["box", "y"], name=f"{RESUME_PREFIX}method_call_at_1")
+    expected, local, value = _record(case)
+    target = _brk_calls(first)[1] + 1
+    flags, values = _layout(case.stack(local, value))
+    names = sorted(n for n in live_locals(decode(first))[target] if n in local)
+    second = make_resume(first, target, flags, names, name=f"{RESUME_PREFIX}method_call_at_2")
+    assert _run(second, dc.method_call, values, local, names) == expected
+    result = decompile_code(second)
+    assert result.exact, result.why
+    assert _run(result.recompile(), dc.method_call, values, local, names) == expected
+    assert "return ___stack0 + ___stack1(___stack2, ___stack3)" in result.source
+
+
+def _replacement(text: str, name: str = "fn") -> types.CodeType:
+    """A code object compiled the way kiln compiles replacement source (its file name)."""
+    module = compile(text, f"{REPLACEMENT_PREFIX}{name} 0123456789>", "exec")
+    return next(c for c in module.co_consts if isinstance(c, types.CodeType))
+
+
+def test_replacement_code_decompiles_and_compiles_back_to_the_same_instructions():
+    code = _replacement(
+        "def fn(x, y, *rest, k=1, **kw):\n"
+        "    __kiln_out = x.graph(x, y.w, rest[0])\n"
+        "    y.w = __kiln_out[1]\n"
+        "    globals()['G'] = [__kiln_out[0], 1, 2, 3]\n"
+        "    __kiln_r = print(__kiln_out[2], sep='', end=k)\n"
+        "    a, b = __kiln_r\n"
+        "    if __kiln_r:\n"
+        "        return (a, {'k': b, 'j': -1})\n"
+        "    return x.go(b, *rest)\n")
+    result = decompile_code(code)
+    assert result.kind == "replacement" and result.exact, result.why
+    assert "def fn(x, y, *rest, k=1, **kw):" not in result.source  # defaults are not the code's
+    assert result.source.startswith("def fn(x, y, *rest, k, **kw):")
+    assert "y.w = __kiln_out[1]" in result.source and "if __kiln_r:" in result.source
+    assert result.recompile().co_code == code.co_code
+
+
+def test_replacement_objects_without_a_literal_are_named_and_bound_back():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
+        code = _replacement("def fn(x):\n    return 'PLACEHOLDER'(x)\n")
+    marker = object()
+
+    def graph(v):
+        return (v, marker)
+
+    # kiln's replacement loads such objects as constants (_codegen swaps them in likewise)
+    code = code.replace(co_consts=tuple(graph if c == "PLACEHOLDER" else c for c in code.co_consts))
+    result = decompile_code(code)
+    assert result.exact, result.why
+    (name,) = result.objects
+    assert result.objects[name] is graph and f"return {name}(x)" in result.source
+    again = result.recompile()
+    assert types.FunctionType(again, {})(5) == (5, marker)
+
+
+def test_what_is_not_decompiled_says_why_and_shows_the_disassembly():
+    in_try = _replacement("def fn(x):\n    try:\n        return x()\n    except BaseException:\n        raise\n")
+    result = decompile_code(in_try)
+    assert not result.exact and result.why == "try blocks in replacement code are not decompiled"
+    assert "RETURN_VALUE" in result.source and "not decompiled exactly" in str(result)
+    with pytest.raises(ValueError, match="not decompiled exactly"):
+        result.recompile()
+    plain = decompile_code(dc.plus.__code__)
+    assert plain.kind == "other" and not plain.exact and "not code kiln generated" in plain.why
+    # inside a loop body (kiln never breaks there: the resume would have to continue the loop)
+    code = dc.looped.__code__
+    target = _brk_calls(code)[0] + 1
+    flags, _ = _layout([iter([]), 0, 0])  # the loop's iterator, total, brk's result
+    resume = make_resume(code, target, flags, [], name=f"{RESUME_PREFIX}looped_at_1")
+    result = decompile_code(resume)
+    assert not result.exact and result.why and "LOAD_FAST" in result.source

@@ -55,6 +55,7 @@ _UNARY = {"UNARY_NEGATIVE": ast.USub, "UNARY_NOT": ast.Not, "UNARY_INVERT": ast.
           "UNARY_POSITIVE": ast.UAdd}
 _NAME_LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_NAME", "LOAD_CLOSURE"))
 _NAME_STORES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"))
+_INTRINSIC_LIST_TO_TUPLE = 6  # CALL_INTRINSIC_1's argument for ``tuple(list)`` (3.12, 3.13)
 _SKIP = frozenset(("NOP", "RESUME", "PRECALL", "COPY_FREE_VARS", "TO_BOOL", "EXTENDED_ARG", "CACHE"))
 
 
@@ -214,7 +215,7 @@ class _Decompiler:
             target = stack[-arg]
             target.keys.append(None)
             target.values.append(items)
-        elif name == "LIST_TO_TUPLE":
+        elif name == "LIST_TO_TUPLE" or (name == "CALL_INTRINSIC_1" and arg == _INTRINSIC_LIST_TO_TUPLE):
             node = stack.pop()
             stack.append(ast.Tuple(elts=node.elts, ctx=ast.Load()))
         elif name == "KW_NAMES":
@@ -255,13 +256,19 @@ class _Decompiler:
                                   value=value))
         elif name == "UNPACK_SEQUENCE":
             value = stack.pop()
-            targets = []
-            for _ in range(arg):
+            names: list[str] = []
+            while len(names) < arg:
                 store = self.items[k]
                 k += 1
-                if not (isinstance(store, Instr) and store.name in _NAME_STORES):
+                if isinstance(store, Instr) and store.name in _NAME_STORES:
+                    names.append(store.arg)
+                elif isinstance(store, Instr) and store.name == "STORE_FAST_STORE_FAST":
+                    names += list(store.arg)
+                else:
                     raise _not_exact("an unpacking into something other than names")
-                targets.append(ast.Name(id=store.arg, ctx=ast.Store()))
+            if len(names) != arg:
+                raise _not_exact("an unpacking into something other than names")
+            targets = [ast.Name(id=n, ctx=ast.Store()) for n in names]
             out.append(ast.Assign(targets=[ast.Tuple(elts=targets, ctx=ast.Store())], value=value))
         elif name == "POP_TOP":
             out.append(ast.Expr(value=stack.pop()))
