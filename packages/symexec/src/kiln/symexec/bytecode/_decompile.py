@@ -106,3 +106,6 @@ def decompile_code(code: types.CodeType) -> DecompiledCode:
         return DecompiledCode(code, kind, disassembly(code), False, str(e))
     except (SyntaxError, ValueError) as e:
         return DecompiledCode(code, kind, disassembly(code), False, f"the decompiled source does not compile: {e}")
+    except Exception as e:  # a shape the decompiler did not foresee: say so, never guess
+        return DecompiledCode(code, kind, disassembly(code), False,
+                              f"the decompiler failed: {type(e).__name__}: {e}")
