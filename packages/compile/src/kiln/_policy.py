@@ -60,6 +60,7 @@ import torch
 import kiln.frameeval as fe
 from kiln.inductor import cache_root
 from kiln.symexec import ConstraintViolation, Specializations, Unsupported, capture
+from kiln.symexec.bytecode import RESUME_PREFIX
 
 from . import _frame_cache
 from ._automatic_dynamic import (
@@ -82,7 +83,6 @@ from ._stats import Stats
 __all__ = ["USER_CODE_MARK", "FrameCompiler", "never_root"]
 
 _log = logging.getLogger("kiln")
-RESUME_PREFIX = "__kiln_resume_in_"  # kiln.symexec's resume functions (of a compiled root)
 # A module inside kiln's packages whose code is the user's (the demo's model) sets this
 # global to True; kiln's other code is never a root.
 USER_CODE_MARK = "__kiln_user_code__"

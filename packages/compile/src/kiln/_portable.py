@@ -55,6 +55,7 @@ from kiln.guards import (
     cell_values,
     importable_path,
 )
+from kiln.symexec.bytecode import RESUME_PREFIX  # kiln.symexec's resume functions (_breaks)
 
 __all__ = ["FunctionDescription", "Unportable", "body_objects", "dumps", "loads", "resolve_functions"]
 
@@ -65,7 +66,6 @@ _MUTABLE = (list, dict, set, bytearray)
 _BUILTIN_CALLABLES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                       types.WrapperDescriptorType, types.ClassMethodDescriptorType,
                       types.GetSetDescriptorType, types.MemberDescriptorType)
-_RESUME_PREFIX = "__kiln_resume_in_"  # kiln.symexec's resume functions (_breaks)
 
 
 class Unportable(Exception):
@@ -135,7 +135,7 @@ class _Writer(pickle.Pickler):
         if tp in _BY_VALUE or tp in (tuple, frozenset, list, dict, set):
             return NotImplemented
         if isinstance(obj, type) or tp is types.FunctionType or tp in _BUILTIN_CALLABLES:
-            if tp is types.FunctionType and obj.__name__.startswith(_RESUME_PREFIX):
+            if tp is types.FunctionType and obj.__name__.startswith(RESUME_PREFIX):
                 return self._resume(obj)
             if tp in _BUILTIN_CALLABLES and not isinstance(obj, types.BuiltinFunctionType):
                 owner = getattr(obj, "__objclass__", None)

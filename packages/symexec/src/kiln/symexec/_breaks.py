@@ -53,6 +53,7 @@ from ._caches import SymexecCaches
 from ._translator import NULL, Translator
 from ._unsupported import TracedException, Unsupported
 from .bytecode import (
+    RESUME_PREFIX,
     STACK_PREFIX,
     Bytecode,
     ExceptHandler,
@@ -272,7 +273,7 @@ class _Resumer:
         fn = self.resume_functions.get(key)
         if fn is None or fn.__globals__ is not self.f_globals:
             base = self.code.co_name if self.code.co_name.isidentifier() else "fn"
-            name = f"__kiln_resume_in_{base.removeprefix('__kiln_resume_in_')}_at_{self.break_line}"
+            name = f"{RESUME_PREFIX}{base.removeprefix(RESUME_PREFIX)}_at_{self.break_line}"
             code = make_resume(self.code, target, layout, names, name=name)
             fn = types.FunctionType(code, self.f_globals, name)
             self.resume_functions[key] = fn

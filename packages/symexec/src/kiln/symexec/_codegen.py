@@ -28,6 +28,8 @@ from typing import Any
 
 from kiln.guards import GlobalSource, ItemSource, LocalSource, ModuleSource, Source
 
+from .bytecode import REPLACEMENT_PREFIX
+
 __all__ = ["ReplacementSource", "build_replacement", "render_source"]
 
 
@@ -133,7 +135,7 @@ def _register_text(code: types.CodeType, body: ReplacementSource) -> tuple[str, 
     else:
         full = text
     digest = hashlib.sha1(full.encode()).hexdigest()[:10]
-    filename = f"<kiln replacement of {code.co_qualname} {digest}>"
+    filename = f"{REPLACEMENT_PREFIX}{code.co_qualname} {digest}>"
     linecache.cache[filename] = (len(full), None, full.splitlines(True), filename)
     return name, full, filename
 

@@ -5,7 +5,8 @@ opargs, raw location and exception tables); the abstract level (``Bytecode``: ``
 argument meanings, ``Label`` jump targets, a handler per instruction). ``decode`` and
 ``assemble`` convert between code objects and the abstract level; ``make_code`` builds a
 fresh function body and ``make_resume`` one that continues another at an instruction (graph
-breaks); ``disassemble`` formats either for logs. All knowledge of one CPython
+breaks); ``disassemble`` formats either for logs; ``decompile_code`` turns kiln's generated code
+(resume functions, replacements) back into Python source. All knowledge of one CPython
 version is in ``TABLE`` (``py311``/``py312``/``py313``), chosen once at import.
 """
 
@@ -21,6 +22,14 @@ from ._concrete import (
     extended_args_needed,
 )
 from ._decode import DecodeError, decode, decode_concrete_bytecode, jump_target_offset
+from ._decompile import (
+    REPLACEMENT_PREFIX,
+    DecompiledCode,
+    NotExact,
+    decompile_code,
+    is_replacement,
+    is_resume,
+)
 from ._disasm import disassemble, format_arg
 from ._exctable import ExceptionTableEntry, decode_exception_table, encode_exception_table
 from ._instr import (
@@ -36,7 +45,7 @@ from ._instr import (
     const_key,
 )
 from ._linetable import decode_linetable, encode_linetable
-from ._resume import STACK_PREFIX, in_loop, live_locals, make_resume, resumable
+from ._resume import RESUME_PREFIX, STACK_PREFIX, in_loop, live_locals, make_resume, resumable
 from ._stackdepth import FlowInstr, StackDepthError, basic_block_starts, compute_stacksize
 from ._table import ArgKind, VersionTable
 from ._walk import map_code, walk_code
@@ -44,6 +53,8 @@ from .versions import SUPPORTED_VERSIONS, TABLE, UnsupportedVersion
 
 __all__ = [
     "NO_ARG",
+    "REPLACEMENT_PREFIX",
+    "RESUME_PREFIX",
     "STACK_PREFIX",
     "SUPPORTED_VERSIONS",
     "TABLE",
@@ -57,6 +68,7 @@ __all__ = [
     "ConcreteInstr",
     "ControlFlowGraph",
     "DecodeError",
+    "DecompiledCode",
     "ExceptHandler",
     "ExceptionRange",
     "ExceptionTableEntry",
@@ -65,6 +77,7 @@ __all__ = [
     "Instr",
     "Label",
     "Location",
+    "NotExact",
     "StackDepthError",
     "SuperAttrArg",
     "UnsupportedVersion",
@@ -82,6 +95,7 @@ __all__ = [
     "decode_concrete_bytecode",
     "decode_exception_table",
     "decode_linetable",
+    "decompile_code",
     "disassemble",
     "encode_concrete",
     "encode_exception_table",
@@ -90,6 +104,8 @@ __all__ = [
     "extended_args_needed",
     "format_arg",
     "in_loop",
+    "is_replacement",
+    "is_resume",
     "jump_target_offset",
     "live_locals",
     "localsplus_names",

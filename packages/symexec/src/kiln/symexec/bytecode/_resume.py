@@ -30,9 +30,10 @@ from ._decode import decode
 from ._instr import Instr, Label, SuperAttrArg
 from .versions import TABLE
 
-__all__ = ["STACK_PREFIX", "in_loop", "live_locals", "make_resume", "resumable"]
+__all__ = ["RESUME_PREFIX", "STACK_PREFIX", "in_loop", "live_locals", "make_resume", "resumable"]
 
-STACK_PREFIX = "___stack"
+STACK_PREFIX = "___stack"  # the arguments holding the value stack
+RESUME_PREFIX = "__kiln_resume_in_"  # the name of every resume function starts so
 
 _READS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST"))
 _PAIRS = {  # 3.13's two-variable forms: (reads, writes) as positions in the arg pair
