@@ -30,7 +30,7 @@ ARTIFACTS: dict[str, str] = {
     "perf": "the time each compile of a frame took, per phase (capture, backend, guards)",
     "aot_graphs": "the joint, forward and backward ATen graphs kiln.aotgrad makes of each graph",
     "output_code": "the code kiln.inductor generates (reserved: not built yet)",
-    "perf_hints": "performance hints of the backends (reserved: not built yet)",
+    "perf_hints": "performance hints of the backends: why a graph is not recorded as CUDA graphs, max-autotune's choices",
     "cache": "the disk caches of whole graphs and of the recompile memory: what is not cacheable, corrupt entries",
 }
 
