@@ -41,7 +41,7 @@ import logging
 import sys
 import types
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,8 @@ class CompiledGraph:
     # inductor chose for a value only the backward reads: ``_layout``; per item for a tuple), else None
     output_strides: tuple[Any, ...] = ()
     triton_code: str = ""  # the module of its Triton kernels ("" when it has none)
+    # per kernel, by name: the ATen nodes its stages compute, in order (what it fused)
+    fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Uncacheable(Exception):
@@ -384,6 +386,7 @@ def record_of(compiled: CompiledGraph, wrapper_globals: dict[str, Any], function
         "externs": compiled.externs,
         "fallbacks": compiled.fallbacks,
         "output_strides": list(compiled.output_strides),
+        "fused": compiled.fused,
     }
 
 
@@ -434,7 +437,8 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
                        record["cpp"] or "(none)")
     strides = tuple(_strides_of(s) for s in record.get("output_strides", ()))
     return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
-                         dict(record["fallbacks"]), key, True, strides, record["triton"])
+                         dict(record["fallbacks"]), key, True, strides, record["triton"],
+                         {name: tuple(nodes) for name, nodes in record.get("fused", {}).items()})
 
 
 def _strides_of(entry: Any) -> Any:
