@@ -299,6 +299,7 @@ def test_explain_keeps_the_events_of_its_call():
     info = kiln.explain(_break)(torch.ones(3))
     assert info.graph_break_count == 1
     kinds = [e["event"] for e in info.events]
+    assert kinds[0] == "process" and info.events[0]["python"] == sys.version.split()[0]
     assert kinds.count("frame") == 2 and kinds.count("graph_break") == 1 and kinds.count("compile_end") == 2
 
 

@@ -91,6 +91,18 @@ def _rank() -> int | None:
     return int(rank) if rank is not None and rank.isdigit() else None
 
 
+def process_header(rank: int | None) -> dict[str, Any]:
+    """The ``process`` event: who wrote the trace (the report reads bytecode only under the
+    Python version that wrote it)."""
+    import torch
+
+    import kiln
+
+    return {"event": "process", "compile": 0, "t": time.time(), "pid": os.getpid(), "rank": rank,
+            "python": sys.version.split()[0], "torch": torch.__version__, "kiln": kiln.__version__,
+            "argv": list(sys.argv)}
+
+
 class TraceFile:
     """One process's JSON-lines file in a folder; ``write`` appends one compile's events."""
 
@@ -106,14 +118,7 @@ class TraceFile:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         name = f"kiln-trace-{stamp}-pid{self.pid}" + (f"-rank{rank}" if rank is not None else "") + ".jsonl"
         self.path = os.path.join(self.directory, name)
-        import torch
-
-        import kiln
-
-        header = {"event": "process", "compile": 0, "t": time.time(), "pid": self.pid, "rank": rank,
-                  "python": sys.version.split()[0], "torch": torch.__version__, "kiln": kiln.__version__,
-                  "argv": list(sys.argv)}
-        self._append([header])
+        self._append([process_header(rank)])
 
     def write(self, events: list[dict[str, Any]]) -> None:
         """Append ``events`` in one write (the file is made at the first; a forked child
@@ -137,7 +142,7 @@ class MemoryTrace:
     """A trace kept in memory (``kiln.explain``'s, for ``ExplainOutput.report``)."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = [process_header(_rank())]
 
     def write(self, events: list[dict[str, Any]]) -> None:
         self.events.extend(events)

@@ -47,9 +47,9 @@ _LEXERS = {"python": PythonLexer, "cpp": CppLexer, "text": TextLexer}
 
 @functools.cache
 def _environment() -> jinja2.Environment:
+    # a key a trace lacks (a file cut short, an older kiln's) renders empty, never fails the page
     return jinja2.Environment(loader=jinja2.PackageLoader("kiln.report", "templates"),
-                              autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
+                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
 
 
 def code_html(code: str, language: str = "python", *, first: int = 1, mark: tuple[int, ...] = ()) -> Markup:
