@@ -123,7 +123,7 @@ def test_the_recompiles_with_the_failing_guard_explained(doc):
     forward, resume = doc.find_all("article", cls="recompile")
     assert "tensor L['x'] size(0): expected 4, got 6" in forward.find_all("code", cls="guard")[0].text()
     assert "automatic dynamic" in forward.find_all("div", cls="hint")[0].text()
-    assert _highlighted(forward.find_all("div", cls="loc")[0]) [0] == lines()["def"]
+    assert _highlighted(forward.find_all("div", cls="loc")[0])[0] == lines()["def"]
     assert "tensor L['y'] size(0): expected 4, got 6" in resume.text()
     # a resume function starts at the graph break that made it
     assert _highlighted(resume.find_all("div", cls="loc")[0])[0] == lines()["break"]
@@ -247,7 +247,8 @@ def _break(x):
 def test_explain_writes_the_report_of_its_call(tmp_path):
     info = kiln.explain(_break)(torch.ones(3))
     path = info.report(str(tmp_path / "sub" / "explain.html"))
-    doc = parse(open(path, encoding="utf-8").read())
+    with open(path, encoding="utf-8") as f:
+        doc = parse(f.read())
     (article,) = doc.find_all("article", cls="break")
     number, text = _highlighted(article.find_all("div", cls="loc")[0])
     assert number == _break.__code__.co_firstlineno + 2 and "# explain's break" in text
