@@ -11,8 +11,10 @@ Cases (default backend, CPU):
 A cold compile is timed from ``kiln.reset()`` (nothing compiled, the disk caches of graphs and
 frames off) to the end of the first call; kernel libraries come from the kernel cache in both
 modes (compiled once in the warm-up), so the figures compare kiln's own work. Off and on rounds
-alternate, after a warm-up of each; medians are reported, of wall time and of the process's
-CPU time (``time.process_time``: steadier where other work shares the machine's cores).
+alternate, after a warm-up of each, each after a full garbage collection, with one torch
+thread (the kernels' OpenMP threads would otherwise spin in CPU time); medians are reported, of
+wall time and of the process's CPU time (``time.process_time``: steadier where other work
+shares the machine's cores).
 
     python benchmarks/trace_overhead.py [--rounds 9]
 """
@@ -20,6 +22,7 @@ CPU time (``time.process_time``: steadier where other work shares the machine's 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import tempfile
 import time
@@ -65,6 +68,7 @@ def _graph_break() -> Callable[[], None]:
 
 def _timed(fn: Callable[[], None], count: int = 1) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of ``fn()``, per call of ``count``."""
+    gc.collect()
     wall, cpu = time.perf_counter(), time.process_time()
     fn()
     return (time.perf_counter() - wall) / count, (time.process_time() - cpu) / count
@@ -94,6 +98,7 @@ def _hit(trace_dir: str | None, calls: int = 20000) -> tuple[float, float]:
 def measure(rounds: int) -> list[tuple[str, str, float, float, float, float]]:
     """Per case: (name, unit, median wall off, on, median CPU off, on)."""
     kiln.config.graph_cache = kiln.config.frame_cache = kiln.config.recompile_memory = False
+    torch.set_num_threads(1)
     cases: list[tuple[str, str, float, Callable[[str | None], tuple[float, float]]]] = []
     for name, make in (("mlp training step", _mlp_step), ("graph break", _graph_break)):
         run = make()

@@ -172,15 +172,19 @@ def test_the_environment_variable(tmp_path, monkeypatch):
     assert len(glob.glob(str(other / "*.jsonl"))) == 1
 
 
-def test_a_cache_hit_writes_nothing(tmp_path):
+def test_a_cache_hit_runs_nothing_of_the_trace(tmp_path, monkeypatch):
+    begun = []
+    begin = _trace.TraceFiles.begin
+    monkeypatch.setattr(_trace.TraceFiles, "begin", lambda self, *a: (begun.append(1), begin(self, *a))[1])
     with settings(trace_dir=str(tmp_path)):
         f = kiln.compile(lambda x: x * 2, backend="eager")
         f(torch.ones(2))
+        assert len(begun) == 1
         (path,) = glob.glob(str(tmp_path / "*.jsonl"))
         size = os.path.getsize(path)
         for _ in range(5):
-            f(torch.ones(2))
-        assert os.path.getsize(path) == size
+            torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 2.0))
+        assert os.path.getsize(path) == size and len(begun) == 1
 
 
 def test_one_write_per_compile(tmp_path, monkeypatch):

@@ -298,7 +298,7 @@ class CompileTrace:
             if env.is_unbacked(sym):
                 why = "a value the graph computes (.item(), nonzero)"
             elif dim in dims.get(base, ()):
-                why = "automatic dynamic: a recompile saw this size change"
+                why = "automatic dynamic: a size that changed between calls (learned at a recompile, or inherited)"
             elif dynamic is True:
                 why = "dynamic=True"
             else:
