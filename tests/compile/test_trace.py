@@ -309,3 +309,12 @@ def test_explain_keeps_the_events_of_its_call():
 
 def test_the_config_field_is_documented():
     assert "trace_dir = None" in kiln.config.describe() and "KILN_TRACE" in kiln.config.describe()
+
+
+def test_a_folder_that_cannot_be_written_warns_and_the_program_goes_on(tmp_path, caplog):
+    blocked = tmp_path / "a file"
+    blocked.write_text("not a folder")
+    with settings(trace_dir=str(blocked / "trace")):
+        f = kiln.compile(lambda x: x * 3, backend="eager")
+        torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 3.0))
+    assert "cannot write the trace" in caplog.text

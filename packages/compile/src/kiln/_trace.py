@@ -59,6 +59,7 @@ import base64
 import collections
 import json
 import linecache
+import logging
 import marshal
 import os
 import sys
@@ -68,6 +69,7 @@ from typing import Any
 
 __all__ = ["CompileTrace", "MemoryTrace", "TraceFile", "TraceFiles", "trace_dir"]
 
+_log = logging.getLogger("kiln")
 _CONTEXT_LINES = 3  # lines of source kept on each side of a location
 _MARSHALABLE = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
 
@@ -348,4 +350,7 @@ class CompileTrace:
                  timings=dict(self.timings), error=f"{type(error).__name__}: {error}" if error is not None else None)
         events, self.events = self.events, []
         for sink in self.sinks:
-            sink.write(events)
+            try:
+                sink.write(events)
+            except OSError as e:  # a full disk or a folder one may not write: the program goes on
+                _log.warning("kiln: cannot write the trace (%s): %s", getattr(sink, "directory", sink), e)
