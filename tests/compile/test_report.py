@@ -209,6 +209,16 @@ def test_a_decompiler_when_kiln_has_one(trace_dir, monkeypatch):
     assert "decompiled (kiln.decompile)" in page and "the source of forward" in page
 
 
+def test_failing_guards_in_plain_words():
+    from kiln.report._render import explain_failure
+
+    assert "automatic dynamic" in explain_failure("tensor L['x'] size(0): expected 4, got 6")
+    assert "train() and eval()" in explain_failure("module L['self'] training: expected False, got True")
+    assert "dtype" in explain_failure("tensor L['x'] dtype: expected torch.float32, got torch.float64")
+    assert "Python number" in explain_failure("L['n'] == 3: expected 3, got 4")
+    assert "new entry" in explain_failure("something else entirely")
+
+
 def test_bytecode_of_another_python_version(trace_dir):
     trace = load_trace(trace_dir)
     trace.processes[0].header["python"] = "3.99.0"

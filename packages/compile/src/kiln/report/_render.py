@@ -130,6 +130,10 @@ def decompiled(b64: str, python: str | None) -> str | None:
 
 
 _HINTS = (
+    ("compiled by <kiln.compile", "another kiln.compile configuration (backend, mode, options) runs this "
+                                  "code: each keeps entries of its own"),
+    (" training:", "the module switched between train() and eval(): dropout, batch norm and the "
+                   "autograd graph differ, so another graph is compiled"),
     ("size(", "a tensor's size changed: the next compile makes that dimension a symbol (automatic "
               "dynamic), so one graph serves the sizes that follow"),
     ("stride(", "a tensor's strides changed (a transposed or sliced input): the graph was compiled "

@@ -88,7 +88,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     compiled = CompiledGraph(call, wrapper.code, cpp_code, len(kernels),
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
                              output_strides=changed_strides(gm, graph), triton_code=triton_code,
-                             fused={k.name: tuple(o for s in k.stages for o in s.buffer.origins) for k in kernels})
+                             fused={k.name: tuple(dict.fromkeys(o for s in k.stages for o in s.buffer.origins)) for k in kernels})
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
     return compiled
