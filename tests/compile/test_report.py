@@ -341,3 +341,22 @@ def test_the_trace_files_are_json_lines(trace_dir):
     (path,) = glob.glob(os.path.join(trace_dir, "*.jsonl"))
     with open(path) as f:
         assert all(isinstance(json.loads(line), dict) for line in f)
+
+
+def _specializes(x):
+    return torch.zeros(int(x.shape[0]) + 1) + x.sum()  # the size as a Python int
+
+
+def test_a_specialized_size_with_its_line(tmp_path):
+    info_dir = tmp_path / "trace"
+    kiln.config.trace_dir = str(info_dir)
+    try:
+        kiln.compile(_specializes, backend="eager", dynamic=True)(torch.ones(5))
+    finally:
+        kiln.config.trace_dir = None
+    doc = parse(render_report(load_trace(str(info_dir))))
+    (article,) = doc.find_all("article", cls="shapes")
+    (block,) = article.find_all("div", cls="specialization")
+    assert "s0 specialized (s0 = 5)" in block.text()
+    number, text = _highlighted(block.find_all("div", cls="loc")[0])
+    assert number == _specializes.__code__.co_firstlineno + 1 and "# the size as a Python int" in text

@@ -318,3 +318,21 @@ def test_a_folder_that_cannot_be_written_warns_and_the_program_goes_on(tmp_path,
         f = kiln.compile(lambda x: x * 3, backend="eager")
         torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 3.0))
     assert "cannot write the trace" in caplog.text
+
+
+def _specializes(x):
+    return torch.zeros(int(x.shape[0]) + 1) + x.sum()  # a size needed as a Python int
+
+
+def test_a_size_specialized_with_the_users_line(tmp_path):
+    with settings(trace_dir=str(tmp_path)):
+        out = kiln.compile(_specializes, backend="eager", dynamic=True)(torch.ones(8))
+    torch.testing.assert_close(out, _specializes(torch.ones(8)))
+    (shapes,) = [e for e in _events(tmp_path) if e["event"] == "shapes"]
+    (symbol,) = shapes["symbols"]
+    assert symbol["source"] == "L['x'].size(0)" and symbol["why"] == "dynamic=True" and symbol["replaced_by"] == "8"
+    (spec,) = shapes["specializations"]
+    assert spec["symbols"] == ["s0"] and spec["values"] == {"s0": 8}
+    assert spec["location"]["line"] == _specializes.__code__.co_firstlineno + 1
+    assert "# a size needed as a Python int" in spec["location"]["text"]
+    assert shapes["guards"] == ["Eq(s0, 8)"]
