@@ -4,6 +4,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))  # e2e_support
+sys.path.insert(0, os.path.dirname(__file__))  # trace_support
 
 
 

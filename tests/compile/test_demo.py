@@ -177,3 +177,32 @@ def test_cli_writes_report_and_json(tmp_path, capsys, monkeypatch):
 def test_cli_fails_when_kiln_does_not_match_eager(tmp_path, monkeypatch):
     monkeypatch.setattr("kiln.demo.run_demo", lambda device, rounds: _made_up(kiln_ok=False))
     assert main(["demo", "--device", "cpu", "--report", str(tmp_path / "r.html")]) == 1
+
+
+def test_cli_links_the_trace_report_when_a_trace_folder_is_set(tmp_path, capsys, monkeypatch):
+    import torch
+
+    import kiln
+
+    folder = tmp_path / "trace"
+    monkeypatch.setattr(kiln.config, "trace_dir", str(folder))
+
+    def run_demo(device, rounds):
+        kiln.compile(lambda x: x * 2, backend="eager")(torch.ones(2))  # what the demo's compiles write
+        return _made_up()
+
+    monkeypatch.setattr("kiln.demo.run_demo", run_demo)
+    report = tmp_path / "r.html"
+    assert main(["demo", "--device", "cpu", "--report", str(report)]) == 0
+    trace_report = folder / "report.html"
+    assert trace_report.exists() and "kiln demo: every compile" in trace_report.read_text()
+    assert f'id="trace-report" href="{trace_report.as_uri()}"' in report.read_text()
+    assert f"trace report: {trace_report}" in capsys.readouterr().out
+
+
+def test_no_trace_link_without_a_trace_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("KILN_TRACE", raising=False)
+    monkeypatch.setattr("kiln.demo.run_demo", lambda device, rounds: _made_up())
+    report = tmp_path / "r.html"
+    assert main(["demo", "--device", "cpu", "--report", str(report)]) == 0
+    assert "trace-report" not in report.read_text()

@@ -31,6 +31,7 @@ from ._logs import configure_from_env
 from ._policy import FrameCompiler
 from ._session import new_session, session
 from ._stage_configs import stage_configs
+from ._trace import MemoryTrace
 
 __all__ = ["CompiledModule", "ExplainOutput", "compile", "disable", "explain", "reset"]
 
@@ -115,6 +116,22 @@ class ExplainOutput:
     op_count: int
     ops_per_graph: list[list[str]]
     guards: list[Any]
+    # the call's structured trace events (kiln._trace), for ``report``
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    def report(self, path: str) -> str:
+        """Write the HTML report of this call (``kiln.report``: its frames, graphs, graph
+        breaks with the user's lines, guards, symbolic sizes, transformed code) to ``path``;
+        returns ``path``."""
+        import os
+
+        from kiln.report import render_events
+
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(render_events(self.events, "kiln.explain report"))
+        return path
 
     def __str__(self) -> str:
         lines = [f"graphs: {self.graph_count}, graph breaks: {self.graph_break_count}, "
@@ -128,7 +145,8 @@ def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
     what was captured: every graph (the frames ``fn`` starts, resume functions after graph
     breaks), each graph break and each frame that fell back to eager, with its reason and
     line, and the guards. Like ``torch._dynamo.explain`` it runs ``fn`` for real and resets
-    kiln before and after (entries compiled so far are forgotten)."""
+    kiln before and after (entries compiled so far are forgotten). ``.report(path)`` on the
+    result writes the call's HTML report (``kiln.report``)."""
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         target = getattr(fn, "_kiln_compiled", fn)
@@ -136,7 +154,8 @@ def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
             target = target._orig_mod
         configure_from_env()
         captures: list[Any] = []
-        callback = FrameCompiler(lambda gm, example_inputs: gm.forward, observer=captures.append)
+        trace = MemoryTrace()
+        callback = FrameCompiler(lambda gm, example_inputs: gm.forward, observer=captures.append, trace_sink=trace)
         call = target.__call__ if isinstance(target, torch.nn.Module) else target
         reset()
         try:
@@ -148,7 +167,8 @@ def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
         graphs = [c.graph_module for c in captures if c.op_count]
         ops = [c.op_names for c in captures if c.op_count]
         guards = [g for c in captures for g in c.guards.ordered()]
-        return ExplainOutput(graphs, len(graphs), len(breaks), breaks, sum(map(len, ops)), ops, guards)
+        return ExplainOutput(graphs, len(graphs), len(breaks), breaks, sum(map(len, ops)), ops, guards,
+                             trace.events)
 
     return run
 

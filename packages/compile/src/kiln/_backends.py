@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import types
 from collections.abc import Callable
 from typing import Any
@@ -80,9 +81,11 @@ def _aotgrad(gm: Any, example_inputs: list[Any], context: CompileContext | None,
     from kiln.aotgrad import AotUnsupported, aot_compile
 
     partitioner = context.configs.aotgrad.partitioner if context is not None else "min_cut"
+    trace = context.trace if context is not None else None
     try:
         return aot_compile(gm, example_inputs, context, partitioner=partitioner,
-                           accept_guards=accept_guards or _guard_sink(context), **compilers)
+                           accept_guards=accept_guards or _guard_sink(context),
+                           on_graphs=trace.aot_graphs if trace is not None else None, **compilers)
     except AotUnsupported as e:
         _log.warning("kiln.aotgrad cannot take this graph (%s); it runs as captured", e)
         return gm.forward
@@ -111,12 +114,17 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
     if config.graph_cache and not kiln_config.graph_cache:
         config = dataclasses.replace(config, graph_cache=False)
     key = None
+    trace = context.trace if context is not None else None
     if context is not None and config.graph_cache:
         key = cache_step(_compiled_cache.key_of, gm, example_inputs, context)
         if key is None:
             context.graph_cache.uncacheable += 1
+            if trace is not None:
+                trace.cache("graph", "uncacheable")
         else:
             runtime = cache_step(_compiled_cache.load, key, context, _guard_sink(context))
+            if trace is not None:
+                trace.cache("graph", "miss" if runtime is None else "hit")
             if runtime is not None:
                 context.graph_cache.hits += 1
                 context.records["graph"] = runtime.cache_variant
@@ -127,6 +135,7 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
 
     def compiler_of(half: str) -> Callable[[Any], Callable[..., Any]]:
         def compiler(aten_gm: Any) -> Callable[..., Any]:
+            start = time.perf_counter()
             try:
                 compiled = compile_aten(aten_gm)
             except Exception:
@@ -136,6 +145,8 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
                              "generated Python", exc_info=True)
                 compiled = aten_gm.forward
             halves[half] = compiled
+            if trace is not None:
+                trace.inductor(half, getattr(compiled, "compiled", None), time.perf_counter() - start)
             return compiled
 
         return compiler
@@ -154,6 +165,8 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
     if key is not None and cache_step(_compiled_cache.store, key, runtime, halves, accepted, context):
         context.graph_cache.stored += 1
         context.records["graph"] = runtime.cache_variant
+        if trace is not None:
+            trace.cache("graph", "stored")
     return runtime
 
 

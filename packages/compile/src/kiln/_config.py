@@ -43,6 +43,13 @@ class Config:
                 "which code (automatic dynamic), so that a new process compiles them dynamic on its "
                 "first call instead of compiling a static graph first"})
 
+    trace_dir: str | None = field(default=None, metadata={
+        "help": "a folder: every compile writes what it did there as JSON lines (one file per "
+                "process: frames and why each compiled, graphs, graph breaks, guards, symbolic sizes, "
+                "aotgrad's and inductor's output, phase times, cache hits and misses), which "
+                "`python -m kiln report DIR` turns into an HTML page; None: the environment variable "
+                "KILN_TRACE, else no trace. A cache hit costs the same either way"})
+
     def describe(self) -> str:
         """Every setting with its value and help."""
         return "\n".join(f"{f.name} = {getattr(self, f.name)!r}  # {f.metadata['help']}"

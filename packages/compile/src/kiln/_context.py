@@ -20,6 +20,10 @@ graph already in the cache) is a RuntimeError, never silently dropped.
 ``capture`` (kiln.symexec), ``backend`` (the backend's compile, absent for a graph without
 ops), ``guards`` (compiling the checker); logged with ``KILN_LOGS=perf``.
 
+``trace``: the compile's structured trace (``_trace.CompileTrace``) when one is being written
+(``kiln.config.trace_dir``, ``KILN_TRACE``, ``kiln.explain``), else None: kiln's stages record
+what they made there (aotgrad's graphs, inductor's code, the disk caches' hits and misses).
+
 Invariants:
 - ``fake_inputs[i]`` stands for ``example_inputs[i]``: a kiln FakeTensor whose sizes and
   strides are ints or ``torch.SymInt`` over ``shape_env``'s symbols (``dynamic=True``, marked
@@ -45,6 +49,7 @@ from kiln.guards import Guard
 
 from ._stage_configs import DEFAULT_CONFIGS, StageConfigs
 from ._stats import GraphCacheStats
+from ._trace import CompileTrace
 
 __all__ = ["CompileContext", "GuardSink", "compile_context"]
 
@@ -100,6 +105,7 @@ class CompileContext:
     # what the disk cache holds of the compiled graph ("graph": its record's variant), for the
     # disk cache of captured frames (_frame_cache)
     records: dict[str, Any] = field(default_factory=dict)
+    trace: CompileTrace | None = None
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -152,9 +158,11 @@ def active(context: CompileContext | None) -> Iterator[None]:
 
 
 def context_of(cap: Any, configs: StageConfigs = DEFAULT_CONFIGS, timings: dict[str, float] | None = None,
-               kernels: dict[str, Any] | None = None, graph_cache: GraphCacheStats | None = None) -> CompileContext:
+               kernels: dict[str, Any] | None = None, graph_cache: GraphCacheStats | None = None,
+               trace: CompileTrace | None = None) -> CompileContext:
     """The context of a kiln.symexec Capture's graph, compiled with ``configs``; ``kernels``:
-    the Session's kernel libraries; ``graph_cache``: its graph cache's counters."""
+    the Session's kernel libraries; ``graph_cache``: its graph cache's counters; ``trace``: the
+    compile's structured trace, if any."""
     return CompileContext(cap.code, cap.shape_env, cap.fake_inputs, configs, GuardSink(), dict(timings or {}),
                           kernels if kernels is not None else {},
-                          graph_cache if graph_cache is not None else GraphCacheStats())
+                          graph_cache if graph_cache is not None else GraphCacheStats(), trace=trace)

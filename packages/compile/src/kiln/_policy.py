@@ -79,6 +79,7 @@ from ._recompile_memory import recall, remember
 from ._session import Session, session
 from ._stage_configs import DEFAULT_CONFIGS, StageConfigs
 from ._stats import Stats
+from ._trace import CompileTrace, trace_dir
 
 __all__ = ["USER_CODE_MARK", "FrameCompiler", "never_root"]
 
@@ -162,11 +163,14 @@ class FrameCompiler:
     (``kiln.session()``), read once, whose parts it hands to each stage."""
 
     def __init__(self, backend: Any, configs: StageConfigs = DEFAULT_CONFIGS, *,
-                 entry: types.CodeType | None = None, observer: Any = None, key: Any = None) -> None:
+                 entry: types.CodeType | None = None, observer: Any = None, key: Any = None,
+                 trace_sink: Any = None) -> None:
         self.backend = backend
         self.configs = configs
         self.key = key  # which kiln.compile configuration: each entry it makes is guarded by it
         self.observer = observer  # called with each Capture made (kiln.explain)
+        # also given each compile's trace events, besides the trace folder's file (kiln.explain's)
+        self.trace_sink = trace_sink
         # ``fullgraph`` is about the compiled function itself; other frames that start during
         # the call (callees of code run eagerly, constructors the replacement calls) fall back.
         self.entry = entry
@@ -192,32 +196,48 @@ class FrameCompiler:
         if code in stats.eager_codes:
             return None
         entries = fe.get_cache_entries(code)
-        if entries and not self._may_recompile(stats, code, L, func, entries):
+        trace = current.traces.begin(trace_dir(), self.trace_sink)
+        if trace is None:
+            return self._miss(current, code, L, func, entries, caller, None)
+        trace.frame(code, *_why(code, L, func, entries))
+        try:
+            result = self._miss(current, code, L, func, entries, caller, trace)
+        except BaseException as e:
+            trace.finish(e)
+            raise
+        trace.finish()
+        return result
+
+    def _miss(self, current: Session, code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any],
+              caller: types.FrameType, trace: CompileTrace | None) -> Any:
+        """Compile ``code``'s frame (or decide it runs as it is); see the module docstring."""
+        stats = current.stats
+        if entries and not self._may_recompile(stats, code, L, func, entries, trace):
             return None
         strict = self.fullgraph and code is self.entry
         try:
-            return self._compile(current, code, L, func, graph_breaks=not strict, caller=caller)
+            return self._compile(current, code, L, func, graph_breaks=not strict, caller=caller, trace=trace)
         except ConstraintViolation:
             raise  # the user's mark_dynamic contradicts the code: theirs to know
         except Unsupported as e:
             if strict:
                 raise
-            return self._give_up(stats, code, entries, e)
+            return self._give_up(stats, code, entries, e, trace)
         except BackendCompilerFailed as e:
             if strict or not config.suppress_errors:
                 raise
             _log.warning("kiln: compiling %s failed, running it eagerly: %s: %s",
                          code.co_qualname, type(e).__name__, e, exc_info=True)
-            return self._give_up(stats, code, entries, f"backend error: {e}")
+            return self._give_up(stats, code, entries, f"backend error: {e}", trace)
         except Exception as e:
             if strict or config.raise_internal_errors:
                 raise
             _log.warning("kiln: compiling %s failed, running it eagerly: %s: %s",
                          code.co_qualname, type(e).__name__, e, exc_info=True)
-            return self._give_up(stats, code, entries, f"internal error: {type(e).__name__}: {e}")
+            return self._give_up(stats, code, entries, f"internal error: {type(e).__name__}: {e}", trace)
 
     def _may_recompile(self, stats: Stats, code: types.CodeType, L: dict[str, Any], func: Any,
-                       entries: list[Any]) -> bool:
+                       entries: list[Any], trace: CompileTrace | None) -> bool:
         # Each entry's checker explains its own first failing guard; explanations are only
         # worked out for a log that is on or for the limit's warning.
         def reason(entry: Any) -> str:
@@ -238,17 +258,22 @@ class FrameCompiler:
                 f"recompile_limit={config.recompile_limit}; it runs eagerly from now on. "
                 f"Last failing guard: {why}", stacklevel=3)
             stats.eager_codes[code] = f"recompile_limit reached: {why}"
+            if trace is not None:
+                trace.add("recompile_limit", limit="recompile_limit", value=config.recompile_limit, reason=why)
             return False
         if stats.entries >= config.accumulated_recompile_limit:
             warnings.warn(
                 f"kiln: accumulated_recompile_limit={config.accumulated_recompile_limit} reached; "
                 f"{code.co_qualname} runs eagerly", stacklevel=3)
             stats.eager_codes[code] = "accumulated_recompile_limit reached"
+            if trace is not None:
+                trace.add("recompile_limit", limit="accumulated_recompile_limit",
+                          value=config.accumulated_recompile_limit, reason=reason(entries[0]))
             return False
         return True
 
     def _compile(self, current: Session, code: types.CodeType, L: dict[str, Any], func: Any, *,
-                 graph_breaks: bool, caller: types.FrameType | None) -> Any:
+                 graph_breaks: bool, caller: types.FrameType | None, trace: CompileTrace | None = None) -> Any:
         stats = current.stats
         dynamic = self.dynamic
         automatic = dynamic is None
@@ -267,15 +292,20 @@ class FrameCompiler:
             start = time.perf_counter()
             loaded = cache_step(_frame_cache.load, *frames, code, L, func.__globals__, self.key,
                                  CompileContext(code, None, (), self.configs, kernels=current.kernels,
-                                                graph_cache=current.graph_cache))
+                                                graph_cache=current.graph_cache, trace=trace))
+            if trace is not None:
+                trace.cache("frame", "miss" if loaded is None else "hit")
             if loaded is not None:
-                return self._install_loaded(current, loaded, time.perf_counter() - start)
+                return self._install_loaded(current, loaded, time.perf_counter() - start, trace)
         stats.captures += 1
         start = time.perf_counter()
         cap = capture(code, L, func.__globals__, graph_breaks=graph_breaks, dynamic_numbers=numbers,
                       dynamic_shapes=dynamic is True, dynamic_dims=dims, caches=current.symexec)
         context = context_of(cap, self.configs, {"capture": time.perf_counter() - start}, current.kernels,
-                             current.graph_cache)
+                             current.graph_cache, trace)
+        if trace is not None:
+            trace.timings = context.timings
+            trace.capture(cap, dims, numbers, dynamic)
         stats.code_guards.setdefault(code, []).append(cap.specializations)
         if dynamic is not False:
             inherit_resume_inputs(stats, cap, dims=automatic)
@@ -304,9 +334,15 @@ class FrameCompiler:
         stats.entries += 1
         stats.unique_graphs += bool(cap.op_count)
         _log_capture(code, cap, replacement, context)
+        if trace is not None:
+            trace.guards(cap.guards, check)
+            trace.transformed(replacement, cap.source_text)
+            trace.status = "compiled"
         if frames is not None and cache_step(_frame_cache.store, *frames, cap, check, template,
                                               context.records.get("graph"), func.__globals__):
             current.graph_cache.frames_stored += 1
+            if trace is not None:
+                trace.cache("frame", "stored")
         return replacement
 
     def _frame_record(self, code: types.CodeType, numbers: frozenset[Any], dims: dict[Any, frozenset[int]],
@@ -320,7 +356,8 @@ class FrameCompiler:
         key = _frame_cache.frame_key(code, "inductor", self.configs, numbers, dims, graph_breaks)
         return cache_root(self.configs.inductor), key
 
-    def _install_loaded(self, current: Session, loaded: Any, seconds: float) -> types.CodeType:
+    def _install_loaded(self, current: Session, loaded: Any, seconds: float,
+                        trace: CompileTrace | None = None) -> types.CodeType:
         """Install an entry the disk cache of captured frames gave, and record it as the
         capture it stands for would have been."""
         stats, code = current.stats, loaded.code
@@ -339,12 +376,19 @@ class FrameCompiler:
         stats.unique_graphs += bool(loaded.op_count)
         artifact_logger("perf").info("%s (%s:%s): loaded from the disk cache of captured frames in %.2f ms",
                                      code.co_qualname, code.co_filename, code.co_firstlineno, seconds * 1e3)
+        if trace is not None:
+            trace.timings = {"load": seconds}
+            trace.transformed(loaded.replacement, "")
+            trace.status = "loaded"
         return loaded.replacement
 
-    def _give_up(self, stats: Stats, code: types.CodeType, entries: list[Any], error: Unsupported | str) -> Any:
+    def _give_up(self, stats: Stats, code: types.CodeType, entries: list[Any], error: Unsupported | str,
+                 trace: CompileTrace | None = None) -> Any:
         stats.failures += 1
         stats.breaks.append(error.detached() if isinstance(error, Unsupported) else error)
         reason = str(error)
+        if trace is not None:
+            trace.eager(error)
         artifact_logger("graph_breaks").info("%s runs eagerly: %s", code.co_qualname, reason)
         _log.debug("kiln: %s runs eagerly: %s", code.co_qualname, reason)
         if entries:
@@ -352,6 +396,15 @@ class FrameCompiler:
             return None
         stats.eager_codes[code] = reason
         return fe.SKIP
+
+
+def _why(code: types.CodeType, L: dict[str, Any], func: Any, entries: list[Any]) -> tuple[str, int, list[str]]:
+    """Why ``code``'s frame is compiled (for the trace): its first call, a resume function's,
+    or a guard failure (with the first failing guard of each existing entry)."""
+    if entries:
+        return "guard failure", len(entries), [e.guard.explain(L, func.__globals__) or "(passes now)"
+                                               for e in entries]
+    return ("resume function" if code.co_name.startswith(RESUME_PREFIX) else "first call"), 0, []
 
 
 def _log_capture(code: types.CodeType, cap: Any, replacement: types.CodeType, context: CompileContext) -> None:

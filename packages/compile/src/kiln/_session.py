@@ -11,7 +11,11 @@ A Session owns the process state of the compiler:
   directory (its in-process map from cache key to library), handed to the inductor stage
   through the CompileContext;
 - ``graph_cache``: the counters of the disk cache of compiled captured graphs
-  (``GraphCacheStats``, ``_compiled_cache``), handed to the inductor stage the same way.
+  (``GraphCacheStats``, ``_compiled_cache``), handed to the inductor stage the same way;
+- ``traces``: the structured trace's files and compile counter (``_trace.TraceFiles``). They
+  are the process's, not one Session's: a Session takes the ``traces`` of the Session
+  current when it is made, so ``kiln.reset()`` (and ``with kiln.Session()``) keep writing to
+  the same file, with the compile numbers going on.
 
 Later stages (autotuning results) add their caches here, never as module globals.
 
@@ -44,6 +48,7 @@ from typing import Any
 from kiln.symexec import SymexecCaches
 
 from ._stats import GraphCacheStats, Stats
+from ._trace import TraceFiles
 
 __all__ = ["Session", "session"]
 
@@ -57,6 +62,7 @@ class Session:
     symexec: SymexecCaches = field(default_factory=SymexecCaches)
     kernels: dict[str, Any] = field(default_factory=dict)  # cache directory -> kiln.inductor CppBuilder
     graph_cache: GraphCacheStats = field(default_factory=GraphCacheStats)
+    traces: TraceFiles = field(default_factory=lambda: _process_traces())
     _outer: list[Session] = field(default_factory=list, init=False, repr=False)
 
     def __enter__(self) -> Session:
@@ -77,6 +83,12 @@ class _Current:
         self.session = Session()
 
 
+def _process_traces() -> TraceFiles:
+    """The trace files of the process: the current Session's (a new one for the first)."""
+    return _CURRENT.session.traces if _CURRENT is not None else TraceFiles()
+
+
+_CURRENT: _Current | None = None
 _CURRENT = _Current()
 
 

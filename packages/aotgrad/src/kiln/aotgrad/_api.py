@@ -55,14 +55,19 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
                 fw_compiler: Compiler = _generated_code, bw_compiler: Compiler = _boxed_generated_code,
                 partitioner: str = "min_cut",
                 accept_guards: Callable[[list[Any]], bool] | None = None,
-                decompositions: dict | None = None) -> Callable[..., tuple]:
+                decompositions: dict | None = None,
+                on_graphs: Callable[..., None] | None = None) -> Callable[..., tuple]:
     """A callable equivalent to ``gm`` (see the module docstring). ``context``: kiln's
     CompileContext of the graph (its ShapeEnv and fake inputs), or None for static fakes of
     ``example_inputs``. ``partitioner``: ``"min_cut"`` or ``"save_all"`` (``partition``).
     ``accept_guards(exprs)``: offered the relations on symbolic sizes the ATen trace decided
     beyond the frame's guards (sympy expressions over the frame's symbols); True when it made
     them guards of the frame, else (or without it) the trace is refused. ``decompositions``:
-    composite ops traced as the ops they are made of (``core_aten_decompositions``)."""
+    composite ops traced as the ops they are made of (``core_aten_decompositions``).
+    ``on_graphs(joint=, forward=, backward=, saved=)``, when given, is called once with the
+    joint graph, the forward and backward graphs (``backward`` None without gradients) and the
+    joint graph's nodes the forward saves for the backward, before either half is compiled
+    (kiln's trace records them; the graphs must not be changed)."""
     fakes = _fresh_fakes(example_inputs, context)
     env = next((f.fake_mode.shape_env for f in fakes if isinstance(f, FakeTensor)), None)
     guards_before = len(env.guards) if env is not None else 0
@@ -86,6 +91,8 @@ def aot_compile(gm: GraphModule, example_inputs: list[Any], context: Any = None,
         _graphs_log.info("forward graph:\n%s", split.forward.python_code().src)
         if split.backward is not None:
             _graphs_log.info("backward graph:\n%s", split.backward.python_code().src)
+    if on_graphs is not None:
+        on_graphs(joint=result.graph, forward=split.forward, backward=split.backward, saved=list(split.saved))
     if split.backward is not None:
         split.forward.output_node.meta["free_layout"] = _free_layout(split)
     forward = fw_compiler(GraphModule(dict(constants), split.forward, class_name="AotForward"))

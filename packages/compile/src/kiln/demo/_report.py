@@ -2,13 +2,15 @@
 shortened, some guards, then one table per comparison: first calls, generated code, steady
 state and numerics) and a self-contained HTML report (the same, with an SVG bar chart per
 comparison; no JavaScript, no downloads), written by default to ``default_report_path()``:
-the user's cache folder, never the source tree."""
+the user's cache folder, never the source tree. With a trace folder set (``KILN_TRACE``,
+``kiln.config.trace_dir``) it links to that trace's report (``kiln.report``)."""
 
 from __future__ import annotations
 
 import html
 import os
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from ._variants import KILN, KILN_EAGER, TORCH, TORCH_EAGER
@@ -147,9 +149,13 @@ def _bar_chart(comparison: Any) -> str:
     return "\n".join(parts)
 
 
-def render_html(result: Any) -> str:
-    """The report as one HTML document."""
+def render_html(result: Any, trace_report: str | None = None) -> str:
+    """The report as one HTML document; ``trace_report``: the HTML report of the run's
+    structured trace (``python -m kiln report``), linked from the page when given."""
     esc = html.escape
+    trace_link = (f'<p>Every compile of this run, step by step: <a id="trace-report" '
+                  f'href="{esc(Path(trace_report).absolute().as_uri())}">the trace report</a> '
+                  f'({esc(trace_report)}).</p>' if trace_report else "")
     summary = "\n".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _rows(result))
     sections = []
     for name, comparison in result.comparisons.items():
@@ -174,6 +180,7 @@ th {{ background: #f4f4f4; }}
 pre {{ background: #f8f8f8; padding: 0.8em; overflow-x: auto; }}
 </style></head><body>
 <h1>kiln demo: a GPT ({esc(cfg)})</h1>
+{trace_link}
 <h2>Capture</h2><table>{summary}</table>
 {newline.join(sections)}
 <p>Kernels + ATen calls: the kernels each compiler generated and the ATen or library calls

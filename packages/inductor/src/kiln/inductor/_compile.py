@@ -97,10 +97,11 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     call = exec_wrapper(wrapper.code, wrapper.globals)
     if _code_log.isEnabledFor(logging.INFO):
         _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, (cpp_code + triton_code) or "(none)")
+    fused = {k.name: tuple(dict.fromkeys(o for s in k.stages for o in s.buffer.origins)) for k in kernels}
     compiled = CompiledGraph(call, wrapper.code, cpp_code, len(kernels),
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
                              output_strides=changed_strides(gm, graph), triton_code=triton_code,
-                             autotuned=tuned, cudagraph_facts=facts)
+                             autotuned=tuned, cudagraph_facts=facts, fused=fused)
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
     return with_cudagraphs(compiled, config)

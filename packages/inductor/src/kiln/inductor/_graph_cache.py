@@ -42,7 +42,7 @@ import logging
 import sys
 import types
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,8 @@ class CompiledGraph:
     autotuned: list[Any] = dataclasses.field(default_factory=list)
     # what recording it as CUDA graphs needs to know (``_cudagraph_plan``; None: not analysed)
     cudagraph_facts: CudagraphFacts | None = None
+    # per kernel, by name: the ATen nodes its stages compute, in order (what it fused)
+    fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Uncacheable(Exception):
@@ -409,6 +411,7 @@ def record_of(compiled: CompiledGraph, wrapper_globals: dict[str, Any], function
         "fallbacks": compiled.fallbacks,
         "output_strides": list(compiled.output_strides),
         "cudagraph": compiled.cudagraph_facts.to_json() if compiled.cudagraph_facts is not None else None,
+        "fused": compiled.fused,
     }
 
 
@@ -461,7 +464,8 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
     strides = tuple(_strides_of(s) for s in record.get("output_strides", ()))
     facts = CudagraphFacts.from_json(record["cudagraph"]) if record.get("cudagraph") is not None else None
     return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
-                         dict(record["fallbacks"]), key, True, strides, record["triton"], cudagraph_facts=facts)
+                         dict(record["fallbacks"]), key, True, strides, record["triton"], cudagraph_facts=facts,
+                         fused={name: tuple(nodes) for name, nodes in record.get("fused", {}).items()})
 
 
 def _strides_of(entry: Any) -> Any:

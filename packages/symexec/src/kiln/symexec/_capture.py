@@ -236,7 +236,8 @@ def _finish(code: types.CodeType, output: OutputGraph, tail: Callable[[_Writer],
     body.lines += tail_lines
     gm = GraphModule({}, graph, class_name="GraphModule")
     return Capture(code, gm, keep_examples, keep_sources, output.guards, op_count, body, graph_name,
-                   graph_break, shape_env=output.shape_env, traced_codes=tuple(output.traced_codes))
+                   graph_break, shape_env=output.shape_env, traced_codes=tuple(output.traced_codes),
+                   size_specializations=tuple(output.specializations))
 
 
 @dataclass(slots=True)

@@ -58,6 +58,8 @@ class Capture:
     shape_env: Any = None  # the ShapeEnv of the graph's symbolic sizes (kiln.symshapes)
     # every code object the trace ran: the frame's own and each function it inlined
     traced_codes: tuple[types.CodeType, ...] = ()
+    # each symbolic size the traced Python needed as a value: (its symbols, the user's line)
+    size_specializations: tuple[tuple[frozenset, Any], ...] = ()
 
     def replacement(self, compiled: Any, template: types.CodeType | None = None) -> types.CodeType:
         """The replacement code object calling ``compiled`` for the graph; ``template``: what
