@@ -142,3 +142,17 @@ def test_bad_input_is_a_clear_error():
         assert "kiln.decompile takes a function" in str(e) and "int" in str(e)
     else:
         raise AssertionError("no error")
+
+
+def test_a_replacement_code_object_decompiles_itself_and_its_resume_functions():
+    """What a trace keeps (the report decompiles it): the generated replacement, not the
+    user's code, given to kiln.decompile."""
+    import kiln.frameeval as fe
+
+    compiled = kiln.compile(_breaks_twice, backend="eager")
+    compiled(torch.randn(4), torch.randn(4))
+    (entry,) = fe.get_cache_entries(_breaks_twice.__code__)
+    result = kiln.decompile(entry.code)
+    kinds = [part.kind for _, part in result.parts]
+    assert kinds[:2] == ["replacement", "resume"] and result.exact, result.why
+    assert str(result).startswith("# kiln.decompile(_breaks_twice): ")

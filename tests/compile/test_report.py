@@ -201,8 +201,13 @@ def test_links_resolve_and_nothing_is_fetched(doc, page):
     assert doc.find_all("input", id="search") and doc.find_all("nav", id="toc")
 
 
-def test_a_decompiler_when_kiln_has_one(trace_dir, monkeypatch):
+def test_the_transformed_code_decompiled(trace_dir, monkeypatch):
     trace = load_trace(trace_dir)
+    page = render_report(trace)
+    assert "decompiled (kiln.decompile)" in page and "(kiln.decompile failed" not in page
+    # the resume function after the break, as the user's source (kiln.decompile's own output)
+    assert "__kiln_resume_in_" in page
+    monkeypatch.setattr(kiln, "decompile", None)  # a kiln without a decompiler
     assert "decompiled (kiln.decompile)" not in render_report(trace)
     monkeypatch.setattr(kiln, "decompile", lambda code: f"# the source of {code.co_name}", raising=False)
     page = render_report(trace)

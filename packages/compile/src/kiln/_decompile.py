@@ -1,7 +1,8 @@
 """``kiln.decompile``: the code kiln generated for a function, as readable Python.
 
 For a function (a ``kiln.compile`` wrapper, a compiled or plain ``nn.Module``: its
-``forward``; or a code object), every variant kiln compiled for its code: the replacement of
+``forward``; or a code object), every variant kiln compiled for its code (a replacement code
+object itself, as the trace keeps it, is decompiled with the resume functions it holds): the replacement of
 each cache entry of the frame cache (``kiln.frameeval.get_cache_entries``), then each resume
 function those replacements call, and in turn the entries and resume functions of those
 (a resume function that breaks again). Each is decompiled by
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kiln.frameeval as fe
-from kiln.symexec.bytecode import DecompiledCode, decompile_code, is_resume
+from kiln.symexec.bytecode import DecompiledCode, decompile_code, is_replacement, is_resume
 
 __all__ = ["Decompiled", "decompile"]
 
@@ -112,7 +113,12 @@ def decompile(obj: Any) -> Decompiled:
             for fn in _resume_functions(replacement):
                 visit(fn.__code__, f"resume function {fn.__name__} (called by entry {i} of {code.co_qualname})")
 
-    visit(code, f"resume function {code.co_name}" if is_resume(code) else None)
+    if is_replacement(code):  # a generated replacement itself (a trace's): it, and the resume functions it calls
+        result.parts.append((f"replacement code of {code.co_qualname}", decompile_code(code)))
+        for fn in _resume_functions(code):
+            visit(fn.__code__, f"resume function {fn.__name__}")
+    else:
+        visit(code, f"resume function {code.co_name}" if is_resume(code) else None)
     if not result.parts:
         result.empty_why = (f"kiln has compiled nothing for {code.co_qualname} in this session "
                             "(call it through kiln.compile first)")
