@@ -7,8 +7,9 @@
 #   scripts/device_run.sh python3 benchmarks/fxgraph_bench.py
 #
 # The GPU machine has no network: tests/frameeval/test_build.py builds a wheel with
-# hatchling, so carry it (`pip download -d .whl hatchling pathspec pluggy trove-classifiers
-# packaging`, with .whl in .git/info/exclude) and install it first:
+# hatchling, and kiln.report needs pygments (torch brings jinja2), so carry them
+# (`pip download -d .whl hatchling pathspec pluggy trove-classifiers packaging pygments`, with
+# .whl in .git/info/exclude) and install them first:
 #   pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 set -euo pipefail
 cd "$(dirname "$0")/.."
