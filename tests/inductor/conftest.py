@@ -1,9 +1,12 @@
 import os
+import sys
 
 import pytest
 import torch
 
 from kiln.inductor import _api
+
+sys.path.insert(0, os.path.dirname(__file__))  # triton_support
 
 # Without a GPU, Triton kernels run in triton's interpreter (how the Triton code generator is
 # tested on CPU tensors, test_triton.py). triton decides it when a function is defined,

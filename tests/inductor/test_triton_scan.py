@@ -6,21 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from triton_support import DEVICE, OPTIONS
+from triton_support import run_like_eager as _run
 
 import kiln
 
 pytest.importorskip("triton")
-
-CUDA = torch.cuda.is_available()
-DEVICE = "cuda" if CUDA else "cpu"
-OPTIONS = None if CUDA else {"inductor.cpu_backend": "triton"}
-
-
-def _run(fn, *args, dynamic=None, **compare):
-    args = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
-    actual = kiln.compile(fn, options=OPTIONS, dynamic=dynamic)(*args)
-    torch.testing.assert_close(actual, fn(*args), equal_nan=True, **compare)
-    return actual
 
 
 def _scan_kernels(graphs, kernels, looped):
