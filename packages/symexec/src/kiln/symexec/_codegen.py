@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import inspect
 import keyword
 import linecache
 import sys
@@ -28,7 +27,7 @@ from typing import Any
 
 from kiln.guards import GlobalSource, ItemSource, LocalSource, ModuleSource, Source
 
-from .bytecode import REPLACEMENT_PREFIX
+from .bytecode import REPLACEMENT_PREFIX, signature
 
 __all__ = ["ReplacementSource", "build_replacement", "render_source"]
 
@@ -71,24 +70,6 @@ class ReplacementSource:
         return name
 
 
-def _signature(code: types.CodeType) -> list[str]:
-    names = code.co_varnames
-    nargs, nposonly, nkw = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
-    params = list(names[:nargs])
-    if nposonly:
-        params.insert(nposonly, "/")
-    i = nargs + nkw
-    if code.co_flags & inspect.CO_VARARGS:
-        params.append("*" + names[i])
-        i += 1
-    elif nkw:
-        params.append("*")
-    params += names[nargs:nargs + nkw]
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        params.append("**" + names[i])
-    return params
-
-
 def build_replacement(code: types.CodeType, body: ReplacementSource,
                       template: types.CodeType | None = None) -> types.CodeType:
     """Compile ``body`` into a code object with ``code``'s argument layout and free variables.
@@ -121,7 +102,7 @@ def _register_text(code: types.CodeType, body: ReplacementSource) -> tuple[str, 
     """The replacement function's name, its module's source text and file name (registered
     with ``linecache``)."""
     name = code.co_name if code.co_name.isidentifier() and not keyword.iskeyword(code.co_name) else "replacement"
-    inner = [f"def {name}({', '.join(_signature(code))}):"]
+    inner = [f"def {name}({', '.join(signature(code))}):"]
     if code.co_freevars:
         inner.append("    if False:")
         inner.append(f"        {', '.join(code.co_freevars)},")

@@ -46,6 +46,7 @@ from ._instr import (
 )
 from ._linetable import decode_linetable, encode_linetable
 from ._resume import RESUME_PREFIX, STACK_PREFIX, in_loop, live_locals, make_resume, resumable
+from ._signature import signature
 from ._stackdepth import FlowInstr, StackDepthError, basic_block_starts, compute_stacksize
 from ._table import ArgKind, VersionTable
 from ._walk import map_code, walk_code
@@ -115,6 +116,7 @@ __all__ = [
     "normalize_jumps",
     "prologue",
     "resumable",
+    "signature",
     "stack_depths",
     "walk_code",
     "with_null",

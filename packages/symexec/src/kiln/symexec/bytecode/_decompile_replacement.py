@@ -16,7 +16,6 @@ where they differ.
 from __future__ import annotations
 
 import ast
-import inspect
 import math
 import types
 import warnings
@@ -25,6 +24,7 @@ from typing import Any
 from ._decode import decode
 from ._instr import NO_ARG, ArgKind, Instr, Label, const_key
 from ._resume import RESUME_PREFIX
+from ._signature import signature
 
 __all__ = ["decompile_replacement"]
 
@@ -326,28 +326,10 @@ def _no_fallthrough(stmt: ast.stmt) -> bool:
     return isinstance(stmt, (ast.Return, ast.Raise))
 
 
-def _signature(code: types.CodeType) -> list[str]:
-    names = code.co_varnames
-    nargs, nposonly, nkw = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
-    params = list(names[:nargs])
-    if nposonly:
-        params.insert(nposonly, "/")
-    i = nargs + nkw
-    if code.co_flags & inspect.CO_VARARGS:
-        params.append("*" + names[i])
-        i += 1
-    elif nkw:
-        params.append("*")
-    params += names[nargs:nargs + nkw]
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        params.append("**" + names[i])
-    return params
-
-
 def _text(code: types.CodeType, body: list[ast.stmt]) -> str:
     """The function's source: kiln's layout (an enclosing function for free variables)."""
     name = code.co_name
-    lines = [f"def {name}({', '.join(_signature(code))}):"]
+    lines = [f"def {name}({', '.join(signature(code))}):"]
     if code.co_freevars:
         lines += ["    if False:", f"        {', '.join(code.co_freevars)},"]
     module = ast.Module(body=body, type_ignores=[])
