@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._instr import Instr, Label
+from ._instr import Instr, Label, label_positions
 from .versions import TABLE
 
 __all__ = ["OPAQUE", "SECOND", "Origin", "stack_origins"]
@@ -135,13 +135,7 @@ def stack_origins(items: Sequence[Instr | Label], start: int,
     with an empty stack. ``depths`` are the assembler's stack depths: where the model loses
     track, the slots become ``OPAQUE`` at the depth they say. None: not reached."""
     instrs = [i for i in items if isinstance(i, Instr)]
-    label_at: dict[Label, int] = {}
-    count = 0
-    for item in items:
-        if isinstance(item, Label):
-            label_at[item] = count
-        else:
-            count += 1
+    label_at = label_positions(items)
     states: list[tuple[Origin, ...] | None] = [None] * len(instrs)
     todo = [start]
     states[start] = ()

@@ -37,6 +37,7 @@ __all__ = [
     "Location",
     "SuperAttrArg",
     "const_key",
+    "label_positions",
 ]
 
 
@@ -268,3 +269,16 @@ def unchecked_instr(name: str, arg: Any, location: Location | None, handler: Exc
     ins.handler = handler
     ins.offset = offset
     return ins
+
+
+def label_positions(items: list[Instr | Label]) -> dict[Label, int]:
+    """Each label of ``items`` and the index (among the instructions only, labels not counted)
+    of the instruction it marks."""
+    positions: dict[Label, int] = {}
+    count = 0
+    for item in items:
+        if isinstance(item, Label):
+            positions[item] = count
+        else:
+            count += 1
+    return positions

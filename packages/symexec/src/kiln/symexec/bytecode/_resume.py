@@ -27,7 +27,7 @@ from types import CodeType
 from ._build import make_code
 from ._bytecode import Bytecode
 from ._decode import decode
-from ._instr import Instr, Label, SuperAttrArg
+from ._instr import Instr, Label, SuperAttrArg, label_positions
 from .versions import TABLE
 
 __all__ = ["RESUME_PREFIX", "STACK_PREFIX", "in_loop", "live_locals", "make_resume", "resumable"]
@@ -46,13 +46,8 @@ _UNSUPPORTED_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_AS
 
 def _successors(items: list[Instr | Label]) -> list[list[int]]:
     """Per instruction (labels not counted): the indices control may go to next."""
-    index_of_label: dict[Label, int] = {}
-    count = 0
-    for item in items:
-        if isinstance(item, Label):
-            index_of_label[item] = count
-        else:
-            count += 1
+    index_of_label = label_positions(items)
+    count = sum(1 for item in items if not isinstance(item, Label))
     out: list[list[int]] = []
     position = 0
     for item in items:
