@@ -257,6 +257,42 @@ def test_facts_name_what_capture_cannot_replay():
     assert cudagraph_facts(_graph_of((aten.relu.default, ()), device="cpu")).skip == "input 0 is a CPU tensor"
 
 
+def _attention_graph(target, dropout_p, *, index_dtype=None):
+    """One ATen call on CUDA inputs: an attention op (its ``dropout_p`` given, or left to the
+    default when None) or, with ``index_dtype``, ``aten.index`` with an index of that dtype."""
+    graph = Graph()
+    q = graph.placeholder("q")
+    q.meta["val"] = _fake([1, 2, 4, 8])
+    if index_dtype is not None:
+        i = graph.placeholder("i")
+        i.meta["val"] = _fake([3]).to(index_dtype) if index_dtype != torch.float32 else _fake([3])
+        node = graph.call_function(aten.index.Tensor, (q, [None, i]))
+    elif dropout_p is None:
+        node = graph.call_function(target, (q, q, q))
+    else:
+        node = graph.call_function(target, (q, q, q), {"dropout_p": dropout_p})
+    node.meta["val"] = _fake([1, 2, 4, 8])
+    graph.output((node,))
+    return GraphModule({}, graph)
+
+
+def test_facts_tell_random_and_data_dependent_calls_by_their_arguments():
+    """Attention ops are tagged as random for their dropout: with ``dropout_p`` 0 (given or the
+    default) they draw nothing and are recorded. ``aten.index`` is tagged as data-dependent for
+    boolean masks: with integer indices it is recorded."""
+    flash = aten._scaled_dot_product_flash_attention.default
+    for target in (flash, aten._scaled_dot_product_efficient_attention.default):
+        assert cudagraph_facts(_attention_graph(target, 0.0)).skip is None
+        assert cudagraph_facts(_attention_graph(target, 0.1)).skip \
+            == f"{target} draws random numbers (a replay would repeat them)"
+    assert cudagraph_facts(_attention_graph(flash, None)).skip is None  # the default, 0.0
+    for dtype in (torch.int64, torch.int32):
+        assert cudagraph_facts(_attention_graph(None, None, index_dtype=dtype)).skip is None
+    for dtype in (torch.bool, torch.uint8):
+        assert cudagraph_facts(_attention_graph(None, None, index_dtype=dtype)).skip \
+            == "aten.index.Tensor depends on the data (it waits for the host)"
+
+
 def test_facts_round_trip_through_json():
     facts = CudagraphFacts((0, 2), ("input 1 is a CPU tensor",))
     assert CudagraphFacts.from_json(facts.to_json()) == facts and facts.skip == "input 1 is a CPU tensor"

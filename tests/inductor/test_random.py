@@ -343,7 +343,7 @@ def triton_graphs(graphs):
 
 def _every_random_op(x):
     return (*(torch.rand_like(x, dtype=d) for d in _DTYPES), *(torch.randn_like(x, dtype=d) for d in _DTYPES),
-            torch.rand(3, 50, dtype=torch.float64), *torch.native_dropout(x * 2 + 1, 0.3, True), x.bernoulli(0.25),
+            torch.rand(3, 50, dtype=torch.float64, device=x.device), *torch.native_dropout(x * 2 + 1, 0.3, True), x.bernoulli(0.25),
             x.double().bernoulli(0.75), *(torch.native_dropout(x.to(d), 0.5, True)[1] for d in _DTYPES[1:]))
 
 

@@ -46,7 +46,7 @@ def test_scatter_and_index_put_store(graphs):
     once = torch.stack([torch.randperm(7)[:3] for _ in range(5)])  # one write per place: eager's order is undefined
     src = torch.randn(5, 3)
     rows, cols = torch.tensor([0, 2, 4]), torch.tensor([6, 1, 3])
-    _run(lambda x, i, s, r, c: (x.scatter(1, i, s) + 1, x.index_put((r, c), torch.ones(3)), x.scatter(1, i, 2.5)),
+    _run(lambda x, i, s, r, c: (x.scatter(1, i, s) + 1, x.index_put((r, c), torch.ones(3, device=x.device)), x.scatter(1, i, 2.5)),
          x, once, src, rows, cols)
     code = _kernels_only(graphs, "scatter", "index_put")
     assert "tl.atomic_add(" not in code

@@ -6,8 +6,9 @@ recording itself is ``_cudagraphs``.
   kept in its whole-graph cache record): the inputs it writes, and every reason it cannot be
   recorded at all: a tensor that is not on a CUDA device (input, output, constant or
   intermediate), tensors on several devices, an op that draws random numbers (a replay would
-  repeat the numbers the recording drew: a wrong answer), an op whose result depends on the
-  data (it waits for the host: ``.item()``, ``nonzero``).
+  repeat the numbers the recording drew: a wrong answer; an attention with ``dropout_p`` 0 draws
+  none), an op whose result depends on the data (it waits for the host: ``.item()``,
+  ``nonzero``, indexing with a boolean mask; not indexing with integer tensors).
 - ``flatten``/``unflatten``: a compiled call's inputs (tensors, numbers, None, and tuples of
   them: a tuple the backward gets whole) or outputs as one list of leaves and a structure.
 - ``shape_key``: what one recording is for: per leaf, a tensor's dtype, sizes, strides and
@@ -107,10 +108,9 @@ def cudagraph_facts(gm: GraphModule) -> CudagraphFacts:
         if node.op != "call_function":
             continue
         device_of(f"the result of {node.target}", node.meta.get("val"))
-        tags = getattr(node.target, "tags", ())
-        if torch.Tag.nondeterministic_seeded in tags:
+        if _draws_random(node):
             reasons.append(f"{node.target} draws random numbers (a replay would repeat them)")
-        if torch.Tag.data_dependent_output in tags or torch.Tag.dynamic_output_shape in tags:
+        if _waits_for_host(node):
             reasons.append(f"{node.target} depends on the data (it waits for the host)")
         for written in _written_args(node):
             root = _root(written)
@@ -123,6 +123,55 @@ def cudagraph_facts(gm: GraphModule) -> CudagraphFacts:
     if not cuda and not reasons:
         reasons.append("no CUDA tensor in the graph")
     return CudagraphFacts(tuple(sorted(mutated)), tuple(dict.fromkeys(reasons)))
+
+
+_MISSING = object()
+
+
+def _argument(node: Node, name: str) -> Any:
+    """The value ``node`` passes for its op's argument ``name`` (its default where it passes
+    none; ``_MISSING`` where the op has no such argument)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return _MISSING
+    for k, arg in enumerate(schema.arguments):
+        if arg.name != name:
+            continue
+        if name in node.kwargs:
+            return node.kwargs[name]
+        if not arg.kwarg_only and k < len(node.args):
+            return node.args[k]
+        return arg.default_value if arg.has_default_value() else _MISSING
+    return _MISSING
+
+
+def _draws_random(node: Node) -> bool:
+    """An op tagged as drawing random numbers does, except an attention whose ``dropout_p`` is 0:
+    it draws none (the tag is for its dropout)."""
+    if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
+        return False
+    p = _argument(node, "dropout_p")
+    return not (isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0)
+
+
+def _waits_for_host(node: Node) -> bool:
+    """An op whose result's sizes or value depend on the data. Indexing (``aten.index``) is
+    tagged so for its boolean masks; with integer index tensors only, its sizes are the
+    indices' and nothing waits."""
+    tags = getattr(node.target, "tags", ())
+    if torch.Tag.data_dependent_output in tags:
+        return True
+    if torch.Tag.dynamic_output_shape not in tags:
+        return False
+    indices = _argument(node, "indices")
+    if not isinstance(indices, (list, tuple)):
+        return True
+    for index in indices:
+        val = index.meta.get("val") if isinstance(index, Node) else index
+        if index is not None and not (isinstance(val, torch.Tensor) and not val.dtype.is_floating_point
+                                      and val.dtype not in (torch.bool, torch.uint8)):
+            return True
+    return False
 
 
 def _written_args(node: Node) -> list[Node]:
