@@ -91,6 +91,8 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     if launches:
         functions.update(triton_functions(triton_code, config))
     tuned = _autotune(gm, graph, kernels, launches, functions, config) if config.max_autotune and launches else []
+    if launches and config.compile_threads != 1 and not interpreting():
+        _precompile(gm, graph, kernels, launches, functions, config)
     wrapper = render_wrapper(graph, steps, functions,
                              {**{k.name: k.params for k in sources}, **{n: k.params for n, k in launches.items()}},
                              launches)
@@ -141,6 +143,24 @@ def _autotune(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launc
         if result is not None:
             results.append(result)
     return results
+
+
+def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],
+                functions: dict[str, Any], config: InductorConfig) -> None:
+    """The Triton kernels compiled for the first call, in parallel (``triton._precompile``);
+    a failure here leaves each kernel to compile at its launch, never breaks the compile."""
+    from .triton._autotune import size_hint
+    from .triton._precompile import precompile
+
+    try:
+        seconds = precompile(launches, functions, {k.name: k.device for k in kernels},
+                             {b.name: b for b in graph.buffers}, size_hint(_shape_env(gm)),
+                             config.compile_threads or None)
+    except Exception:
+        _log.warning("kiln.inductor: compiling the Triton kernels ahead failed; each compiles at its launch",
+                     exc_info=True)
+        return
+    _log.debug("kiln.inductor: %d Triton kernels compiled ahead in %.2f s", len(launches), seconds)
 
 
 def _shape_env(gm: GraphModule) -> Any:

@@ -35,6 +35,9 @@ class InductorConfig:
                 "and triton's version), so no later compile measures it again. Under TRITON_INTERPRET=1 each "
                 "candidate runs once and is checked instead. Matmul templates are not built (matmuls stay "
                 "ATen calls). False: the sizes' heuristic launch"})
+    compile_threads: int = field(default=0, metadata={
+        "help": "threads compiling a new graph's Triton kernels at once, before its first call (0: one per CPU; "
+                "1: each kernel compiled by triton at its first launch, one after another)"})
     cache_dir: str = field(default="", metadata={
         "help": "where compiled kernels and graphs are kept across processes; empty: $KILN_CACHE_DIR, "
                 "else ~/.cache/kiln"})

@@ -37,14 +37,12 @@ holds ``max_autotune`` and the GPU, ``_graph_cache.cache_identity``).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +52,7 @@ import torch
 from .._entries import EntryStore
 from .._ir import SEED, Buffer, InputBuffer
 from ._kernel import TritonKernel, _next_pow2
+from ._precompile import compile_in_parallel
 from ._runtime import HEADER, interpreting
 
 __all__ = ["AutotunePolicy", "TuneResult", "candidates", "device_identity", "size_hint", "tune"]
@@ -260,36 +259,10 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _compile_all(fn: Any, launch: TritonKernel, xnumel: int, args: list[Any], cands: list[dict[str, int]],
                  policy: AutotunePolicy) -> None:
-    """Compile every candidate before any is timed, in parallel: through triton's
-    ``AsyncCompileMode`` where it has one (its ``warmup`` calls compile in a thread pool),
-    else a thread pool around ``warmup`` (which compiles without launching). A candidate
+    """Compile every candidate before any is timed, in parallel (``_precompile``). A candidate
     that fails here fails again when it is timed, and is dropped then."""
-    import triton
-
-    device = torch.cuda.current_device()
-
-    def warmup(meta: dict[str, int]) -> None:
-        with torch.cuda.device(device):  # a thread's current device is its own
-            fn.warmup(*args, grid=_grid(launch, xnumel, meta), **meta)
-
-    workers = max(1, min(policy.compile_workers, len(cands)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        mode = getattr(triton, "AsyncCompileMode", None)
-        try:
-            if mode is not None:
-                try:
-                    context = mode(pool, ignore_errors=True)
-                except TypeError:  # a triton without ignore_errors
-                    context = mode(pool)
-                with context:
-                    for meta in cands:
-                        with contextlib.suppress(Exception):
-                            warmup(meta)
-            else:
-                for future in [pool.submit(warmup, meta) for meta in cands]:
-                    future.exception()
-        except Exception as error:  # reported when the candidate is timed
-            _log.info("kiln.inductor: compiling the candidates of %s: %s", launch.name, error)
+    calls = [lambda meta=meta: fn.warmup(*args, grid=_grid(launch, xnumel, meta), **meta) for meta in cands]
+    compile_in_parallel(calls, policy.compile_workers, torch.cuda.current_device())
 
 
 def _gpu_times(fn: Any, launch: TritonKernel, xnumel: int, args: list[Any], cands: list[dict[str, int]],

@@ -1,0 +1,122 @@
+"""A graph's Triton kernels compiled before its first call, several at once.
+
+Triton compiles a kernel when it is first launched, so a new graph's first call would compile
+its kernels one after another, each waiting for the last (a fraction of a second each on a
+GPU machine: most of a cold compile). ``precompile`` compiles them all first, in a pool of
+threads, through triton's ``warmup`` (which compiles for given arguments without launching):
+
+- the arguments have the first call's specialization: a tensor parameter is given as its
+  dtype (triton's stand-in tensor, whose address is aligned to 16 bytes, as the caching
+  allocator's are), or as a one-element tensor at the input's offset where an input starts
+  off that alignment (an input or ATen result at an offset); a size parameter is its value on the example inputs (triton
+  specializes integers equal to 1 and multiples of 16); the seed is left unspecialized
+  (``do_not_specialize``), so any int64 will do;
+- the threads compile at once where triton lets them: with ``AsyncCompileMode`` (triton's
+  compile of a warmed-up kernel goes to the pool; the next warmup starts at once), else a
+  thread per ``warmup`` call;
+- a kernel whose compile fails here is compiled again at its launch, which raises triton's
+  error where the user sees it; a wrong specialization costs a second compile, never a wrong
+  answer (triton keys its compiled kernels by the arguments' specialization).
+
+Only for CUDA tensors: under triton's interpreter nothing is compiled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+
+from .._ir import SEED
+
+__all__ = ["compile_in_parallel", "precompile", "warmup_args"]
+
+_log = logging.getLogger("kiln")
+
+_STAND_IN_SEED = 2**62 + 12345  # an int64, as at run time
+
+
+def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device: int | None) -> None:
+    """Run ``calls`` (triton ``warmup`` calls for CUDA device ``device``; None: the current
+    one) so that their compiles overlap: through triton's ``AsyncCompileMode`` where it has
+    one and none is active, else each call in a thread. Errors are dropped: the launch
+    compiles again and reports them."""
+    import triton
+
+    def call(fn: Callable[[], Any]) -> None:
+        with contextlib.suppress(Exception):
+            with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
+                fn()  # (in a thread of the pool, whose current device is its own)
+
+    workers = max(1, min(workers, len(calls)))
+    mode = getattr(triton, "AsyncCompileMode", None)
+    active = getattr(getattr(getattr(triton, "runtime", None), "_async_compile", None), "active_mode", None)
+    if active is not None and active.get() is not None:
+        mode = None
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kiln-triton-compile") as pool:
+        if mode is None:
+            for future in [pool.submit(call, fn) for fn in calls]:
+                future.result()
+            return
+        try:
+            context = mode(pool, ignore_errors=True)
+        except TypeError:  # a triton without ignore_errors
+            context = mode(pool)
+        with contextlib.suppress(Exception), context:  # a failed compile: reported at its launch
+            for fn in calls:
+                call(fn)
+
+
+def warmup_args(launch: Any, buffers: dict[str, Any], hint: Callable[[Any], int], device: str) -> list[Any]:
+    """The arguments of ``launch`` (a ``TritonKernel``) for its ``warmup``: see the module
+    docstring."""
+    args: list[Any] = []
+    for p in launch.params:
+        if p.name == SEED.name:
+            args.append(_STAND_IN_SEED)
+        elif p.kind == "size":
+            args.append(hint(p.name))
+        else:
+            buffer = buffers[p.name]
+            offset = hint(getattr(buffer, "storage_offset", 0))  # an input's, or an ATen result's
+            if offset * buffer.dtype.itemsize % 16:
+                args.append(torch.empty(offset + 1, dtype=buffer.dtype, device=device)[offset:])
+            else:
+                args.append(buffer.dtype)
+    return args
+
+
+def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dict[str, str],
+               buffers: dict[str, Any], hint: Callable[[Any], int], workers: int | None = None) -> float:
+    """Compile the Triton kernels ``launches`` (by name; ``functions``: their loaded triton
+    functions; ``devices``: each one's device) for their first call, in parallel; the
+    seconds it took. A kernel whose arguments cannot be made here (a size with no example
+    value) is left to compile at its launch."""
+    start = time.perf_counter()
+    by_device: dict[int, list[Callable[[], Any]]] = {}
+    for name, launch in launches.items():
+        device = torch.device(devices[name])
+        if device.type != "cuda":
+            continue
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        try:
+            xnumel = hint(launch.xnumel)
+            if xnumel <= 0:  # never launched
+                continue
+            args = warmup_args(launch, buffers, hint, str(device))
+        except Exception:  # compiled at its launch instead
+            _log.debug("kiln.inductor: %s is compiled at its first launch", name, exc_info=True)
+            continue
+        grid = (max(1, -(-xnumel // launch.meta["XBLOCK"])),)
+        fn, meta = functions[name], dict(launch.meta)
+        by_device.setdefault(index, []).append(lambda fn=fn, args=args, grid=grid, meta=meta:
+                                               fn.warmup(*args, grid=grid, **meta))
+    for index, calls in by_device.items():
+        compile_in_parallel(calls, workers or os.cpu_count() or 1, index)
+    return time.perf_counter() - start

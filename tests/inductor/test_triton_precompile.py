@@ -1,0 +1,115 @@
+"""A graph's Triton kernels compiled before its first call, in parallel (triton/_precompile.py).
+
+On a GPU: every kernel is compiled when ``compile_graph`` returns, for the specialization of the
+first call (its launch compiles nothing more), inputs at unaligned offsets, dynamic sizes and
+random kernels' seeds included. On CPU: the arguments given to ``warmup``, and that a failing
+compile neither stops the others nor reaches the user."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sympy
+import torch
+import torch.nn.functional as F
+from triton_support import CUDA
+
+import kiln
+from kiln.inductor import _api
+from kiln.inductor._ir import SEED, ComputedBuffer, InputBuffer
+from kiln.inductor.triton._kernel import Param, TritonKernel
+from kiln.inductor.triton._precompile import compile_in_parallel, warmup_args
+from kiln.inductor.triton._runtime import _loaded
+
+
+def _compiled_per_kernel(graph):
+    """How many compiled variants triton holds for each kernel of ``graph`` (its module is
+    loaded once per process: ``_runtime._loaded``)."""
+    module = next(m for m in _loaded.values() if Path(m.__file__).read_text() == graph.triton_code)
+    device = torch.cuda.current_device()
+    return {name: len(fn.device_caches[device][0]) for name, fn in vars(module).items()
+            if name.startswith("kernel") and hasattr(fn, "device_caches")}
+
+
+@pytest.fixture
+def at_compile(monkeypatch, fresh_kiln):
+    """Per compiled graph: (the graph, its kernels' compiled variants when compile_graph returned)."""
+    seen = []
+    original = _api.compile_graph
+
+    def record(gm, config=None, builders=None):
+        result = original(gm, config, builders)
+        seen.append((result, _compiled_per_kernel(result) if result.triton_code else {}))
+        return result
+
+    monkeypatch.setattr(_api, "compile_graph", record)
+    return seen
+
+
+def _fn(x, y):
+    return torch.softmax(x * 2, -1), (y + 1).sum(0), torch.relu(x).cumsum(-1), F.dropout(x, 0.5) * 3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_compile, tmp_path, dynamic):
+    options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path)}
+    x = torch.randn(48, 80, device="cuda")
+    y = torch.randn(48 * 80 + 1, device="cuda")[1:].view(48, 80)  # 4 bytes past an aligned address
+    torch.manual_seed(0)
+    out = kiln.compile(_fn, options=options, dynamic=dynamic)(x, y)
+    torch.manual_seed(0)
+    expected = _fn(x, y)
+    for k in range(3):
+        torch.testing.assert_close(out[k], expected[k])
+    assert len(at_compile) == 1
+    graph, before = at_compile[0]
+    assert graph.kernels >= 3 and len(before) == graph.kernels
+    assert set(before.values()) == {1}  # compiled when compile_graph returned
+    assert _compiled_per_kernel(graph) == before  # the first call's launches compiled nothing more
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_one_compile_thread_leaves_each_kernel_to_its_launch(at_compile, tmp_path):
+    options = {"inductor.compile_threads": 1, "inductor.cache_dir": str(tmp_path)}
+    x = torch.randn(8, 20, device="cuda")
+    torch.testing.assert_close(kiln.compile(lambda x: torch.softmax(x, -1) + 1, options=options)(x),
+                               torch.softmax(x, -1) + 1)
+    graph, before = at_compile[0]
+    assert set(before.values()) == {0} and set(_compiled_per_kernel(graph).values()) == {1}
+
+
+def test_warmup_arguments_have_the_first_calls_specialization():
+    """Tensors as their dtype (triton's aligned stand-in), or a tensor at the same offset from
+    an aligned address where the buffer starts off it; sizes their example values; the seed
+    an int64."""
+    n = sympy.Symbol("s0", integer=True, positive=True)
+    buffers = {
+        "a": InputBuffer("a", [sympy.Integer(4)], torch.float32, stride=(sympy.Integer(1),)),
+        "b": InputBuffer("b", [sympy.Integer(4)], torch.float32, stride=(sympy.Integer(1),),
+                         storage_offset=sympy.Integer(3)),
+        "c": InputBuffer("c", [sympy.Integer(4)], torch.float16, stride=(sympy.Integer(1),),
+                         storage_offset=sympy.Integer(8)),
+        "d": ComputedBuffer("d", [sympy.Integer(4)], torch.bfloat16),
+    }
+    launch = TritonKernel("kernel0", "", [Param("a", "in"), Param("b", "in"), Param("c", "in"), Param("d", "out"),
+                                          Param(n.name, "size"), Param(SEED.name, "size")], {"XBLOCK": 4})
+    args = warmup_args(launch, buffers, lambda e: 33 if str(e) == "s0" else int(sympy.sympify(e)), "cpu")
+    assert args[0] is torch.float32 and args[2] is torch.float16 and args[3] is torch.bfloat16
+    assert isinstance(args[1], torch.Tensor) and args[1].dtype == torch.float32
+    assert args[1].data_ptr() % 16 == 12  # three floats past the allocation's (aligned) start
+    assert args[4] == 33 and isinstance(args[5], int) and 2**62 <= args[5] < 2**63
+
+
+def test_a_failing_compile_stops_neither_the_others_nor_the_caller():
+    done = []
+
+    def fails():
+        raise RuntimeError("out of resources")
+
+    calls = [lambda k=k: done.append(k) for k in range(5)]
+    compile_in_parallel([fails, *calls, fails], 3, None)
+    assert sorted(done) == list(range(5))
