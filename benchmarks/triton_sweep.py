@@ -43,8 +43,8 @@ def forced(meta: dict[str, int] | None, persistent_max: int | None) -> Iterator[
     ``persistent_max`` looped."""
     old_launch, old_policy = kernel_module._rows_launch, compile_module.FusionPolicy
     if meta is not None:
-        def launch(xnumel: Any, width: int | None, persistent: bool) -> dict[str, int]:
-            base = old_launch(xnumel, width, persistent)
+        def launch(xnumel: Any, width: int | None, persistent: bool, *rest: Any) -> dict[str, int]:
+            base = old_launch(xnumel, width, persistent, *rest)
             return {**base, **meta}
         kernel_module._rows_launch = launch
     if persistent_max is not None:

@@ -82,6 +82,16 @@ def test_softmax_rows_are_one_kernel(interpreted, cols):
     assert ("for roffset in range(0, rnumel, RBLOCK):" in code) == (cols > 32768)
 
 
+@pytest.mark.parametrize(("dtype", "cols", "warps"), [(torch.float32, 4096, 8), (torch.bfloat16, 4096, 4),
+                                                      (torch.float32, 32768, 32), (torch.bfloat16, 32768, 32),
+                                                      (torch.float32, 100, 2)])
+def test_row_kernel_warps_follow_the_bytes_of_a_row(interpreted, dtype, cols, warps):
+    """The launch heuristic measured on an H100 (``_kernel._rows_launch``): a persistent row of
+    32768 gets 32 warps, a float32 row of 4096 eight, a bfloat16 one four."""
+    _run(lambda x: torch.softmax(x, -1), torch.randn(2, cols).to(dtype))
+    assert re.search(rf"\bnum_warps={warps}\b", interpreted[0].wrapper_code), interpreted[0].wrapper_code
+
+
 def test_norms(interpreted):
     x, w, b = torch.randn(6, 50), torch.randn(50), torch.randn(50)
     _run(lambda x, w, b: F.layer_norm(x, (50,), w, b), x, w, b)
