@@ -50,9 +50,9 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
     import triton
 
     def call(fn: Callable[[], Any]) -> None:
-        with contextlib.suppress(Exception):
-            with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
-                fn()  # (in a thread of the pool, whose current device is its own)
+        device_context = torch.cuda.device(device) if device is not None else contextlib.nullcontext()
+        with contextlib.suppress(Exception), device_context:  # (a pool thread's device is its own)
+            fn()
 
     workers = max(1, min(workers, len(calls)))
     mode = getattr(triton, "AsyncCompileMode", None)
