@@ -205,3 +205,48 @@ sys.stdout.buffer.write(kernel.asm["cubin"])
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     assert sorted(cache.rglob("*.cubin")) == binaries and done.stdout == binaries[0].read_bytes()
+
+
+def test_the_capture_hook_answers_for_its_kernels_on_its_thread_only():
+    """While the specs are captured, triton's jit_cache_hook skips (True) the compiles of the
+    kernel being warmed on the capturing thread and records their data; any other call (another
+    kernel, another thread) goes to the hook it replaced; that hook is back afterwards."""
+    import threading
+
+    import triton
+
+    from kiln.inductor.triton._compile_pool import capture_specs
+
+    class Info:
+        def __init__(self, fn):
+            self.jit_function = fn
+
+    mine, other = object(), object()
+    previous_calls = []
+
+    def previous(**kwargs):
+        previous_calls.append(kwargs["fn"].jit_function)
+        return None
+
+    def fire(fn, spec):
+        return triton.knobs.runtime.jit_cache_hook(key="k", repr="r", fn=Info(fn), is_manual_warmup=True,
+                                                   compile={"specialization_data": spec}, already_compiled=False)
+
+    answers = []
+
+    def warm():
+        answers.append(fire(mine, "mine"))
+        answers.append(fire(other, "another kernel"))
+        thread = threading.Thread(target=lambda: answers.append(fire(mine, "another thread")))
+        thread.start()
+        thread.join()
+
+    old = triton.knobs.runtime.jit_cache_hook
+    triton.knobs.runtime.jit_cache_hook = previous
+    try:
+        found = capture_specs([(mine, warm)])
+        assert triton.knobs.runtime.jit_cache_hook is previous
+    finally:
+        triton.knobs.runtime.jit_cache_hook = old
+    assert found == [(mine, "mine")]
+    assert answers == [True, None, None] and previous_calls == [other, mine]

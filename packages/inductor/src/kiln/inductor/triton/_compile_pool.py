@@ -172,18 +172,17 @@ def pool(size: int) -> CompilePool:
         return _pool
 
 
-def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]]) -> list[tuple[Any, str, list[Any]]]:
+def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]]) -> list[tuple[Any, str]]:
     """Run each ``(function, warmup call)`` with triton's ``jit_cache_hook`` answering for
-    ``function``: what it would compile (``(function, specialization data, target)``), not
-    compiled. Functions already compiled for those arguments give nothing."""
+    ``function``: what it would compile (``(function, specialization data)``), not compiled.
+    Functions already compiled for those arguments give nothing."""
     import triton
-    from triton.runtime import driver
 
     runtime = triton.knobs.runtime
     previous = runtime.jit_cache_hook
     thread = threading.get_ident()
     current: list[Any] = [None]
-    found: list[tuple[Any, str, list[Any]]] = []
+    found: list[tuple[Any, str]] = []
 
     def hook(*args: Any, **kwargs: Any) -> Any:
         info = kwargs.get("fn")
@@ -193,8 +192,7 @@ def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]]) -> list[tuple[
         spec = (kwargs.get("compile") or {}).get("specialization_data")
         if spec is None:
             return None  # a triton without it: compiled here
-        t = driver.active.get_current_target()
-        found.append((current[0], spec, [t.backend, t.arch, t.warp_size]))
+        found.append((current[0], spec))
         return True
 
     runtime.jit_cache_hook = hook
@@ -214,9 +212,13 @@ def compile_in_workers(calls: Sequence[tuple[Any, Callable[[], Any]]], size: int
     the_pool = pool(size)
     if the_pool.broken is not None:
         return 0, 0
+    from triton.runtime import driver
+
     start = time.perf_counter()
+    t = driver.active.get_current_target()
+    target = [t.backend, t.arch, t.warp_size]
     jobs = []
-    for fn, spec, target in capture_specs(calls):
+    for fn, spec in capture_specs(calls):
         module = sys.modules.get(fn.fn.__module__)
         path = getattr(module, "__file__", None)
         if path is None:
