@@ -1,6 +1,7 @@
 """The HTML report of a trace (kiln.report): parsed as HTML, and opened in a headless Chromium."""
 
 import glob
+import html
 import json
 import os
 import shutil
@@ -205,6 +206,9 @@ def test_the_transformed_code_decompiled(trace_dir, monkeypatch):
     trace = load_trace(trace_dir)
     page = render_report(trace)
     assert "decompiled (kiln.decompile)" in page and "(kiln.decompile failed" not in page
+    # the replacements' source files beside the trace, named in their sections
+    files = glob.glob(os.path.join(trace_dir, "code", "kiln-replacement-*.py"))
+    assert files and all(f"<code>{html.escape(f)}</code>" in page for f in files)
     # the resume function after the break, as the user's source (kiln.decompile's own output)
     assert "__kiln_resume_in_" in page
     monkeypatch.setattr(kiln, "decompile", None)  # a kiln without a decompiler

@@ -336,3 +336,47 @@ def test_a_size_specialized_with_the_users_line(tmp_path):
     assert spec["location"]["line"] == _specializes.__code__.co_firstlineno + 1
     assert "# a size needed as a Python int" in spec["location"]["text"]
     assert shapes["guards"] == ["Eq(s0, 8)"]
+
+
+def test_replacement_source_is_a_file_beside_the_trace_a_debugger_steps_through(tmp_path):
+    """With a trace folder, each replacement's source is written to ``code/`` there and the
+    replacement kiln runs names that file: a tracing debugger sees line events in it whose text
+    is the replacement's own (the graph call); kiln.decompile still knows it; the results are
+    eager's. Without a folder the replacement keeps its ``<kiln replacement of ...>`` name."""
+    import linecache
+
+    import kiln.frameeval as fe
+
+    x = torch.randn(5)
+    with settings(trace_dir=str(tmp_path)):
+        kiln.reset()
+        f = kiln.compile(_break, backend="eager")
+        seen = []
+
+        def tracer(frame, event, arg):
+            seen.append((frame.f_code.co_filename, frame.f_lineno, event))
+            return tracer
+
+        sys.settrace(tracer)
+        try:
+            out = f(x)
+        finally:
+            sys.settrace(None)
+    torch.testing.assert_close(out, _break(x))
+    files = sorted(glob.glob(str(tmp_path / "code" / "kiln-replacement-*.py")))
+    assert len(files) == 2  # the frame's and its resume function's
+    (entry,) = fe.get_cache_entries(_break.__code__)
+    assert entry.code.co_filename in files
+    stepped = [(name, line) for name, line, event in seen if name in files and event == "line"]
+    assert stepped and all(linecache.getline(name, line).strip() for name, line in stepped)
+    assert any("__kiln_graph" in linecache.getline(name, line) for name, line in stepped)
+    transformed = [e for e in _events(tmp_path) if e["event"] == "transformed"]
+    assert sorted(e["file"] for e in transformed) == files
+    decompiled = kiln.decompile(f)
+    kinds = [part.kind for _, part in decompiled.parts]
+    assert decompiled.exact and kinds.count("replacement") == 2 and "resume" in kinds, kinds
+    kiln.reset()
+    g = kiln.compile(_break, backend="eager")
+    g(x)
+    (entry,) = fe.get_cache_entries(_break.__code__)
+    assert entry.code.co_filename.startswith("<kiln replacement of ")

@@ -324,6 +324,8 @@ class FrameCompiler:
                                          may_start_user_frames=cap.may_start_user_frames)
         template = cap.replacement_template() if frames is not None else None  # compiled once, also kept
         replacement = cap.replacement(compiled, template)
+        if trace is not None:
+            replacement = trace.source_file(replacement)  # a file a debugger can step through
         stats.originals[id(replacement)] = (replacement, code)
         with context.timed("guards"):
             cap.guards.extend(context.guards.close())  # what the stages added: the same checker
@@ -370,17 +372,18 @@ class FrameCompiler:
             stats.breaks.append(loaded.graph_break)
             stats.broken_codes[code] = loaded.graph_break
             artifact_logger("graph_breaks").info("graph break in %s: %s", code.co_qualname, loaded.graph_break)
-        stats.originals[id(loaded.replacement)] = (loaded.replacement, code)
-        fe.add_cache_entry(code, loaded.check, loaded.replacement)
+        replacement = loaded.replacement if trace is None else trace.source_file(loaded.replacement)
+        stats.originals[id(replacement)] = (replacement, code)
+        fe.add_cache_entry(code, loaded.check, replacement)
         stats.entries += 1
         stats.unique_graphs += bool(loaded.op_count)
         artifact_logger("perf").info("%s (%s:%s): loaded from the disk cache of captured frames in %.2f ms",
                                      code.co_qualname, code.co_filename, code.co_firstlineno, seconds * 1e3)
         if trace is not None:
             trace.timings = {"load": seconds}
-            trace.transformed(loaded.replacement, "")
+            trace.transformed(replacement, "")
             trace.status = "loaded"
-        return loaded.replacement
+        return replacement
 
     def _give_up(self, stats: Stats, code: types.CodeType, entries: list[Any], error: Unsupported | str,
                  trace: CompileTrace | None = None) -> Any:

@@ -48,7 +48,9 @@ compile in the process; 0 is the file's header) and ``t`` (``time.time()``)):
   fallbacks, ``fused`` (per kernel, the ATen nodes it computes), ``seconds``.
 - ``guards``: ``count``, ``guards`` (each as text, in check order) and ``checker`` (its source).
 - ``transformed``: the replacement code: ``code_b64`` (marshaled; objects it holds are
-  replaced by a string naming them), ``body`` (its source as kiln.symexec wrote it).
+  replaced by a string naming them), ``body`` (its source as kiln.symexec wrote it), ``file``
+  (where its source was written for debuggers: ``code/`` beside the trace file; the code
+  kiln runs has it as its ``co_filename``; ``CompileTrace.source_file``).
 - ``compile_end``: ``status`` (``compiled``, ``loaded``, ``eager``, ``error``),
   ``seconds``, ``timings`` (per phase: capture, backend, guards).
 """
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import hashlib
 import json
 import linecache
 import logging
@@ -321,7 +324,38 @@ class CompileTrace:
                  checker=getattr(check, "source", ""))
 
     def transformed(self, replacement: types.CodeType, body: str) -> None:
-        self.add("transformed", code_b64=code_b64(replacement), body=body)
+        self.add("transformed", code_b64=code_b64(replacement), body=body,
+                 file=replacement.co_filename if os.path.isabs(replacement.co_filename) else None)
+
+    def source_file(self, replacement: types.CodeType) -> types.CodeType:
+        """Where the trace has a folder: the replacement's source (kiln.symexec registers it
+        with ``linecache`` under a name that is no file) written to
+        ``<folder>/code/kiln-replacement-<qualname>-<digest>.py``, and the replacement with that
+        file as its ``co_filename``, its own and its nested code objects', so that a debugger
+        (pdb, an IDE's) shows and steps through a real file, line for line. Without a folder,
+        or where the file cannot be written (logged), the replacement as it is."""
+        folder = next((s.directory for s in self.sinks if isinstance(s, TraceFile)), None)
+        old = replacement.co_filename
+        lines = linecache.getlines(old) if folder is not None and not os.path.isabs(old) else []
+        if not lines:
+            return replacement
+        from kiln.symexec.bytecode import REPLACEMENT_FILE_PREFIX, map_code
+
+        text = "".join(lines)
+        digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+        qualname = "".join(c if c.isalnum() or c in "._" else "_" for c in replacement.co_qualname)[:80]
+        path = os.path.join(folder, "code", f"{REPLACEMENT_FILE_PREFIX}{qualname}-{digest}.py")
+        try:
+            if not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                partial = f"{path}.{os.getpid()}.tmp"
+                with open(partial, "w", encoding="utf-8") as f:
+                    f.write(text)
+                os.replace(partial, path)
+        except OSError as e:
+            _log.warning("kiln: cannot write the replacement's source beside the trace (%s): %s", path, e)
+            return replacement
+        return map_code(replacement, lambda c: c.replace(co_filename=path) if c.co_filename == old else c)
 
     # -- what the backend stages record ----------------------------------------------------------
     def aot_graphs(self, joint: Any, forward: Any, backward: Any, saved: list[Any]) -> None:

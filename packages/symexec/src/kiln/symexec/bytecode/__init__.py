@@ -23,6 +23,7 @@ from ._concrete import (
 )
 from ._decode import DecodeError, decode, decode_concrete_bytecode, jump_target_offset
 from ._decompile import (
+    REPLACEMENT_FILE_PREFIX,
     REPLACEMENT_PREFIX,
     DecompiledCode,
     NotExact,
@@ -54,6 +55,7 @@ from .versions import SUPPORTED_VERSIONS, TABLE, UnsupportedVersion
 
 __all__ = [
     "NO_ARG",
+    "REPLACEMENT_FILE_PREFIX",
     "REPLACEMENT_PREFIX",
     "RESUME_PREFIX",
     "STACK_PREFIX",

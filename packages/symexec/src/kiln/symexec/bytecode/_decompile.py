@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import dis
 import io
+import os
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +28,13 @@ from ._decompile_resume import NotExact, decompile_resume
 from ._decompile_source import SourceUnavailable
 from ._resume import RESUME_PREFIX
 
-__all__ = ["REPLACEMENT_PREFIX", "DecompiledCode", "NotExact", "decompile_code", "is_replacement", "is_resume"]
+__all__ = ["REPLACEMENT_FILE_PREFIX", "REPLACEMENT_PREFIX", "DecompiledCode", "NotExact", "decompile_code",
+           "is_replacement", "is_resume"]
 
 REPLACEMENT_PREFIX = "<kiln replacement of "  # the file name of every replacement code object
+# ... or, where its source was written out as a file (kiln's trace does, for debuggers), the
+# start of that file's name
+REPLACEMENT_FILE_PREFIX = "kiln-replacement-"
 
 
 def is_resume(code: types.CodeType) -> bool:
@@ -39,7 +44,9 @@ def is_resume(code: types.CodeType) -> bool:
 
 def is_replacement(code: types.CodeType) -> bool:
     """Whether ``code`` is replacement code kiln generated for a captured frame."""
-    return code.co_filename.startswith(REPLACEMENT_PREFIX)
+    name = code.co_filename
+    return name.startswith(REPLACEMENT_PREFIX) or (
+        name.endswith(".py") and os.path.basename(name).startswith(REPLACEMENT_FILE_PREFIX))
 
 
 @dataclass
