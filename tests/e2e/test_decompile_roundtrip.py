@@ -93,3 +93,44 @@ def test_graph_break_tests_pass_with_decompiled_resume_functions(test, params, r
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_forced_breaks_with_decompiled_resume_functions(name, decompiled_resumes):
     test_forced_breaks.test_forced_break_at_every_breakable_instruction(name, compile_resumes=False)
+
+
+@pytest.fixture
+def decompiled_replacements(monkeypatch):
+    """Replacement code made while the test runs is its decompiled source, recompiled (the
+    objects it holds bound again): the code kiln installs for each captured frame."""
+    from kiln.symexec._capture_result import Capture
+
+    tally = Tally()
+    original = Capture.replacement
+
+    def replacement(self, compiled, template=None):
+        code = original(self, compiled, template)
+        result = decompile_code(code)
+        tally.total += 1
+        if not result.exact:
+            assert result.why, "a replacement not decompiled exactly must say why"
+            tally.why[result.why] += 1
+            return code
+        tally.exact += 1
+        again = result.recompile()
+        assert again.co_varnames[:again.co_argcount] == code.co_varnames[:code.co_argcount]
+        return again
+
+    monkeypatch.setattr(Capture, "replacement", replacement)
+    yield tally
+    print(f"\nreplacements decompiled exactly: {tally.exact} of {tally.total}")
+    for why, n in tally.why.most_common():
+        print(f"  not exact ({n}): {why}")
+
+
+@pytest.mark.parametrize(("test", "params"), _GRAPH_BREAK_TESTS)
+def test_graph_break_tests_pass_with_decompiled_replacements(test, params, request, decompiled_replacements):
+    fixtures = {name: request.getfixturevalue(name) for name in inspect.signature(test).parameters
+                if name not in params}
+    test(**params, **fixtures)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forced_breaks_with_decompiled_replacements(name, decompiled_replacements):
+    test_forced_breaks.test_forced_break_at_every_breakable_instruction(name, compile_resumes=False)

@@ -327,6 +327,26 @@ def test_replacement_code_decompiles_and_compiles_back_to_the_same_instructions(
     assert result.recompile().co_code == code.co_code
 
 
+def test_replacement_slices_and_double_star_calls_decompile():
+    """``x[a:b]``, ``x[::c]`` and a slice assignment (BUILD_SLICE on 3.11; BINARY_SLICE and
+    STORE_SLICE from 3.12), and a call with ``**`` arguments (DICT_MERGE), compile back to
+    the same instructions and run the same."""
+    code = _replacement(
+        "def fn(x, *rest, **kw):\n"
+        "    __kiln_out = x(*rest, **kw)\n"
+        "    y = __kiln_out[1:3]\n"
+        "    z = __kiln_out[::2]\n"
+        "    __kiln_out[0:1] = z\n"
+        "    return dict(*rest, k=y, **kw, **{'j': z})\n")
+    result = decompile_code(code)
+    assert result.exact, result.why
+    assert "__kiln_out[1:3]" in result.source and "**kw" in result.source
+    assert result.recompile().co_code == code.co_code
+    fn, again = types.FunctionType(code, {}), types.FunctionType(result.recompile(), {})
+    for f in (fn, again):
+        assert f(lambda **kw: [0, 1, 2, 3, 4], a=1) == {"a": 1, "k": [1, 2], "j": [0, 2, 4]}
+
+
 def test_replacement_objects_without_a_literal_are_named_and_bound_back():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"

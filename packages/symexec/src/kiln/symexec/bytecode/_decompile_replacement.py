@@ -210,11 +210,23 @@ class _Decompiler:
                 target.elts += items.elts
             else:
                 target.elts.append(ast.Starred(value=items, ctx=ast.Load()))
-        elif name == "DICT_UPDATE":
+        elif name in ("DICT_UPDATE", "DICT_MERGE"):
             items = stack.pop()
             target = stack[-arg]
             target.keys.append(None)
             target.values.append(items)
+            if name == "DICT_MERGE":  # the ``**`` arguments of a call (CALL_FUNCTION_EX below)
+                target.merged = True
+        elif name == "BUILD_SLICE":
+            parts = _pop(stack, arg)
+            stack.append(ast.Slice(lower=parts[0], upper=parts[1], step=parts[2] if arg == 3 else None))
+        elif name == "BINARY_SLICE":
+            upper, lower, container = stack.pop(), stack.pop(), stack.pop()
+            stack.append(ast.Subscript(value=container, slice=ast.Slice(lower=lower, upper=upper), ctx=ast.Load()))
+        elif name == "STORE_SLICE":
+            upper, lower, container, value = stack.pop(), stack.pop(), stack.pop(), stack.pop()
+            target = ast.Subscript(value=container, slice=ast.Slice(lower=lower, upper=upper), ctx=ast.Store())
+            out.append(ast.Assign(targets=[target], value=value))
         elif name == "LIST_TO_TUPLE" or (name == "CALL_INTRINSIC_1" and arg == _INTRINSIC_LIST_TO_TUPLE):
             node = stack.pop()
             stack.append(ast.Tuple(elts=node.elts, ctx=ast.Load()))
@@ -236,7 +248,13 @@ class _Decompiler:
             fn = second if first is _NULL else first
             if first is not _NULL and second is not _NULL:
                 raise _not_exact("CALL_FUNCTION_EX on a method")
-            keywords = [ast.keyword(arg=None, value=kwargs)] if kwargs is not None else []
+            if isinstance(kwargs, ast.Dict) and getattr(kwargs, "merged", False):
+                if not all(k is None or (isinstance(k, ast.Constant) and type(k.value) is str) for k in kwargs.keys):
+                    raise _not_exact("keyword arguments with computed names")
+                keywords = [ast.keyword(arg=None if k is None else k.value, value=v)
+                            for k, v in zip(kwargs.keys, kwargs.values, strict=True)]
+            else:
+                keywords = [ast.keyword(arg=None, value=kwargs)] if kwargs is not None else []
             args = star.elts if isinstance(star, ast.Tuple) else [ast.Starred(value=star, ctx=ast.Load())]
             stack.append(ast.Call(func=fn, args=args, keywords=keywords))
         elif name in _NAME_STORES:
