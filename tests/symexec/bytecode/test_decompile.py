@@ -366,6 +366,45 @@ def test_replacement_objects_without_a_literal_are_named_and_bound_back():
     assert types.FunctionType(again, {})(5) == (5, marker)
 
 
+def test_a_replacement_with_a_try_block_is_its_registered_text_checked():
+    """Try blocks are not decompiled from the instructions, but where the text kiln compiled
+    the replacement from is registered with linecache (as kiln registers it), that text is
+    the source: its objects found where the code holds them, every instruction checked. A
+    text that does not match the code is not taken."""
+    text = ("def fn(x):\n    try:\n        return __kiln_graph3(x)\n"
+            "    except BaseException:\n        return __kiln_fallback(x)\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        filename = f"{REPLACEMENT_PREFIX}fn_try 0123456789>"
+        module = compile(text.replace("__kiln_graph3", "'G'").replace("__kiln_fallback", "'F'"), filename, "exec")
+    code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+
+    def graph(v):
+        return v + 1
+
+    def fallback(v):
+        return ("fallback", v)
+
+    code = code.replace(co_consts=tuple({"G": graph, "F": fallback}.get(c, c) if type(c) is str else c
+                                        for c in code.co_consts))
+    assert not decompile_code(code).exact  # the text is not registered yet
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    try:
+        result = decompile_code(code)
+        assert result.exact, result.why
+        assert result.objects == {"__kiln_graph3": graph, "__kiln_fallback": fallback}
+        assert "try:" in result.source and "return __kiln_graph3(x)" in result.source
+        again, original = types.FunctionType(result.recompile(), {}), types.FunctionType(code, {})
+        assert again(4) == original(4) == 5
+        assert again("s") == original("s") == ("fallback", "s")  # the handler's path
+        # a registered text that is not the code's: not taken
+        other = text.replace("return __kiln_fallback(x)", "return __kiln_fallback(x, x)")
+        linecache.cache[filename] = (len(other), None, other.splitlines(True), filename)
+        assert not decompile_code(code).exact
+    finally:
+        linecache.cache.pop(filename, None)
+
+
 def test_what_is_not_decompiled_says_why_and_shows_the_disassembly():
     in_try = _replacement("def fn(x):\n    try:\n        return x()\n    except BaseException:\n        raise\n")
     result = decompile_code(in_try)

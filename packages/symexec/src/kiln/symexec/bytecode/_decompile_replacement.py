@@ -10,12 +10,15 @@ alongside.
 
 The result is checked, not trusted: the source is compiled again (names of objects as
 constants) and its instructions must equal the original's one for one, or NotExact says
-where they differ.
+where they differ. Where the decompiler does not take the code (try blocks) but the text
+kiln compiled it from is at hand (``linecache``, or the file a trace wrote), that text is
+the source, under the same check (``_from_text``).
 """
 
 from __future__ import annotations
 
 import ast
+import linecache
 import math
 import types
 import warnings
@@ -362,37 +365,90 @@ def _text(code: types.CodeType, body: list[ast.stmt]) -> str:
 def decompile_replacement(code: types.CodeType) -> tuple[str, dict[str, Any]]:
     """``code``'s source and the objects its ``__kiln_*`` names stand for. NotExact where
     the code is not straight-line generated code or the source does not compile back to
-    the same instructions."""
-    d = _Decompiler(code)
-    body = d.block(0, len(d.items))
+    the same instructions, unless the text it was compiled from is at hand (``_from_text``)."""
+    from ._decompile_resume import NotExact
+
     if not code.co_name.isidentifier():
         raise _not_exact(f"the code's name {code.co_name!r} is not an identifier")
-    text = _text(code, body)
-    _check(code, text, d.objects)
-    return text, d.objects
+    try:
+        d = _Decompiler(code)
+        body = d.block(0, len(d.items))
+        text = _text(code, body)
+        _check(code, text, d.objects)
+        return text, d.objects
+    except NotExact:
+        found = _from_text(code)
+        if found is None:
+            raise
+        return found
+
+
+def _from_text(code: types.CodeType) -> tuple[str, dict[str, Any]] | None:
+    """Where the source kiln compiled ``code`` from is still readable (``linecache``: kiln
+    registers it under the code's file name; or the file a trace wrote), that source and
+    its objects, checked as the decompiled source is: compiled again, the objects' names
+    must stand where ``code`` holds objects, and every instruction must be ``code``'s.
+    What kiln's straight-line decompiler does not take (try blocks) is shown so. None when
+    the text is not at hand or does not match."""
+    from ._decompile_resume import NotExact
+
+    text = "".join(linecache.getlines(code.co_filename))
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    taken = {*code.co_varnames, *code.co_cellvars, *code.co_freevars, *code.co_names}
+    names = {n.id for n in ast.walk(tree) if type(n) is ast.Name and type(n.ctx) is ast.Load
+             and n.id.startswith("__kiln_") and n.id not in taken}
+    try:
+        again = _with_placeholders(code, text, names)
+    except (SyntaxError, NotExact):
+        return None
+    if len(again.co_consts) != len(code.co_consts):
+        return None
+    objects: dict[str, Any] = {}
+    for mine, theirs in zip(again.co_consts, code.co_consts, strict=True):
+        if type(mine) is str and mine.startswith(_PLACEHOLDER):
+            objects[mine[len(_PLACEHOLDER):]] = theirs
+    if set(objects) != names:  # an object inside a tuple or a nested code: not matched here
+        return None
+    try:
+        _check(code, text, objects)
+    except NotExact:
+        return None
+    return text, objects
 
 
 def recompile_replacement(code: types.CodeType, text: str, objects: dict[str, Any]) -> types.CodeType:
     """``text`` (from ``decompile_replacement``) compiled with ``objects`` bound as constants."""
+    found = _with_placeholders(code, text, objects)
+    return found.replace(co_consts=tuple(_bind(c, objects) for c in found.co_consts),
+                         co_qualname=code.co_qualname, co_firstlineno=code.co_firstlineno)
+
+
+def _with_placeholders(code: types.CodeType, text: str, names: Any) -> types.CodeType:
+    """``text``'s function of ``code``'s name, compiled with a placeholder string constant
+    for each loaded name in ``names``."""
     tree = ast.parse(text)
     for node in ast.walk(tree):
         for field, value in ast.iter_fields(node):
             if isinstance(value, list):
-                value[:] = [_placeholder(v, objects) for v in value]
+                value[:] = [_placeholder(v, names) for v in value]
             else:
-                setattr(node, field, _placeholder(value, objects))
+                setattr(node, field, _placeholder(value, names))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
         module = compile(tree, code.co_filename, "exec")
     found = _find(module, code.co_name)
     if found is None:
         raise _not_exact("the decompiled source defines no function of the code's name")
-    return found.replace(co_consts=tuple(_bind(c, objects) for c in found.co_consts),
-                         co_qualname=code.co_qualname, co_firstlineno=code.co_firstlineno)
+    return found
 
 
-def _placeholder(value: Any, objects: dict[str, Any]) -> Any:
-    if type(value) is ast.Name and value.id in objects and type(value.ctx) is ast.Load:
+def _placeholder(value: Any, names: Any) -> Any:
+    if type(value) is ast.Name and value.id in names and type(value.ctx) is ast.Load:
         return ast.copy_location(ast.Constant(_PLACEHOLDER + value.id), value)
     return value
 
