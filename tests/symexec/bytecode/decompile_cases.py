@@ -49,6 +49,13 @@ def assign_call(x, y):
     return a, b
 
 
+def star_and_keyword_calls(x, y):
+    xs = [x, 1]
+    a = plus(*xs) + brk(y)  # CALL_FUNCTION_EX's result on the stack at the break
+    b = plus(x, b=y) * brk(2)  # a keyword call's (CALL_KW from 3.13)
+    return a + b
+
+
 def nested_call(x, y):
     return plus(x, plus(brk(y), x * 3))
 

@@ -94,6 +94,8 @@ def _cases() -> list[Case]:
     return [
         Case(dc.assign_call, (3, 4), lambda L, r: [L["a"], r]),
         Case(dc.nested_call, (3, 4), lambda L, r: [N(dc.plus), L["x"], N(dc.plus), r]),
+        Case(dc.star_and_keyword_calls, (3, 4), lambda L, r: [dc.plus(*L["xs"]), r]),
+        Case(dc.star_and_keyword_calls, (3, 4), lambda L, r: [dc.plus(L["x"], b=L["y"]), r], nth=1),
         Case(dc.method_call, (3, 4), lambda L, r: [M(L["box"], "add"), L["y"], r]),
         Case(dc.method_call, (3, 4), lambda L, r: [L["r"], M(L["box"], "scale"), r], nth=1),
         Case(dc.expression_statement, (3,), lambda L, r: [r]),

@@ -187,7 +187,8 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _CONST_FOLDED = (ast.Constant, ast.Tuple, ast.UnaryOp, ast.BinOp, ast.Set, ast.List, ast.Subscript, ast.BoolOp,
                  ast.Compare)
 _PRODUCED = {
-    "CALL": (ast.Call, *_COMPREHENSIONS),  # a comprehension's own function called (3.11) "CALL_KW": ast.Call, "CALL_FUNCTION_EX": ast.Call, "LOAD_ATTR": ast.Attribute,
+    "CALL": (ast.Call, *_COMPREHENSIONS),  # a comprehension's own function called (3.11)
+    "CALL_KW": ast.Call, "CALL_FUNCTION_EX": ast.Call, "LOAD_ATTR": ast.Attribute,
     "LOAD_METHOD": ast.Attribute, "LOAD_SUPER_ATTR": ast.Attribute, "BINARY_OP": ast.BinOp,
     "COMPARE_OP": ast.Compare, "IS_OP": ast.Compare, "CONTAINS_OP": ast.Compare,
     "BINARY_SUBSCR": ast.Subscript, "BINARY_SLICE": ast.Subscript, "BUILD_TUPLE": ast.Tuple,
