@@ -1,14 +1,15 @@
-"""The graph-break tests run again with every resume function replaced by its decompiled source.
+"""The graph-break tests run again with kiln's generated code replaced by its decompiled source.
 
-kiln makes each resume function with ``kiln.symexec.bytecode.make_resume``; here that call is
-wrapped so that the resume function kiln gets is ``decompile_code(resume).recompile()``: the
-user's source continued at the break, compiled again (with the user's file and lines). The
-tests of ``test_graph_breaks``, ``test_cheaper_breaks`` and ``test_run_time_errors_in_try``
-then run as they are (the same answers as eager, the same graph and break counts), and the
-forced breaks at every breakable instruction of the e2e corpus (``test_forced_breaks``) run
-with their resume functions decompiled. A resume function that cannot be decompiled exactly
-stays bytecode; each test prints how many were decompiled exactly out of how many (run with
-``-s`` to see ``decompiled exactly: N of M``) and every one that was not says why.
+Twice: once with every resume function kiln makes (``kiln.symexec.bytecode.make_resume``)
+replaced by ``decompile_code(resume).recompile()`` (the user's source continued at the break,
+compiled again with the user's file and lines), once with every replacement code object
+(``Capture.replacement``) replaced likewise (its source compiled again, the objects it holds
+bound back). The tests of ``test_graph_breaks``, ``test_cheaper_breaks`` and
+``test_run_time_errors_in_try`` then run as they are (the same answers as eager, the same graph
+and break counts), and so do the forced breaks at every breakable instruction of the e2e corpus
+(``test_forced_breaks``). Code that cannot be decompiled exactly stays bytecode; each test
+prints how much was decompiled exactly (run with ``-s`` to see ``... decompiled exactly: N of
+M``) and every part that was not says why.
 """
 
 import collections
@@ -31,29 +32,41 @@ class Tally:
         self.total = 0
         self.why = collections.Counter()
 
-
-@pytest.fixture
-def decompiled_resumes(monkeypatch):
-    """Resume functions made while the test runs are their decompiled source, recompiled."""
-    tally = Tally()
-
-    def make(code, target, stack, local_names, *, name):
-        resume = make_resume(code, target, stack, local_names, name=name)
-        result = decompile_code(resume)
-        tally.total += 1
+    def recompiled(self, code):
+        """``code`` decompiled and compiled again where it is exact (its arguments kept);
+        ``code`` itself where it is not (which must say why)."""
+        result = decompile_code(code)
+        self.total += 1
         if not result.exact:
-            assert result.why, "a resume function not decompiled exactly must say why"
-            tally.why[result.why] += 1
-            return resume
-        tally.exact += 1
+            assert result.why, "generated code not decompiled exactly must say why"
+            self.why[result.why] += 1
+            return code
+        self.exact += 1
         again = result.recompile()
-        assert again.co_varnames[:again.co_argcount] == resume.co_varnames[:resume.co_argcount]
-        assert again.co_filename == code.co_filename
+        assert again.co_varnames[:again.co_argcount] == code.co_varnames[:code.co_argcount]
         return again
 
-    monkeypatch.setattr(breaks, "make_resume", make)
+
+@pytest.fixture(params=["resume functions", "replacements"])
+def decompiled(request, monkeypatch):
+    """The resume functions, or the replacement code, made while the test runs are their
+    decompiled source, recompiled (a replacement with the objects it holds bound again)."""
+    tally = Tally()
+    if request.param == "resume functions":
+        def make(code, target, stack, local_names, *, name):
+            again = tally.recompiled(make_resume(code, target, stack, local_names, name=name))
+            assert again.co_filename == code.co_filename  # the user's file and lines
+            return again
+
+        monkeypatch.setattr(breaks, "make_resume", make)
+    else:
+        from kiln.symexec._capture_result import Capture
+
+        original = Capture.replacement
+        monkeypatch.setattr(Capture, "replacement", lambda self, compiled, template=None:
+                            tally.recompiled(original(self, compiled, template)))
     yield tally
-    print(f"\ndecompiled exactly: {tally.exact} of {tally.total}")
+    print(f"\n{request.param} decompiled exactly: {tally.exact} of {tally.total}")
     for why, n in tally.why.most_common():
         print(f"  not exact ({n}): {why}")
 
@@ -84,53 +97,12 @@ _GRAPH_BREAK_TESTS = [
 
 
 @pytest.mark.parametrize(("test", "params"), _GRAPH_BREAK_TESTS)
-def test_graph_break_tests_pass_with_decompiled_resume_functions(test, params, request, decompiled_resumes):
+def test_graph_break_tests_pass_with_decompiled_code(test, params, request, decompiled):
     fixtures = {name: request.getfixturevalue(name) for name in inspect.signature(test).parameters
                 if name not in params}
     test(**params, **fixtures)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_forced_breaks_with_decompiled_resume_functions(name, decompiled_resumes):
-    test_forced_breaks.test_forced_break_at_every_breakable_instruction(name, compile_resumes=False)
-
-
-@pytest.fixture
-def decompiled_replacements(monkeypatch):
-    """Replacement code made while the test runs is its decompiled source, recompiled (the
-    objects it holds bound again): the code kiln installs for each captured frame."""
-    from kiln.symexec._capture_result import Capture
-
-    tally = Tally()
-    original = Capture.replacement
-
-    def replacement(self, compiled, template=None):
-        code = original(self, compiled, template)
-        result = decompile_code(code)
-        tally.total += 1
-        if not result.exact:
-            assert result.why, "a replacement not decompiled exactly must say why"
-            tally.why[result.why] += 1
-            return code
-        tally.exact += 1
-        again = result.recompile()
-        assert again.co_varnames[:again.co_argcount] == code.co_varnames[:code.co_argcount]
-        return again
-
-    monkeypatch.setattr(Capture, "replacement", replacement)
-    yield tally
-    print(f"\nreplacements decompiled exactly: {tally.exact} of {tally.total}")
-    for why, n in tally.why.most_common():
-        print(f"  not exact ({n}): {why}")
-
-
-@pytest.mark.parametrize(("test", "params"), _GRAPH_BREAK_TESTS)
-def test_graph_break_tests_pass_with_decompiled_replacements(test, params, request, decompiled_replacements):
-    fixtures = {name: request.getfixturevalue(name) for name in inspect.signature(test).parameters
-                if name not in params}
-    test(**params, **fixtures)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_forced_breaks_with_decompiled_replacements(name, decompiled_replacements):
+def test_forced_breaks_with_decompiled_code(name, decompiled):
     test_forced_breaks.test_forced_break_at_every_breakable_instruction(name, compile_resumes=False)
