@@ -65,7 +65,7 @@ def test_large_values_do_not_overflow():
 
 def test_half_types():
     for dtype in (torch.bfloat16, torch.float16):
-        _run(lambda x: torch.softmax(x, -1), torch.randn(2, WIDE).to(dtype), atol=2e-3, rtol=2e-2)
+        _run(lambda x: torch.softmax(x, -1), torch.randn(2, WIDE).to(dtype))
 
 
 def test_symbolic_widths_are_online(graphs):

@@ -58,7 +58,7 @@ def test_integer_and_bool_inputs_scan_in_int64(graphs):
 
 def test_half_types(graphs):
     for dtype in (torch.bfloat16, torch.float16):
-        _run(lambda x: torch.cumsum(x, -1), torch.rand(5, 300).to(dtype), atol=2e-2, rtol=2e-2)
+        _run(lambda x: torch.cumsum(x, -1), torch.rand(5, 300).to(dtype))
 
 
 def test_a_scan_feeding_pointwise_and_a_reduction(graphs):
