@@ -7,9 +7,6 @@ compile neither stops the others nor reaches the user."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -56,24 +53,12 @@ def _fn(x, y):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-@pytest.mark.parametrize("processes", [False, True])
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_compile, tmp_path, monkeypatch,
-                                                                           dynamic, processes):
-    """... by threads of this process (the default), or by the worker processes into triton's
-    cache, which this process then only reads (one binary per kernel there: the keys agree)."""
-    from kiln.inductor.triton import _compile_pool, _precompile
-
-    results = []
-
-    def spy(calls, size):
-        results.append(_compile_pool.compile_in_workers(calls, size))
-        return results[-1]
-
-    monkeypatch.setattr(_precompile, "compile_in_workers", spy)
+                                                                           dynamic):
+    """... once each: one binary per kernel in triton's cache."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path),
-               "inductor.compile_processes": processes}
+    options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path)}
     x = torch.randn(48, 80, device="cuda")
     y = torch.randn(48 * 80 + 1, device="cuda")[1:].view(48, 80)  # 4 bytes past an aligned address
     torch.manual_seed(0)
@@ -87,7 +72,6 @@ def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_com
     assert graph.kernels >= 3 and len(before) == graph.kernels
     assert set(before.values()) == {1}  # compiled when compile_graph returned
     assert _compiled_per_kernel(graph) == before  # the first call's launches compiled nothing more
-    assert results == ([(graph.kernels, 0)] if processes else [])
     assert len(list((tmp_path / "triton").rglob("*.cubin"))) == graph.kernels
 
 
@@ -133,122 +117,3 @@ def test_a_failing_compile_stops_neither_the_others_nor_the_caller():
     calls = [lambda k=k: done.append(k) for k in range(5)]
     compile_in_parallel([fails, *calls, fails], 3, None)
     assert sorted(done) == list(range(5))
-
-
-_KERNEL = '''
-
-@triton.jit
-def kernel0(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
-    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-    xmask = xindex < xnumel
-    tl.store(out_ptr0 + xindex, libdevice.tanh(tl.load(in_ptr0 + xindex, mask=xmask)) * 2, mask=xmask)
-'''
-
-
-def _spec_for_hopper():
-    """triton's specialization data of kernel0 above for an H100, as its ``jit_cache_hook``
-    gets it, made without a GPU; the target, options and ASTSource parts."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime.jit import serialize_specialization_data
-
-    target = GPUTarget("cuda", 90, 32)
-    signature = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"}
-    constexprs = {(3,): 128}
-    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
-    options = make_backend(target).parse_options({"num_warps": 4})
-    spec = serialize_specialization_data("kernel0", signature, constexprs, attrs, options, "key", target)
-    return spec, target, signature, constexprs, attrs, options
-
-
-@pytest.mark.skipif(CUDA, reason="the GPU tests above cover it there")
-def test_a_worker_compiles_into_the_cache_the_launch_reads(tmp_path, monkeypatch):
-    """A worker process compiles kernel0 for an H100 into triton's cache (no GPU needed); the
-    same compile in this process then finds it there: one binary in the cache, not two."""
-    pytest.importorskip("triton.backends.nvidia")
-    from kiln.inductor.triton._compile_pool import CompilePool, Job
-    from kiln.inductor.triton._runtime import HEADER
-
-    cache = tmp_path / "triton-cache"
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    path = tmp_path / "kiln_triton_worker_test.py"
-    path.write_text(HEADER + _KERNEL)
-    spec, target = _spec_for_hopper()[:2]
-    pool = CompilePool(2)
-    try:
-        bad = Job(str(path), "kiln_triton_worker_test", "no_such_kernel", spec, [target.backend, target.arch, 32])
-        good = Job(str(path), "kiln_triton_worker_test", "kernel0", spec, [target.backend, target.arch, 32])
-        pool.compile([bad, good])
-    finally:
-        pool.close()
-    assert good.error is None and good.seconds > 0
-    assert bad.error is not None and "no_such_kernel" in bad.error
-    binaries = sorted(cache.rglob("*.cubin"))
-    assert len(binaries) == 1
-    # a process of its own (this one runs triton's interpreter): the module imported under the
-    # same name, the same compile, as the launch would
-    script = f"""
-import importlib.util, sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
-import triton
-from triton.compiler import ASTSource
-from test_triton_precompile import _spec_for_hopper
-spec, target, signature, constexprs, attrs, options = _spec_for_hopper()
-module_spec = importlib.util.spec_from_file_location("kiln_triton_worker_test", {str(path)!r})
-module = importlib.util.module_from_spec(module_spec)
-sys.modules["kiln_triton_worker_test"] = module
-module_spec.loader.exec_module(module)
-kernel = triton.compile(ASTSource(module.kernel0, signature, constexprs, attrs), target=target, options=options.__dict__)
-sys.stdout.buffer.write(kernel.asm["cubin"])
-"""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    assert sorted(cache.rglob("*.cubin")) == binaries and done.stdout == binaries[0].read_bytes()
-
-
-def test_the_capture_hook_answers_for_its_kernels_on_its_thread_only():
-    """While the specs are captured, triton's jit_cache_hook skips (True) the compiles of the
-    kernel being warmed on the capturing thread and records their data; any other call (another
-    kernel, another thread) goes to the hook it replaced; that hook is back afterwards."""
-    import threading
-
-    import triton
-
-    from kiln.inductor.triton._compile_pool import capture_specs
-
-    class Info:
-        def __init__(self, fn):
-            self.jit_function = fn
-
-    mine, other = object(), object()
-    previous_calls = []
-
-    def previous(**kwargs):
-        previous_calls.append(kwargs["fn"].jit_function)
-        return None
-
-    def fire(fn, spec):
-        return triton.knobs.runtime.jit_cache_hook(key="k", repr="r", fn=Info(fn), is_manual_warmup=True,
-                                                   compile={"specialization_data": spec}, already_compiled=False)
-
-    answers = []
-
-    def warm():
-        answers.append(fire(mine, "mine"))
-        answers.append(fire(other, "another kernel"))
-        thread = threading.Thread(target=lambda: answers.append(fire(mine, "another thread")))
-        thread.start()
-        thread.join()
-
-    old = triton.knobs.runtime.jit_cache_hook
-    triton.knobs.runtime.jit_cache_hook = previous
-    try:
-        found = capture_specs([(mine, warm)])
-        assert triton.knobs.runtime.jit_cache_hook is previous
-    finally:
-        triton.knobs.runtime.jit_cache_hook = old
-    assert found == [(mine, "mine")]
-    assert answers == [True, None, None] and previous_calls == [other, mine]

@@ -75,8 +75,6 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         if cached is not None:
             return cached
     facts = cudagraph_facts(gm)  # before the lowering, which may rewrite gm
-    if config.compile_processes and config.compile_threads != 1 and not interpreting() and _on_cuda(gm):
-        _start_compile_workers(config)  # they import triton while the graph is lowered
     policy = FusionPolicy(fuse=config.fuse, random_in_kernels=config.random_in_kernels,
                           layout_optimization=config.layout_optimization, cpu_backend=config.cpu_backend)
     graph = lower_graph(gm, policy)
@@ -147,25 +145,6 @@ def _autotune(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launc
     return results
 
 
-def _on_cuda(gm: GraphModule) -> bool:
-    """Whether an input of ``gm`` is a CUDA tensor."""
-    for node in gm.graph.find_nodes("placeholder"):
-        val = node.meta.get("val")
-        for v in val if isinstance(val, (list, tuple)) else (val,):
-            if isinstance(v, torch.Tensor) and v.device.type == "cuda":
-                return True
-    return False
-
-
-def _start_compile_workers(config: InductorConfig) -> None:
-    from .triton._precompile import start_workers
-
-    try:
-        start_workers(config.compile_threads or None)
-    except Exception:  # compiled in this process instead
-        _log.warning("kiln.inductor: starting the Triton compile workers failed", exc_info=True)
-
-
 def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],
                 functions: dict[str, Any], config: InductorConfig) -> None:
     """The Triton kernels compiled for the first call, in parallel (``triton._precompile``);
@@ -174,15 +153,14 @@ def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], lau
     from .triton._precompile import precompile
 
     try:
-        in_workers, seconds = precompile(launches, functions, {k.name: k.device for k in kernels},
-                                         {b.name: b for b in graph.buffers}, size_hint(_shape_env(gm)),
-                                         config.compile_threads or None, config.compile_processes)
+        seconds = precompile(launches, functions, {k.name: k.device for k in kernels},
+                             {b.name: b for b in graph.buffers}, size_hint(_shape_env(gm)),
+                             config.compile_threads or None)
     except Exception:
         _log.warning("kiln.inductor: compiling the Triton kernels ahead failed; each compiles at its launch",
                      exc_info=True)
         return
-    _log.debug("kiln.inductor: %d Triton kernels compiled ahead in %.2f s (%d in worker processes)",
-               len(launches), seconds, in_workers)
+    _log.debug("kiln.inductor: %d Triton kernels compiled ahead in %.2f s", len(launches), seconds)
 
 
 def _shape_env(gm: GraphModule) -> Any:

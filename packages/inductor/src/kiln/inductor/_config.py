@@ -36,15 +36,8 @@ class InductorConfig:
                 "candidate runs once and is checked instead. Matmul templates are not built (matmuls stay "
                 "ATen calls). False: the sizes' heuristic launch"})
     compile_threads: int = field(default=0, metadata={
-        "help": "threads (and worker processes) compiling a new graph's Triton kernels at once, before its first call "
+        "help": "threads compiling a new graph's Triton kernels at once, before its first call "
                 "(0: one per CPU, at most 8; 1: each kernel compiled by triton at its first launch, one after another)"})
-    compile_processes: bool = field(default=False, metadata={
-        "help": "compile a new graph's Triton kernels in worker processes (python -m "
-                "kiln.inductor.triton._compile_worker, started on the first compile of CUDA tensors; "
-                "compile_threads of them) into triton's cache, then load them here. Off by default: on an H100 "
-                "its cold compiles were slower than threads' (block-bf16 training step 5.6 s against 4.3 s; "
-                "fresh workers pay triton's first-compile setup each). False: threads of this process compile "
-                "them"})
     cache_dir: str = field(default="", metadata={
         "help": "where compiled kernels and graphs are kept across processes; empty: $KILN_CACHE_DIR, "
                 "else ~/.cache/kiln"})

@@ -11,12 +11,12 @@ threads, through triton's ``warmup`` (which compiles for given arguments without
   off that alignment (an input or ATen result at an offset); a size parameter is its value on the example inputs (triton
   specializes integers equal to 1 and multiples of 16); the seed is left unspecialized
   (``do_not_specialize``), so any int64 will do;
-- worker processes compile them first (``_compile_pool``: triton's front end holds the GIL,
-  so threads alone overlap little), into triton's disk cache;
-- then threads run the warmups, each loading its kernel from that cache or, where a worker
-  failed, compiling it, at once where triton lets them: with ``AsyncCompileMode`` (triton's
+- the threads compile at once where triton lets them: with ``AsyncCompileMode`` (triton's
   compile of a warmed-up kernel goes to the pool; the next warmup starts at once), else a
-  thread per ``warmup`` call;
+  thread per ``warmup`` call. (Triton's front end holds the GIL, so they overlap only in
+  part. Worker processes compiling from the specialization data triton's ``jit_cache_hook``
+  gives were tried, commit 5b3fa0b, and measured slower on an H100: 5.55 s against 4.33 s for
+  a transformer block's training step; fresh workers pay triton's first-compile setup.)
 - a kernel whose compile fails here is compiled again at its launch, which raises triton's
   error where the user sees it; a wrong specialization costs a second compile, never a wrong
   answer (triton keys its compiled kernels by the arguments' specialization).
@@ -37,9 +37,8 @@ from typing import Any
 import torch
 
 from .._ir import SEED
-from ._compile_pool import compile_in_workers, pool
 
-__all__ = ["compile_in_parallel", "precompile", "start_workers", "warmup_args"]
+__all__ = ["compile_in_parallel", "precompile", "warmup_args"]
 
 _log = logging.getLogger("kiln")
 
@@ -97,16 +96,13 @@ def warmup_args(launch: Any, buffers: dict[str, Any], hint: Callable[[Any], int]
 
 
 def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dict[str, str],
-               buffers: dict[str, Any], hint: Callable[[Any], int], workers: int | None = None,
-               processes: bool = True) -> tuple[int, float]:
+               buffers: dict[str, Any], hint: Callable[[Any], int], workers: int | None = None) -> float:
     """Compile the Triton kernels ``launches`` (by name; ``functions``: their loaded triton
-    functions; ``devices``: each one's device) for their first call, in parallel: in worker
-    processes (``_compile_pool``) where ``processes``, then in this process's threads (which
-    load what the workers compiled, and compile what they could not); (kernels the workers
-    compiled, seconds in all). A kernel whose arguments cannot be made here (a size with no
-    example value) is left to compile at its launch."""
+    functions; ``devices``: each one's device) for their first call, in parallel; the
+    seconds it took. A kernel whose arguments cannot be made here (a size with no example
+    value) is left to compile at its launch."""
     start = time.perf_counter()
-    by_device: dict[int, list[tuple[Any, Callable[[], Any]]]] = {}
+    by_device: dict[int, list[Callable[[], Any]]] = {}
     for name, launch in launches.items():
         device = torch.device(devices[name])
         if device.type != "cuda":
@@ -122,28 +118,8 @@ def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dic
             continue
         grid = (max(1, -(-xnumel // launch.meta["XBLOCK"])),)
         fn, meta = functions[name], dict(launch.meta)
-        by_device.setdefault(index, []).append((fn, lambda fn=fn, args=args, grid=grid, meta=meta:
-                                                fn.warmup(*args, grid=grid, **meta)))
-    size = _size(workers)
-    in_workers = 0
+        by_device.setdefault(index, []).append(lambda fn=fn, args=args, grid=grid, meta=meta:
+                                               fn.warmup(*args, grid=grid, **meta))
     for index, calls in by_device.items():
-        if processes:
-            try:
-                with torch.cuda.device(index):
-                    in_workers += compile_in_workers(calls, size)[0]
-            except Exception:  # compiled below instead
-                _log.warning("kiln.inductor: compiling Triton kernels in worker processes failed", exc_info=True)
-        compile_in_parallel([call for _, call in calls], size, index)
-    return in_workers, time.perf_counter() - start
-
-
-def start_workers(workers: int | None = None) -> None:
-    """Start the compile workers ahead of a compile that will need them (they import triton
-    while this process lowers the graph)."""
-    pool(_size(workers)).start()
-
-
-def _size(workers: int | None) -> int:
-    """Threads or processes compiling at once: ``workers``, else one per CPU up to 8 (a
-    process running several kiln programs, such as a test run, starts no more than that each)."""
-    return max(1, workers or min(8, os.cpu_count() or 1))
+        compile_in_parallel(calls, workers or min(8, os.cpu_count() or 1), index)
+    return time.perf_counter() - start
