@@ -203,7 +203,6 @@ def test_a_corrupt_record_is_measured_again(graphs, timed, options, tmp_path):
     assert timed == ["kernel0", "kernel0"] and not graphs[1].autotuned[0].cached
 
 
-@pytest.mark.skipif(CUDA, reason="the second process runs the interpreter's CPU tensors")
 def test_a_second_process_measures_nothing(tmp_path):
     script = textwrap.dedent(f"""
         import os
