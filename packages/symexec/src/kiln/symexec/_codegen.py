@@ -15,7 +15,6 @@ listed in the original order and every free variable is referenced once.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import keyword
 import linecache
@@ -27,7 +26,7 @@ from typing import Any
 
 from kiln.guards import GlobalSource, ItemSource, LocalSource, ModuleSource, Source
 
-from .bytecode import REPLACEMENT_PREFIX, signature
+from .bytecode import REPLACEMENT_PREFIX, names_to_constants, signature
 
 __all__ = ["ReplacementSource", "build_replacement", "render_source"]
 
@@ -91,7 +90,7 @@ def replacement_template(code: types.CodeType, body: ReplacementSource) -> types
     # Objects without a literal are loaded as constants: the source names them
     # (``__kiln_graph``), the compiled text holds a placeholder string in their place, and
     # the placeholder is swapped for the object in co_consts (``build_replacement``).
-    tree = _names_to_placeholders(full, set(body.objects))
+    tree = names_to_constants(full, set(body.objects), _placeholder)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
         module = compile(tree, filename, "exec")
@@ -119,28 +118,6 @@ def _register_text(code: types.CodeType, body: ReplacementSource) -> tuple[str, 
     filename = f"{REPLACEMENT_PREFIX}{code.co_qualname} {digest}>"
     linecache.cache[filename] = (len(full), None, full.splitlines(True), filename)
     return name, full, filename
-
-
-def _names_to_placeholders(text: str, refs: set[str]) -> ast.Module:
-    """``text`` parsed, with each name in ``refs`` read as a variable replaced by its
-    placeholder string; the same characters inside a string literal, or after a dot, stay
-    as they are (a user's string ``"__kiln_graph"`` is data, not a reference). Done on the
-    syntax tree: the tokenize module is quadratic in a line's length on Python 3.12 before
-    3.12.4, and a graph call over thousands of inputs is one long line."""
-    tree = ast.parse(text)
-    for node in ast.walk(tree):
-        for name, value in ast.iter_fields(node):
-            if isinstance(value, list):
-                value[:] = [_placeholder_for(v, refs) for v in value]
-            else:
-                setattr(node, name, _placeholder_for(value, refs))
-    return tree
-
-
-def _placeholder_for(value: Any, refs: set[str]) -> Any:
-    if type(value) is ast.Name and value.id in refs and type(value.ctx) is ast.Load:
-        return ast.copy_location(ast.Constant(_placeholder(value.id)), value)
-    return value
 
 
 def _find_code(module: types.CodeType, name: str) -> types.CodeType:

@@ -47,7 +47,7 @@ from ._instr import (
 )
 from ._linetable import decode_linetable, encode_linetable
 from ._resume import RESUME_PREFIX, STACK_PREFIX, in_loop, live_locals, make_resume, resumable
-from ._signature import signature
+from ._signature import names_to_constants, signature
 from ._stackdepth import FlowInstr, StackDepthError, basic_block_starts, compute_stacksize
 from ._table import ArgKind, VersionTable
 from ._walk import map_code, walk_code
@@ -115,6 +115,7 @@ __all__ = [
     "make_code",
     "make_resume",
     "map_code",
+    "names_to_constants",
     "normalize_jumps",
     "prologue",
     "resumable",

@@ -25,9 +25,9 @@ import warnings
 from typing import Any
 
 from ._decode import decode
-from ._instr import NO_ARG, ArgKind, Instr, Label, const_key
+from ._instr import NO_ARG, ArgKind, Instr, Label, const_key, label_positions
 from ._resume import RESUME_PREFIX
-from ._signature import signature
+from ._signature import names_to_constants, signature
 
 __all__ = ["decompile_replacement"]
 
@@ -431,13 +431,7 @@ def recompile_replacement(code: types.CodeType, text: str, objects: dict[str, An
 def _with_placeholders(code: types.CodeType, text: str, names: Any) -> types.CodeType:
     """``text``'s function of ``code``'s name, compiled with a placeholder string constant
     for each loaded name in ``names``."""
-    tree = ast.parse(text)
-    for node in ast.walk(tree):
-        for field, value in ast.iter_fields(node):
-            if isinstance(value, list):
-                value[:] = [_placeholder(v, names) for v in value]
-            else:
-                setattr(node, field, _placeholder(value, names))
+    tree = names_to_constants(text, names, lambda name: _PLACEHOLDER + name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable"
         module = compile(tree, code.co_filename, "exec")
@@ -445,12 +439,6 @@ def _with_placeholders(code: types.CodeType, text: str, names: Any) -> types.Cod
     if found is None:
         raise _not_exact("the decompiled source defines no function of the code's name")
     return found
-
-
-def _placeholder(value: Any, names: Any) -> Any:
-    if type(value) is ast.Name and value.id in names and type(value.ctx) is ast.Load:
-        return ast.copy_location(ast.Constant(_PLACEHOLDER + value.id), value)
-    return value
 
 
 def _bind(const: Any, objects: dict[str, Any]) -> Any:
@@ -482,8 +470,8 @@ def _check(code: types.CodeType, text: str, objects: dict[str, Any]) -> None:
         raise _not_exact(f"the decompiled source does not compile: {e}") from None
     mine, theirs = decode(again), decode(code)
     a, b = mine.instructions(), theirs.instructions()
-    labels_a = _label_indices(mine.instrs)
-    labels_b = _label_indices(theirs.instrs)
+    labels_a = label_positions(mine.instrs)
+    labels_b = label_positions(theirs.instrs)
     if len(a) != len(b):
         raise _not_exact(f"the decompiled source compiles to {len(a)} instructions, the code has {len(b)}")
     for k, (x, y) in enumerate(zip(a, b, strict=True)):
@@ -495,16 +483,6 @@ def _check(code: types.CodeType, text: str, objects: dict[str, Any]) -> None:
 
 def _show(arg: Any) -> str:
     return "" if arg is NO_ARG else repr(arg)[:60]
-
-
-def _label_indices(items: list[Instr | Label]) -> dict[Label, int]:
-    out, count = {}, 0
-    for item in items:
-        if isinstance(item, Label):
-            out[item] = count
-        else:
-            count += 1
-    return out
 
 
 def _same_arg(x: Instr, y: Instr, la: dict[Label, int], lb: dict[Label, int]) -> bool:
