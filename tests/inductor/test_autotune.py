@@ -234,7 +234,7 @@ def test_a_second_process_measures_nothing(tmp_path):
 
 
 # the sizes' heuristic launch of the 10 x 33 softmax (``_kernel._rows_launch``)
-_HEURISTIC = ", {})".format(", ".join(f"{k}={v}" for k, v in _rows_launch(sympy.Integer(10), 33, True).items()))
+_HEURISTIC = "  # {}\n".format(", ".join(f"{k}={v}" for k, v in _rows_launch(sympy.Integer(10), 33, True).items()))
 
 
 def test_without_max_autotune_the_heuristic_launch(graphs, timed, tmp_path):

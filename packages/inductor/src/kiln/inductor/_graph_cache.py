@@ -55,6 +55,7 @@ from ._config import InductorConfig, cache_root
 from ._cudagraph_plan import CudagraphFacts
 from ._cudagraphs import with_cudagraphs
 from ._entries import EntryStore
+from .triton._launch import Launch
 
 __all__ = [
     "CompiledGraph",
@@ -352,6 +353,8 @@ def graph_key(gm: GraphModule, config: InductorConfig) -> str | None:
 def _encode_global(obj: Any, kernel_names: dict[int, str]) -> list[Any]:
     if id(obj) in kernel_names:
         return ["kernel", kernel_names[id(obj)]]
+    if isinstance(obj, Launch) and id(obj.fn) in kernel_names:  # made again around the loaded kernel
+        return ["launch", kernel_names[id(obj.fn)], obj.names, obj.kinds, obj.meta]
     if isinstance(obj, (torch.dtype, torch.layout, torch.memory_format)):
         name = str(obj).removeprefix("torch.")
         if getattr(torch, name, None) is obj:
@@ -375,6 +378,8 @@ def _decode_global(entry: list[Any], functions: dict[str, Any]) -> Any:
     kind = entry[0]
     if kind == "kernel":
         return functions[entry[1]]
+    if kind == "launch":
+        return Launch(functions[entry[1]], *entry[2:])
     if kind == "torch":
         return getattr(torch, entry[1])
     if kind == "device":

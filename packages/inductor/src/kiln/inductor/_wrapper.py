@@ -29,6 +29,7 @@ from ._mutation import returns_alias
 from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
 from .cpp._kernel import ERROR_PARAM
+from .triton._launch import Launch, launch_state
 
 __all__ = ["WrapperSource", "render_wrapper", "reusable_buffers"]
 
@@ -109,7 +110,7 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
     glob = _Globals()
     glob.values.update({"_reinterpret": _reinterpret, "_to_layout": _to_layout, "_empty": torch.empty_strided,
                         "_threads": torch.get_num_threads, "_error_slots": _error_slots, "_address": _address,
-                        "_raise_index_error": _raise_index_error})
+                        "_raise_index_error": _raise_index_error, "_launch_state": launch_state})
     by_name = {b.name: b for b in graph.buffers}
     args = [b.name if isinstance(b, InputBuffer) else f"arg{k}" for k, b in enumerate(graph.inputs)]
     lines = [f"{', '.join(args)}{',' if len(args) == 1 else ''} = args; args.clear()" if args else "args.clear()"]
@@ -125,6 +126,7 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
             flat_inputs.append(inp)
     lines += _bind_sizes(flat_inputs, flat_args, graph)
     lines.append("threads = _threads()")
+    lines += _launch_states(launches, {s.name: s.device for s in steps if isinstance(s, Kernel)})
     if any(p.name == SEED.name for ps in params.values() for p in ps):
         # the call's random seed, from torch's default generator (``_lower_random``)
         glob.values["_seed"] = draw_seed
@@ -264,9 +266,9 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
                 lines.append(f"{b.name} = {dead.name}")
             else:  # an ATen result of other sizes, the same memory (``_inplace``): viewed as this buffer
                 lines.append(f"{b.name} = _reinterpret({dead.name}, {_tuple(b.sizes)}, {_tuple(b.strides())}, 0)")
-    fn = glob.ref(kernels[kernel.name], kernel.name)
     if launch is not None:
-        return lines + _triton_launch(fn, launch)
+        return lines + _triton_launch(kernels[kernel.name], launch, kernel.device, glob)
+    fn = glob.ref(kernels[kernel.name], kernel.name)
     error = next((p for p in params[kernel.name] if p.name == ERROR_PARAM), None)
     call_args = [p.name if p.kind == "size" else f"{ERROR_PARAM}_at" if p is error else f"{p.name}.data_ptr()"
                  for p in params[kernel.name]]
@@ -278,16 +280,39 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
     return lines
 
 
-def _triton_launch(fn: str, launch: Any) -> list[str]:
-    """A Triton kernel's launch: its buffers as tensors, its sizes, its block sizes; none
-    where it has no program to run (an empty tensor)."""
+def _triton_launch(fn: Any, launch: Any, device: str, glob: _Globals) -> list[str]:
+    """A Triton kernel's launch (``triton._launch.Launch``, with the call's launch state of
+    its device): its program count, its buffers as tensors, its sizes; none where it has no
+    program to run (an empty tensor)."""
     args = [p.name for p in launch.params]
-    meta = [f"{k}={v}" for k, v in launch.meta.items()]
+    kinds = ["seed" if p.name == SEED.name else "int" if p.kind == "size" else "tensor" for p in launch.params]
+    launcher = f"_launch_{launch.name}"  # (kernel names are unique; no other global starts so)
+    glob.values[launcher] = Launch(fn, args, kinds, launch.meta)
     programs = sympy.sympify(launch.programs)
-    call = f"{fn}[({pyexpr(programs)},)]({', '.join([*args, *meta])})"
+    meta = ", ".join(f"{k}={v}" for k, v in launch.meta.items())
+    call = f"{launcher}({_state_name(device)}, {', '.join([pyexpr(programs), *args])})  # {meta}"
     if programs.is_Integer:
         return [call] if int(programs) > 0 else []
     return [f"if {pyexpr(programs)} > 0: {call}"]
+
+
+def _state_name(device: str) -> str:
+    """The wrapper's local of the launch state (``triton._launch.launch_state``) of
+    ``device``'s Triton kernels; ``None`` on the CPU (triton's interpreter)."""
+    d = torch.device(device)
+    if d.type != "cuda":
+        return "None"
+    return f"_cuda_{d.index}" if d.index is not None else "_cuda"
+
+
+def _launch_states(launches: dict[str, Any], devices: dict[str, str]) -> list[str]:
+    """The lines reading each CUDA device's launch state, once per call."""
+    lines = []
+    for device in sorted({devices[name] for name in launches}):
+        name = _state_name(device)
+        if name != "None":
+            lines.append(f"{name} = _launch_state({torch.device(device).index!r})")
+    return lines
 
 
 _ErrorSlots = ctypes.c_int64 * 2

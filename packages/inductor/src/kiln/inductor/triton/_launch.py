@@ -1,0 +1,143 @@
+"""A Triton kernel's launch from a wrapper, past triton's ``JITFunction.run`` where it can be.
+
+``kernel[grid](*args)`` goes through ``JITFunction.run`` at every call: it binds the
+arguments, computes their specialization (each tensor's 16-byte alignment, each integer's
+type and whether it is 1 or a multiple of 16), builds the cache key, looks the compiled
+kernel up and reads triton's knobs, about half of a small model's host time on an H100
+(``benchmarks/host_profile.py``). ``Launch`` does that once per specialization and then calls
+the compiled kernel's launcher itself, as torch's generated code does.
+
+The invariant: a launch reuses a compiled kernel only for arguments whose specialization is
+the one triton chose it for. ``Launch`` keys its kernels by a value at least as fine as
+triton's specialization of the arguments that change between calls:
+
+- a tensor: its address modulo 16 (triton: whether it is a multiple of 16);
+- an integer: its value when in [0, 16], else its residue modulo 16 and whether it fits in
+  32 bits (triton: its type by range, whether it is 1, whether it is a multiple of 16);
+  a ``do_not_specialize`` integer (the random seed): only whether it fits in 32 bits;
+- the CUDA device the kernel runs on.
+
+What the key leaves out is the same at every call of one wrapper: the tensors' dtypes (the
+graph's guards fix its inputs' and it makes the rest), the block sizes and the options (the
+wrapper's constants). The first call of a key, and every call where the fast path does not
+hold, goes through ``JITFunction.run``, which compiles what is missing and returns the kernel
+kept for the key. The fast path does not hold (``launch_state`` is None) when triton's
+launch hooks are set (a profiler: they see every launch), when the current CUDA device is
+not the kernel's, under triton's interpreter, or for a triton older than 3.3 (another
+launcher calling convention).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["Launch", "launch_state"]
+
+_MAX_KERNELS = 64  # per launch site: past it, new specializations take the slow path only
+
+
+def _fast_launches() -> bool:
+    """Whether this triton's compiled kernels are launched as ``Launch`` calls them (3.3 on:
+    ``knobs``, and every bound argument, constexprs included, passed to the launcher)."""
+    try:
+        import triton
+        from triton.compiler import CompiledKernel  # noqa: F401
+    except ImportError:
+        return False
+    major, minor = (int(p) for p in triton.__version__.split(".")[:2])
+    return (major, minor) >= (3, 3) and hasattr(triton, "knobs")
+
+
+_FAST: bool | None = None
+
+
+def launch_state(index: int | None) -> tuple[int, int] | None:
+    """The device and raw stream for this call's fast launches on CUDA device ``index``
+    (None: the current one), or None where launches must go through triton (see the module
+    docstring). Read once per call of a wrapper."""
+    global _FAST
+    if _FAST is None:
+        _FAST = _fast_launches()
+    if not _FAST:
+        return None
+    import triton
+
+    runtime = triton.knobs.runtime
+    if runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None:
+        return None
+    device = torch.cuda.current_device()
+    if index is not None and index != device:
+        return None
+    return device, torch._C._cuda_getCurrentRawStream(device)
+
+
+def _key_function(names: list[str], kinds: list[str], name: str) -> Any:
+    """``key(device, *args)`` for the arguments ``names`` of kinds ``kinds`` ("tensor",
+    "int", or "seed": an integer triton does not specialize): see the module docstring."""
+    parts = []
+    for arg, kind in zip(names, kinds, strict=True):
+        if kind == "seed":
+            parts.append(f"-2147483648 <= {arg} <= 2147483647")
+        elif kind == "int":
+            parts.append(f"_int_class({arg})")
+        elif kind == "tensor":
+            parts.append(f"{arg}.data_ptr() & 15")
+        else:
+            raise ValueError(f"unknown argument kind {kind!r}")
+    source = f"def key(device, {', '.join(names)}):\n    return (device, {', '.join(parts)})\n"
+    namespace: dict[str, Any] = {"_int_class": _int_class}
+    exec(compile(source, f"<kiln.inductor launch key of {name}>", "exec"), namespace)
+    return namespace["key"]
+
+
+def _int_class(n: int) -> int:
+    if 0 <= n <= 16:
+        return n
+    return 17 + (n & 15) + (0 if -2147483648 <= n <= 2147483647 else 16)
+
+
+class Launch:
+    """The launch of triton function ``fn`` with the arguments ``names`` (in its order; their
+    ``kinds``: "tensor", "int" or "seed") and the launch configuration ``meta`` (block
+    sizes, ``num_warps``...): ``launch(state, programs, *args)``, ``state`` from
+    ``launch_state``."""
+
+    __slots__ = ("__weakref__", "_key", "_tail", "fn", "kernels", "kinds", "meta", "names")
+
+    def __init__(self, fn: Any, names: list[str], kinds: list[str], meta: dict[str, Any]) -> None:
+        self.fn, self.names, self.kinds, self.meta = fn, list(names), list(kinds), dict(meta)
+        self.kernels: dict[tuple, Any] = {}  # by key: the compiled kernels launched directly
+        self._tail: tuple | None = None  # the constexpr arguments after ``names``; None: no fast path
+        self._key: Any = None
+        arg_names = getattr(fn, "arg_names", None)
+        if getattr(fn, "device_caches", None) is None or arg_names is None:
+            return  # triton's interpreter (an InterpretedFunction) or an unknown object
+        n = len(self.names)
+        if list(arg_names[:n]) != self.names or any(a not in self.meta for a in arg_names[n:]):
+            return
+        self._tail = tuple(self.meta[a] for a in arg_names[n:])
+        self._key = _key_function(self.names, self.kinds, getattr(fn, "__name__", "kernel"))
+
+    def __call__(self, state: tuple[int, int] | None, programs: int, *args: Any) -> None:
+        key = None
+        if state is not None and self._tail is not None:
+            key = self._key(state[0], *args)
+            kernel = self.kernels.get(key)
+            if kernel is not None:
+                kernel.run(programs, 1, 1, state[1], kernel.function, kernel.packed_metadata, None, None, None,
+                           *args, *self._tail)
+                return
+        kernel = self.fn.run(*args, grid=(programs,), warmup=False, **self.meta)
+        if key is not None and len(self.kernels) < _MAX_KERNELS and _compiled(kernel):
+            self.kernels[key] = kernel
+
+    def __repr__(self) -> str:
+        return f"Launch({getattr(self.fn, '__name__', self.fn)!r}, {len(self.kernels)} kernels)"
+
+
+def _compiled(kernel: Any) -> bool:
+    from triton.compiler import CompiledKernel
+
+    return isinstance(kernel, CompiledKernel) and getattr(kernel, "function", None) is not None
