@@ -22,7 +22,7 @@ graph's guards fix its inputs' and it makes the rest), the block sizes and the o
 wrapper's constants). The first call of a key, and every call where the fast path does not
 hold, goes through ``JITFunction.run``, which compiles what is missing and returns the kernel
 kept for the key. The fast path does not hold (``launch_state`` is None) when triton's
-launch hooks are set (a profiler: they see every launch), when the current CUDA device is
+launch hooks call anything (a profiler: they see every launch), when the current CUDA device is
 not the kernel's, under triton's interpreter, or for a triton older than 3.3 (another
 launcher calling convention).
 """
@@ -43,11 +43,12 @@ def _fast_launches() -> bool:
     ``knobs``, and every bound argument, constexprs included, passed to the launcher)."""
     try:
         import triton
+        from triton import knobs  # noqa: F401  (a submodule the package may not import)
         from triton.compiler import CompiledKernel  # noqa: F401
     except ImportError:
         return False
     major, minor = (int(p) for p in triton.__version__.split(".")[:2])
-    return (major, minor) >= (3, 3) and hasattr(triton, "knobs")
+    return (major, minor) >= (3, 3)
 
 
 _FAST: bool | None = None
@@ -62,15 +63,21 @@ def launch_state(index: int | None) -> tuple[int, int] | None:
         _FAST = _fast_launches()
     if not _FAST:
         return None
-    import triton
+    from triton import knobs
 
-    runtime = triton.knobs.runtime
-    if runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None:
+    runtime = knobs.runtime
+    if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
         return None
     device = torch.cuda.current_device()
     if index is not None and index != device:
         return None
     return device, torch._C._cuda_getCurrentRawStream(device)
+
+
+def _hooked(hook: Any) -> bool:
+    """Whether a triton launch hook knob calls anything: None, or an empty ``HookChain``
+    (triton 3.5 on: a chain is always there), does not."""
+    return hook is not None and (getattr(hook, "calls", None) != [])
 
 
 def _key_function(names: list[str], kinds: list[str], name: str) -> Any:
