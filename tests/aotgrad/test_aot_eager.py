@@ -305,3 +305,33 @@ def test_backward_frees_each_saved_activation_after_its_last_use():
     for got, expected in zip(grads, (p.grad for p in model.parameters()), strict=True):
         torch.testing.assert_close(got, expected)
 
+
+
+def test_saved_tuples_are_freed_after_the_backward_while_the_loss_lives():
+    # A saved value the backward takes whole as a tuple (LayerNorm's output, mean and rstd)
+    # goes through save_for_backward as every saved tensor does: freed once the backward ran,
+    # not kept on ctx for as long as the caller holds the loss.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.Linear(16, 4))
+    x = torch.randn(5, 16)
+    kiln.reset()
+    compiled = kiln.compile(model, backend="aot_eager")
+    shapes, alive = [], []
+    alive_anyway = {p.untyped_storage().data_ptr() for p in (x, *model.parameters())}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in alive_anyway:  # activations, not parameters
+            shapes.append(tuple(t.shape))
+            alive.append(weakref.ref(t))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = compiled(x).square().sum()
+    assert (5, 1) in shapes, shapes  # LayerNorm's mean and rstd
+    loss.backward()
+    assert [ref() for ref in alive if ref() is not None] == []
+    reference = copy.deepcopy(model)
+    reference.zero_grad()
+    reference(x).square().sum().backward()
+    for got, expected in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, expected.grad)

@@ -23,7 +23,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,8 +90,8 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
             results = forward(list(args)) if fw_boxed else forward(*args)
             outs = results[:n_out]
             saved = results[n_out:]
-            ctx.save_for_backward(*(s for s, t in zip(saved, meta.saved_tensor, strict=True) if t))
-            ctx.numbers = [s for s, t in zip(saved, meta.saved_tensor, strict=True) if not t]
+            tensors, ctx.numbers = _pack_saved(saved, meta.saved_tensor)
+            ctx.save_for_backward(*tensors)
             ctx.tangent_meta = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in meta.diff_outputs]
             fixed = [o for i, o in enumerate(outs) if i not in diff and isinstance(o, torch.Tensor)]
             ctx.mark_non_differentiable(*fixed)
@@ -100,9 +100,7 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
         @staticmethod
         @once_differentiable
         def backward(ctx: Any, *grads: Any) -> tuple:
-            tensors, numbers = iter(ctx.saved_tensors), iter(ctx.numbers)
-            args = [next(tensors) if t else next(numbers) for t in meta.saved_tensor]
-            del tensors
+            args = _unpack_saved(ctx.saved_tensors, ctx.numbers, meta.saved_tensor)
             for i, (shape, dtype, device) in zip(meta.diff_outputs, ctx.tangent_meta, strict=True):
                 g = grads[i]
                 args.append(torch.zeros(shape, dtype=dtype, device=device) if g is None else g.contiguous())
@@ -122,6 +120,48 @@ def make_runtime(forward: Callable[..., Any], backward: Callable[..., Any] | Non
         return _views_of_inputs(args, CompiledFunction.apply(*args), meta, aliased)
 
     return call
+
+
+class _Saved:
+    """Where a tensor of a saved tuple was (it went through ``save_for_backward``)."""
+
+    def __repr__(self) -> str:
+        return "<saved tensor>"
+
+
+_SAVED = _Saved()
+
+
+def _pack_saved(saved: Sequence[Any], is_tensor: Sequence[bool]) -> tuple[list[torch.Tensor], list[Any]]:
+    """The forward's saved values as what ``save_for_backward`` takes (every tensor, those in
+    a tuple too: autograd frees them once the backward ran, unless ``retain_graph``; a tuple
+    kept on ``ctx`` would live as long as the graph, the caller's loss) and the rest, a
+    tuple's tensors replaced by ``_SAVED``."""
+    tensors, numbers = [], []
+    for value, tensor in zip(saved, is_tensor, strict=True):
+        if tensor:
+            tensors.append(value)
+        elif isinstance(value, tuple):
+            tensors += [v for v in value if isinstance(v, torch.Tensor)]
+            numbers.append(tuple(_SAVED if isinstance(v, torch.Tensor) else v for v in value))
+        else:
+            numbers.append(value)
+    return tensors, numbers
+
+
+def _unpack_saved(tensors: Sequence[torch.Tensor], numbers: Sequence[Any], is_tensor: Sequence[bool]) -> list[Any]:
+    """The saved values back from ``_pack_saved``'s two lists, in the forward's order."""
+    tensor_at, number_at = iter(tensors), iter(numbers)
+    values = []
+    for tensor in is_tensor:
+        if tensor:
+            values.append(next(tensor_at))
+            continue
+        value = next(number_at)
+        if isinstance(value, tuple):
+            value = tuple(next(tensor_at) if v is _SAVED else v for v in value)
+        values.append(value)
+    return values
 
 
 def _views_of_inputs(args: tuple, outs: Any, meta: RuntimeMeta, aliased: bool) -> tuple:

@@ -392,10 +392,16 @@ def _clones_exactly(t: torch.Tensor) -> bool:
     return t.clone(memory_format=torch.preserve_format).stride() == t.stride()
 
 
-def make_outputs(rules: Sequence[OutputRule], sources: Sequence[torch.Tensor], leaves: Sequence[Any]) -> list[Any]:
+def make_outputs(rules: Sequence[OutputRule], sources: Sequence[torch.Tensor], leaves: Sequence[Any],
+                 lender: Any = None) -> list[Any]:
     """The output leaves of one replay: each group of ``sources`` copied once (before the
-    next replay overwrites it), inputs as the caller's ``leaves``."""
-    copies = [s.clone(memory_format=torch.preserve_format) for s in sources]
+    next replay overwrites it), or lent (``lender(group, source)``: the caller's tensor over
+    the source's memory, or None to copy it; ``_cudagraph_lend``), inputs as the caller's
+    ``leaves``."""
+    copies = []
+    for group, source in enumerate(sources):
+        out = lender(group, source) if lender is not None else None
+        copies.append(out if out is not None else source.clone(memory_format=torch.preserve_format))
     outs = []
     for r in rules:
         kind = r.kind

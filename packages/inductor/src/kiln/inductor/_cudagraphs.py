@@ -61,6 +61,7 @@ from typing import Any
 
 import torch
 
+from ._cudagraph_lend import Lent, borrowable, can_lend, keep_alive, lend
 from ._cudagraph_plan import (
     OutputRule,
     StaticInput,
@@ -160,28 +161,51 @@ class _Recording:
     rules: list[OutputRule]
     sources: list[torch.Tensor]
     structure: Any  # of the outputs (``flatten``)
+    lend: list[bool]  # per source: lent to the caller rather than copied (``_cudagraph_lend``)
+    # the leaves the recorded call was given; those read by address (``by_address``) are the
+    # caller's during a replay only (a recorder that replays by running the call reads them)
+    statics: list[Any]
+    by_address: tuple[int, ...]
 
     def moved(self, leaves: list[Any]) -> list[int]:
         """The borrowed inputs ``leaves`` has at another address (the recording reads the old one)."""
         return [s.slot for s in self.borrowed if leaves[s.slot].data_ptr() != s.address]
 
-    def run(self, leaves: list[Any]) -> tuple:
+    def run(self, leaves: list[Any], runner: CudaGraphRunner) -> tuple:
         if torch.is_grad_enabled():  # copies into buffers must not be recorded by autograd
             with torch.no_grad():
-                return self._run(leaves)
-        return self._run(leaves)
+                return self._run(leaves, runner)
+        return self._run(leaves, runner)
 
-    def _run(self, leaves: list[Any]) -> tuple:
+    def _run(self, leaves: list[Any], runner: CudaGraphRunner) -> tuple:
+        held, saved = keep_alive(runner.lent)  # what the caller still holds of earlier calls
+        if saved:
+            runner._note("an output of an earlier call is still in use at the next call: it is kept, and that "
+                         "output is copied out of the CUDA graph from now on")
         for s in self.inputs:
             x = leaves[s.slot]
             if x.data_ptr() != s.address:
                 s.fill(x)
-        self.replay()
+        for k in self.by_address:
+            self.statics[k] = leaves[k]
+        try:
+            self.replay()
+        finally:
+            for k in self.by_address:
+                self.statics[k] = None
         for s in self.written:
             x = leaves[s.slot]
             if x.data_ptr() != s.address:
                 x.copy_(s.static)
-        return tuple(unflatten(make_outputs(self.rules, self.sources, leaves), self.structure))
+
+        def lender(group: int, source: torch.Tensor) -> torch.Tensor | None:
+            return lend(source, self, group, runner, held) if self.lend[group] else None
+
+        outs = make_outputs(self.rules, self.sources, leaves, lender)
+        for source, values in saved:  # the held outputs as their holders left them
+            source.copy_(values)
+        runner.lent = held
+        return tuple(unflatten(outs, self.structure))
 
 
 @dataclass(eq=False)
@@ -199,7 +223,8 @@ class CudaGraphRunner:
     recorder: Any
     stats: CudagraphStats = field(default_factory=CudagraphStats)
     recordings: dict[tuple, _Recording] = field(default_factory=dict)
-    unstable: set[int] = field(default_factory=set)  # leaves whose parameter moved: never borrowed again
+    unstable: set[int] = field(default_factory=set)  # leaves whose borrowed input moved: never borrowed again
+    lent: list[Lent] = field(default_factory=list)  # outputs lent to callers (``_cudagraph_lend``)
     off: str | None = None
     logged: set[str] = field(default_factory=set)
 
@@ -226,7 +251,7 @@ class CudaGraphRunner:
                 return self._plain(args)
         args.clear()
         self.stats.replays += 1
-        return recording.run(leaves)
+        return recording.run(leaves, self)
 
     def _plain(self, args: list[Any]) -> Any:
         self.stats.plain_calls += 1
@@ -278,11 +303,14 @@ class CudaGraphRunner:
             return None
 
     def _capture(self, key: tuple, leaves: list[Any], structure: Any, device: Any) -> _Recording | None:
-        inputs = [StaticInput.of(k, x, isinstance(x, torch.nn.Parameter) and k not in self.unstable)
+        written_slots = _leaf_positions(self.mutated, structure)
+        # read in place: parameters, and memory another runner lent (not written here)
+        by_address = {k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor) and k not in self.unstable
+                      and k not in written_slots and not isinstance(x, torch.nn.Parameter) and borrowable(x, self)}
+        inputs = [StaticInput.of(k, x, (isinstance(x, torch.nn.Parameter) or k in by_address) and k not in self.unstable)
                   for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         by_slot = {s.slot: s for s in inputs}
         statics = [by_slot[k].static if k in by_slot else x for k, x in enumerate(leaves)]
-        written_slots = _leaf_positions(self.mutated, structure)
         warm = list(statics)
         for k in written_slots:  # the warm-up writes copies: a call writes its inputs once
             warm[k] = StaticInput.of(k, statics[k], borrow=False).static
@@ -300,8 +328,16 @@ class CudaGraphRunner:
             self._turn_off(planned)
             return None
         rules, sources = planned
+        lent = [False] * len(sources)
+        for rule in rules:
+            if rule.kind == "clone":
+                lent[rule.group] = can_lend(sources[rule.group])
+        for k in by_address:  # the recording keeps the address, not the memory (its lender's)
+            s = by_slot[k]
+            s.static = statics[k] = torch.empty(0, dtype=s.static.dtype, device=s.static.device)
         recording = _Recording(replay, keep, inputs, [s for s in inputs if s.borrowed],
-                               [by_slot[k] for k in written_slots], rules, sources, out_structure)
+                               [by_slot[k] for k in written_slots], rules, sources, out_structure, lent,
+                               statics, tuple(sorted(by_address)))
         self.recordings[key] = recording
         self.stats.recordings += 1
         return recording

@@ -1,0 +1,110 @@
+"""Outputs of a CUDA graph replay lent to the caller as the recording's own memory, instead
+of copied out of it (``_cudagraphs``), and inputs read where another runner lent them.
+
+Copying every output out after each replay (``_cudagraph_plan.make_outputs``) keeps the old
+outputs' values whatever runs next, at the cost of a device copy of each. In a training step
+that cost is most of the step: the forward's saved activations are copied out of its
+recording, then into the backward's static inputs, and the gradients out of the backward's.
+A lent output costs nothing, and the backward reads the activations where the forward's
+recording wrote them (``borrowable``: its static input is that memory, by address).
+
+The invariant: a replay never changes memory that anything outside the runner still refers
+to. Before each replay the runner asks each output it lent (``Lent.alive``) whether anyone
+still holds it: a tensor or view over its memory (the storage's use count above the one
+measured before it was lent), or the storage object itself (its Python reference count
+above that measured). A lent output is handed out as a tensor of its own over the same
+storage (``lend``), so a write of the runner's to its memory does not bump a version counter
+the caller's autograd checks. If one is still held:
+
+- its values are kept: cloned before the replay and written back after it
+  (``keep_alive``), so the holder sees no change (a stream that reads it concurrently with
+  the call, unsynchronized, could see the replay's values in between: kiln's runners are
+  called from one stream at a time, as the module docstring of ``_cudagraphs`` says);
+- that output is copied from then on (``_Recording.lend``), as before this module.
+
+Only outputs of at least ``LEND_MIN_BYTES`` are lent (a small one, a loss, is usually still
+held by the caller at the next call, and costs little to copy), and only where torch has
+``torch._C._storage_Use_Count`` (else every output is copied). Lending keeps no memory alive
+that the caller does not: the lent tensor shares the recording's storage, which it keeps
+alive if the recording is dropped first.
+
+An input is borrowed by address (``borrowable``) when its memory was lent by another runner
+(the backward reading the forward's activations): the recording reads that address and
+keeps no reference to it; a later call with the input elsewhere records again, reading a
+buffer of its own there (``_cudagraphs``' moved inputs). Memory the runner lent itself is
+never borrowed (its replay would write what it reads).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["LEND_MIN_BYTES", "Lent", "borrowable", "can_lend", "keep_alive", "lend"]
+
+LEND_MIN_BYTES = 1 << 18
+
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+
+# the runner (by id) that last lent the storage at each address: the backward borrows these
+_lent_by: dict[int, int] = {}
+
+
+def can_lend(t: torch.Tensor) -> bool:
+    """Whether an output ``t`` (a whole recorded output, alone in its storage) is lent."""
+    return _use_count is not None and t.numel() * t.element_size() >= LEND_MIN_BYTES
+
+
+def _holders(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return _use_count(storage._cdata), sys.getrefcount(storage)
+
+
+@dataclass(slots=True)
+class Lent:
+    """An output of ``recording``'s source group ``group`` lent to a caller: ``source`` is the
+    recording's tensor over that memory, ``holders`` what refers to it besides the caller
+    (measured before it was lent)."""
+
+    source: torch.Tensor
+    recording: Any
+    group: int
+    holders: tuple[int, int]
+
+    def alive(self) -> bool:
+        """Whether anything outside the runner still refers to the lent memory."""
+        count, refs = _holders(self.source)
+        return count > self.holders[0] or refs > self.holders[1]
+
+
+def lend(source: torch.Tensor, recording: Any, group: int, runner: Any, lent: list[Lent]) -> torch.Tensor:
+    """A tensor over ``source``'s memory for the caller (its own version counter), recorded
+    in ``lent``; ``runner`` (the lender) is remembered for ``borrowable``."""
+    lent.append(Lent(source, recording, group, _holders(source)))
+    storage = source.untyped_storage()
+    _lent_by[storage.data_ptr()] = id(runner)
+    return torch.empty(0, dtype=source.dtype, device=source.device).set_(
+        storage, source.storage_offset(), source.shape, source.stride())
+
+
+def borrowable(x: torch.Tensor, runner: Any) -> bool:
+    """Whether the input ``x`` is read in place, by address: memory another runner lent."""
+    if not x.numel():
+        return False
+    owner = _lent_by.get(x.untyped_storage().data_ptr())
+    return owner is not None and owner != id(runner)
+
+
+def keep_alive(lent: list[Lent]) -> tuple[list[Lent], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Before a replay: the lent outputs still held (kept in the list), each switched to
+    copies from now on, and a saved copy of each one's values to write back after the
+    replay (``(source, saved)`` pairs)."""
+    held = [entry for entry in lent if entry.alive()]
+    saved = []
+    for entry in held:
+        entry.recording.lend[entry.group] = False
+        saved.append((entry.source, entry.source.clone()))
+    return held, saved

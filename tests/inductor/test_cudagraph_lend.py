@@ -1,0 +1,163 @@
+"""Outputs of CUDA graph replays lent as the recording's memory (``_cudagraph_lend``), on CPU
+tensors with ``EagerRecorder`` (its replay writes the recorded outputs' memory again, as a
+CUDA graph's does); the GPU cases run in test_cudagraphs.py's pipeline tests.
+
+Every test lends outputs of any size (``LEND_MIN_BYTES`` 0) and checks that whatever a caller
+still holds of an earlier call (the tensor, a view, the storage object, a saved activation)
+keeps its values and version, while outputs nobody holds are lent again without a copy."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+from test_cudagraphs import EagerRecorder, _boxed, _messages, _mlp
+
+import kiln
+from kiln.inductor import _compile, _cudagraph_lend
+from kiln.inductor._cudagraphs import CudaGraphRunner
+
+
+@pytest.fixture(autouse=True)
+def lend_everything(monkeypatch):
+    monkeypatch.setattr(_cudagraph_lend, "LEND_MIN_BYTES", 0)
+
+
+def _runner(fn):
+    return CudaGraphRunner(_boxed(fn), (), 8, EagerRecorder())
+
+
+def _source(runner, group=0):
+    return next(iter(runner.recordings.values())).sources[group]
+
+
+def test_an_output_nobody_holds_is_lent_again_without_a_copy():
+    runner = _runner(lambda x: (x.sin() * 2,))
+    addresses = set()
+    for _ in range(4):
+        x = torch.randn(6)
+        out = runner([x])[0]
+        torch.testing.assert_close(out, x.sin() * 2)
+        addresses.add(out.data_ptr())
+        del out
+    assert addresses == {_source(runner).data_ptr()}
+    assert runner.stats.replays == 4 and next(iter(runner.recordings.values())).lend == [True]
+
+
+@pytest.mark.parametrize("hold", ["tensor", "view", "storage"])
+def test_an_output_still_held_keeps_its_values_and_is_copied_from_then_on(hold, caplog):
+    runner = _runner(lambda x: (x.cos() + 1,))
+    x1 = torch.randn(8)
+    out = runner([x1])[0]
+    version = out._version
+    if hold == "tensor":
+        held = out
+    elif hold == "view":
+        held = out[2:].view(2, 3)
+    else:
+        held = out.untyped_storage()
+    del out
+    with caplog.at_level(logging.WARNING, logger="kiln.perf_hints"):
+        x2 = torch.randn(8)
+        torch.testing.assert_close(runner([x2])[0], x2.cos() + 1)
+        x3 = torch.randn(8)
+        out3 = runner([x3])[0]
+    torch.testing.assert_close(out3, x3.cos() + 1)
+    assert out3.data_ptr() != _source(runner).data_ptr()  # copied now
+    expected = x1.cos() + 1
+    if hold == "tensor":
+        torch.testing.assert_close(held, expected)
+        assert held._version == version
+    elif hold == "view":
+        torch.testing.assert_close(held, expected[2:].view(2, 3))
+    else:
+        values = torch.empty(0).set_(held, 0, (8,), (1,))
+        torch.testing.assert_close(values, expected)
+    assert len(_messages(caplog, "still in use at the next call")) == 1
+    assert runner.stats.replays == 3 and runner.stats.plain_calls == 0
+
+
+def test_a_held_output_is_kept_through_the_replays_of_other_shapes():
+    runner = _runner(lambda x: (x * 3,))
+    x = torch.randn(5)
+    kept = runner([x])[0]
+    for n in (7, 5, 9):
+        y = torch.randn(n)
+        torch.testing.assert_close(runner([y])[0], y * 3)
+    torch.testing.assert_close(kept, x * 3)
+
+
+def test_a_runner_never_reads_its_own_lent_memory_in_place():
+    runner = _runner(lambda h: (torch.tanh(h) * 2 + 1,))
+    h = torch.randn(16)
+    reference = h.clone()
+    for _ in range(5):
+        h = runner([h])[0]
+        reference = torch.tanh(reference) * 2 + 1
+        torch.testing.assert_close(h, reference)
+    assert not any(s.borrowed for r in runner.recordings.values() for s in r.inputs)
+
+
+def test_another_runner_reads_lent_memory_by_address_and_keeps_no_reference():
+    first, second = _runner(lambda x: (x.exp(),)), _runner(lambda a: (a * a + 1,))
+    for _ in range(3):
+        x = torch.randn(6)
+        a = first([x])[0]
+        torch.testing.assert_close(second([a])[0], x.exp() ** 2 + 1)
+        del a
+    (recording,) = second.recordings.values()
+    assert recording.inputs[0].borrowed and recording.inputs[0].address == _source(first).data_ptr()
+    assert recording.inputs[0].static.numel() == 0 and recording.statics[0] is None
+    assert first.stats.replays == 3 and second.stats.recordings == 1
+    assert next(iter(first.recordings.values())).lend == [True]  # never held: still lent
+    moved = torch.randn(6)  # an input elsewhere: recorded again, with a buffer there
+    torch.testing.assert_close(second([moved])[0], moved * moved + 1)
+    assert second.stats.recordings == 2 and not next(iter(second.recordings.values())).inputs[0].borrowed
+
+
+@pytest.fixture
+def recorded_on_cpu(monkeypatch, fresh_kiln):
+    runners = []
+
+    def wrap(compiled, config):
+        if config.cudagraphs:
+            compiled.call = CudaGraphRunner(compiled.call, compiled.cudagraph_facts.mutated,
+                                            config.cudagraph_max_shapes, EagerRecorder())
+            runners.append(compiled.call)
+        return compiled
+
+    monkeypatch.setattr(_compile, "with_cudagraphs", wrap)
+    return runners
+
+
+@pytest.mark.parametrize("hold_loss", [False, True])
+def test_a_training_loop_lends_activations_to_the_backward(recorded_on_cpu, hold_loss):
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    compiled = kiln.compile(model, mode="reduce-overhead")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    losses = []
+    for _ in range(3):  # (a fourth step drifts by float rounding, lent or copied alike)
+        x = torch.randn(5, 8)
+        for m, opt in ((compiled, optimizer), (reference, reference_optimizer)):
+            opt.zero_grad()
+            loss = torch.log_softmax(m(x), -1).sum()
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        if not hold_loss:
+            losses.clear()
+    for p, r in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p, r)
+    if hold_loss:
+        torch.testing.assert_close(torch.stack(losses[0::2]), torch.stack(losses[1::2]))
+    forward, backward = recorded_on_cpu
+    assert [(r.stats.recordings, r.stats.replays, r.stats.plain_calls) for r in (forward, backward)] == [(1, 3, 0)] * 2
+    (fw,) = forward.recordings.values()
+    (bw,) = backward.recordings.values()
+    assert bw.by_address  # the saved activations, read where the forward's replay wrote them
+    assert all(bw.inputs[[s.slot for s in bw.inputs].index(k)].borrowed for k in bw.by_address)
+    assert sum(fw.lend) >= len(bw.by_address)  # nobody held them: still lent after 3 steps
