@@ -27,21 +27,22 @@ A call of the runner (the compiled call's contract: one list, which it empties):
    graph writes whose caller tensor is not the static input is copied back (each write
    reaches the caller exactly once per call); outputs are made by ``make_outputs``.
 
-Outputs: a replay writes into the same memory each time, so ``y1 = f(x1); y2 = f(x2)`` would
-leave y1 holding f(x2)'s values. kiln copies every output out of the recording's memory after
-each replay (``plan_outputs``: one device copy per storage the outputs use, of the bytes they
-span, and a new allocation), so y1 keeps f(x1)'s values whatever is called after. The cost,
-per call: the outputs' bytes copied once more, and for every input not at its static
-address (everything but parameters) its bytes copied in. A training step pays it on the
-forward's saved tensors twice (out of the forward's memory, into the backward's static
-inputs) and on the gradients once. An output that is an input, or a view of one, is the
+Outputs: a replay writes into the same memory each time, so ``y1 = f(x1); y2 = f(x2)``
+must not leave y1 holding f(x2)'s values. Large outputs alone in their memory are lent to the
+caller as the recording's memory (``_cudagraph_lend``): before each replay, one still held is
+saved and written back after it, and copied from then on; the rest are copied out after each
+replay (``plan_outputs``: one device copy per storage the outputs use, of the bytes they span,
+and a new allocation). An input that is memory another runner lent (the forward's activations,
+read by the backward) is read in place, by address. The cost, per call: the copied outputs'
+bytes once more, and for every input not at its static address (everything but parameters and
+borrowed memory) its bytes copied in. An output that is an input, or a view of one, is the
 caller's tensor (or the same view of it), never a copy and never the static input.
 
 Memory: each runner (one per compiled graph: a forward and its backward have one each) owns a
 capture stream per device and one private pool (``torch.cuda.graph_pool_handle``) that all its
 recordings share: intermediates of one recording may sit where another's are; safe because
-replays of one runner are ordered on the caller's stream and outputs are copied out before
-anything else runs. A recording holds its static inputs and its outputs' memory as long as
+replays of one runner are ordered on the caller's stream and lent outputs still held are
+saved and written back around every replay. A recording holds its static inputs and its outputs' memory as long as
 the runner lives (``kiln.reset()`` drops them). Calls of one runner from two streams at once
 are not supported (they share static inputs).
 
