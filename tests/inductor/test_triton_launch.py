@@ -37,7 +37,8 @@ def _triton_specialization(value, specialize=True):
     return native_specialize_impl(BaseBackend, value, False, specialize, True)
 
 
-_INTS = st.one_of(st.integers(0, 40), st.integers(0, 2**40), st.sampled_from([2**31 - 1, 2**31, 2**32, 2**63 - 1]))
+_INTS = st.one_of(st.integers(-40, 40), st.integers(-2**40, 2**40), st.integers(2**63 - 40, 2**64 - 1),
+                  st.sampled_from([2**31 - 1, 2**31, -2**31, -2**31 - 1, 2**32, 2**63 - 1, 2**63, -2**63]))
 
 
 @settings(max_examples=300, deadline=None)

@@ -12,9 +12,10 @@ the one triton chose it for. ``Launch`` keys its kernels by a value at least as 
 triton's specialization of the arguments that change between calls:
 
 - a tensor: its address modulo 16 (triton: whether it is a multiple of 16);
-- an integer: its value when in [0, 16], else its residue modulo 16 and whether it fits in
-  32 bits (triton: its type by range, whether it is 1, whether it is a multiple of 16);
-  a ``do_not_specialize`` integer (the random seed): only whether it fits in 32 bits;
+- an integer: its value when in [0, 16], else its residue modulo 16 and its range (32 bits,
+  64 bits signed, else unsigned; triton: its type by range, whether it is 1, whether it is a
+  multiple of 16);
+  a ``do_not_specialize`` integer (the random seed): only its range;
 - the CUDA device the kernel runs on.
 
 What the key leaves out is the same at every call of one wrapper: the tensors' dtypes (the
@@ -86,7 +87,7 @@ def _key_function(names: list[str], kinds: list[str], name: str) -> Any:
     parts = []
     for arg, kind in zip(names, kinds, strict=True):
         if kind == "seed":
-            parts.append(f"-2147483648 <= {arg} <= 2147483647")
+            parts.append(f"_int_range({arg})")
         elif kind == "int":
             parts.append(f"_int_class({arg})")
         elif kind == "tensor":
@@ -94,15 +95,24 @@ def _key_function(names: list[str], kinds: list[str], name: str) -> Any:
         else:
             raise ValueError(f"unknown argument kind {kind!r}")
     source = f"def key(device, {', '.join(names)}):\n    return (device, {', '.join(parts)})\n"
-    namespace: dict[str, Any] = {"_int_class": _int_class}
+    namespace: dict[str, Any] = {"_int_class": _int_class, "_int_range": _int_range}
     exec(compile(source, f"<kiln.inductor launch key of {name}>", "exec"), namespace)
     return namespace["key"]
+
+
+def _int_range(n: int) -> int:
+    """Which of triton's integer types ``n`` takes: i32 (0), i64 (1), u64 (2)."""
+    if -2147483648 <= n <= 2147483647:
+        return 0
+    return 1 if -2**63 <= n < 2**63 else 2
 
 
 def _int_class(n: int) -> int:
     if 0 <= n <= 16:
         return n
-    return 17 + (n & 15) + (0 if -2147483648 <= n <= 2147483647 else 16)
+    if -2147483648 <= n <= 2147483647:  # triton's i32
+        return 17 + (n & 15)
+    return (33 if -2**63 <= n < 2**63 else 49) + (n & 15)  # i64, u64
 
 
 class Launch:
