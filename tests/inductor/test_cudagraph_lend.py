@@ -9,6 +9,7 @@ keeps its values and version, while outputs nobody holds are lent again without 
 from __future__ import annotations
 
 import copy
+import gc
 import logging
 
 import pytest
@@ -115,6 +116,18 @@ def test_another_runner_reads_lent_memory_by_address_and_keeps_no_reference():
     moved = torch.randn(6)  # an input elsewhere: recorded again, with a buffer there
     torch.testing.assert_close(second([moved])[0], moved * moved + 1)
     assert second.stats.recordings == 2 and not next(iter(second.recordings.values())).inputs[0].borrowed
+
+
+def test_only_memory_a_live_runner_lends_is_borrowed():
+    first, second = _runner(lambda x: (x.exp(),)), _runner(lambda a: (a * a + 1,))
+    a = first([torch.randn(6)])[0]
+    assert _cudagraph_lend.borrowable(a, second) and not _cudagraph_lend.borrowable(a, first)
+    assert not _cudagraph_lend.borrowable(a.clone(), second)
+    del first  # the lender is gone: its memory is the caller's now, read through a buffer
+    gc.collect()  # (the test recorder's replay refers back to its runner)
+    assert not _cudagraph_lend.borrowable(a, second)
+    torch.testing.assert_close(second([a])[0], a * a + 1)
+    assert not next(iter(second.recordings.values())).inputs[0].borrowed
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ never borrowed (its replay would write what it reads).
 from __future__ import annotations
 
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +50,8 @@ LEND_MIN_BYTES = 1 << 18
 
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
-# the runner (by id) that last lent the storage at each address: the backward borrows these
-_lent_by: dict[int, int] = {}
+# the runner that last lent the storage at each address (the backward borrows what it still lends)
+_lent_by: dict[int, weakref.ref] = {}
 
 
 def can_lend(t: torch.Tensor) -> bool:
@@ -85,17 +86,23 @@ def lend(source: torch.Tensor, recording: Any, group: int, runner: Any, lent: li
     in ``lent``; ``runner`` (the lender) is remembered for ``borrowable``."""
     lent.append(Lent(source, recording, group, _holders(source)))
     storage = source.untyped_storage()
-    _lent_by[storage.data_ptr()] = id(runner)
+    _lent_by[storage.data_ptr()] = weakref.ref(runner)
     return torch.empty(0, dtype=source.dtype, device=source.device).set_(
         storage, source.storage_offset(), source.shape, source.stride())
 
 
 def borrowable(x: torch.Tensor, runner: Any) -> bool:
-    """Whether the input ``x`` is read in place, by address: memory another runner lent."""
+    """Whether the input ``x`` is read in place, by address: memory another runner, still
+    alive, lent at its last call (the same storage, not memory at an address some runner
+    once lent)."""
     if not x.numel():
         return False
-    owner = _lent_by.get(x.untyped_storage().data_ptr())
-    return owner is not None and owner != id(runner)
+    storage = x.untyped_storage()
+    ref = _lent_by.get(storage.data_ptr())
+    owner = ref() if ref is not None else None
+    if owner is None or owner is runner:
+        return False
+    return any(entry.source.untyped_storage()._cdata == storage._cdata for entry in owner.lent)
 
 
 def keep_alive(lent: list[Lent]) -> tuple[list[Lent], list[tuple[torch.Tensor, torch.Tensor]]]:
