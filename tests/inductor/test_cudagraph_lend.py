@@ -15,9 +15,10 @@ import logging
 import pytest
 import torch
 from test_cudagraphs import EagerRecorder, _boxed, _messages, _mlp
+from test_cudagraphs import recorded_on_cpu as recorded_on_cpu  # the fixture, shared
 
 import kiln
-from kiln.inductor import _compile, _cudagraph_lend
+from kiln.inductor import _cudagraph_lend
 from kiln.inductor._cudagraphs import CudaGraphRunner
 
 
@@ -130,23 +131,9 @@ def test_only_memory_a_live_runner_lends_is_borrowed():
     assert not next(iter(second.recordings.values())).inputs[0].borrowed
 
 
-@pytest.fixture
-def recorded_on_cpu(monkeypatch, fresh_kiln):
-    runners = []
-
-    def wrap(compiled, config):
-        if config.cudagraphs:
-            compiled.call = CudaGraphRunner(compiled.call, compiled.cudagraph_facts.mutated,
-                                            config.cudagraph_max_shapes, EagerRecorder())
-            runners.append(compiled.call)
-        return compiled
-
-    monkeypatch.setattr(_compile, "with_cudagraphs", wrap)
-    return runners
-
-
 @pytest.mark.parametrize("hold_loss", [False, True])
-def test_a_training_loop_lends_activations_to_the_backward(recorded_on_cpu, hold_loss):
+def test_a_training_loop_lends_activations_to_the_backward(request, hold_loss):
+    runners = request.getfixturevalue("recorded_on_cpu")
     model = _mlp()
     reference = copy.deepcopy(model)
     compiled = kiln.compile(model, mode="reduce-overhead")
@@ -167,7 +154,7 @@ def test_a_training_loop_lends_activations_to_the_backward(recorded_on_cpu, hold
         torch.testing.assert_close(p, r)
     if hold_loss:
         torch.testing.assert_close(torch.stack(losses[0::2]), torch.stack(losses[1::2]))
-    forward, backward = recorded_on_cpu
+    forward, backward = runners()
     assert [(r.stats.recordings, r.stats.replays, r.stats.plain_calls) for r in (forward, backward)] == [(1, 3, 0)] * 2
     (fw,) = forward.recordings.values()
     (bw,) = backward.recordings.values()

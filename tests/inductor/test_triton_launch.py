@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from triton_support import CUDA, DEVICE, OPTIONS
 
 import kiln
-from kiln.inductor import _api
 from kiln.inductor.triton._launch import (
     Launch,
     _fast_launches,
@@ -83,20 +82,6 @@ def test_a_launch_hook_counts_only_when_it_calls_something():
 
 def _launches(graph):
     return {name: obj for name, obj in graph.call.__globals__.items() if isinstance(obj, Launch)}
-
-
-@pytest.fixture
-def graphs(monkeypatch, fresh_kiln):
-    seen = []
-    original = _api.compile_graph
-
-    def record(gm, config=None, builders=None):
-        result = original(gm, config, builders)
-        seen.append(result)
-        return result
-
-    monkeypatch.setattr(_api, "compile_graph", record)
-    return seen
 
 
 def _fn(x, y):
