@@ -86,8 +86,8 @@ def main() -> None:
         compiled_graphs = []
         original = _api.compile_graph
 
-        def record(gm, config=None, builders=None, _original=original, _seen=compiled_graphs):
-            result = _original(gm, config, builders)
+        def record(gm, config=None, builders=None, group=None, _original=original, _seen=compiled_graphs):
+            result = _original(gm, config, builders, group)
             _seen.append(result)
             return result
 

@@ -375,8 +375,8 @@ def install_counters(counts: Counts) -> None:
 
     compile_graph = kiln_compile.compile_graph
 
-    def counting_compile_graph(gm, config=None, builders=None):
-        compiled = compile_graph(gm, config, builders)
+    def counting_compile_graph(gm, config=None, builders=None, group=None):
+        compiled = compile_graph(gm, config, builders, group)
         counts.kiln.append(compiled.kernels)
         counts.kiln_externs.append(compiled.externs)
         counts.kiln_fallbacks.update(compiled.fallbacks)

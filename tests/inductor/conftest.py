@@ -23,8 +23,8 @@ def graphs(monkeypatch, fresh_kiln):
     compiled = []
     original = _api.compile_graph
 
-    def record(gm, config=None, builders=None):
-        result = original(gm, config, builders)
+    def record(gm, config=None, builders=None, group=None):
+        result = original(gm, config, builders, group)
         compiled.append(result)
         return result
 

@@ -19,7 +19,7 @@ from test_cudagraphs import recorded_on_cpu as recorded_on_cpu  # the fixture, s
 
 import kiln
 from kiln.inductor import _cudagraph_lend
-from kiln.inductor._cudagraphs import CudaGraphRunner
+from kiln.inductor._cudagraphs import CudagraphGroup, CudaGraphRunner
 
 
 @pytest.fixture(autouse=True)
@@ -27,8 +27,8 @@ def lend_everything(monkeypatch):
     monkeypatch.setattr(_cudagraph_lend, "LEND_MIN_BYTES", 0)
 
 
-def _runner(fn):
-    return CudaGraphRunner(_boxed(fn), (), 8, EagerRecorder())
+def _runner(fn, group=None):
+    return CudaGraphRunner(_boxed(fn), (), 8, EagerRecorder(), group=group or CudagraphGroup())
 
 
 def _source(runner, group=0):
@@ -102,8 +102,9 @@ def test_a_runner_never_reads_its_own_lent_memory_in_place():
     assert not any(s.borrowed for r in runner.recordings.values() for s in r.inputs)
 
 
-def test_another_runner_reads_lent_memory_by_address_and_keeps_no_reference():
-    first, second = _runner(lambda x: (x.exp(),)), _runner(lambda a: (a * a + 1,))
+def test_another_runner_of_the_group_reads_lent_memory_by_address_and_keeps_no_reference():
+    group = CudagraphGroup()
+    first, second = _runner(lambda x: (x.exp(),), group), _runner(lambda a: (a * a + 1,), group)
     for _ in range(3):
         x = torch.randn(6)
         a = first([x])[0]
@@ -119,14 +120,17 @@ def test_another_runner_reads_lent_memory_by_address_and_keeps_no_reference():
     assert second.stats.recordings == 2 and not next(iter(second.recordings.values())).inputs[0].borrowed
 
 
-def test_only_memory_a_live_runner_lends_is_borrowed():
-    first, second = _runner(lambda x: (x.exp(),)), _runner(lambda a: (a * a + 1,))
+def test_only_memory_a_live_runner_of_the_group_lends_is_borrowed():
+    group = CudagraphGroup()
+    first, second = _runner(lambda x: (x.exp(),), group), _runner(lambda a: (a * a + 1,), group)
+    outsider = _runner(lambda a: (a * a + 1,))  # another graph's runner
     a = first([torch.randn(6)])[0]
-    assert _cudagraph_lend.borrowable(a, second) and not _cudagraph_lend.borrowable(a, first)
-    assert not _cudagraph_lend.borrowable(a.clone(), second)
+    assert group.borrowable(a, second) and not group.borrowable(a, first)
+    assert not outsider.group.borrowable(a, outsider)
+    assert not group.borrowable(a.clone(), second)
     del first  # the lender is gone: its memory is the caller's now, read through a buffer
     gc.collect()  # (the test recorder's replay refers back to its runner)
-    assert not _cudagraph_lend.borrowable(a, second)
+    assert not group.borrowable(a, second)
     torch.testing.assert_close(second([a])[0], a * a + 1)
     assert not next(iter(second.recordings.values())).inputs[0].borrowed
 

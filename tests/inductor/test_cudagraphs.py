@@ -35,7 +35,7 @@ from kiln.inductor._cudagraph_plan import (
     span,
     unflatten,
 )
-from kiln.inductor._cudagraphs import CudaGraphRunner
+from kiln.inductor._cudagraphs import CudagraphGroup, CudaGraphRunner
 
 CUDA = torch.cuda.is_available()
 gpu = [pytest.mark.gpu, pytest.mark.skipif(not CUDA, reason="needs a CUDA device")]
@@ -447,10 +447,11 @@ def recorded_on_cpu(monkeypatch, fresh_kiln):
     ignored, their writes kept); the runners made, in order."""
     runners = []
 
-    def wrap(compiled, config):
+    def wrap(compiled, config, group=None):
         if config.cudagraphs:
             compiled.call = CudaGraphRunner(compiled.call, compiled.cudagraph_facts.mutated,
-                                            config.cudagraph_max_shapes, EagerRecorder())
+                                            config.cudagraph_max_shapes, EagerRecorder(),
+                                            group=group or CudagraphGroup())
             runners.append(compiled.call)
         return compiled
 

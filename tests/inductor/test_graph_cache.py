@@ -213,8 +213,8 @@ def test_an_aten_graph_compiled_before_is_loaded_without_lowering(tmp_path, monk
     compiled, lowered = [], []
     original_compile, original_lower = inductor_api.compile_graph, inductor_compile.lower_graph
 
-    def record(gm, config=None, builders=None):
-        compiled.append(original_compile(gm, config, builders))
+    def record(gm, config=None, builders=None, group=None):
+        compiled.append(original_compile(gm, config, builders, group))
         return compiled[-1]
 
     def lower(*args, **kwargs):

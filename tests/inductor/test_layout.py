@@ -315,8 +315,8 @@ def test_the_forward_layout_reaches_the_backward_from_the_cache(tmp_path, monkey
     compiled = []
     original = inductor_api.compile_graph
 
-    def record(gm, config=None, builders=None):
-        compiled.append(original(gm, config, builders))
+    def record(gm, config=None, builders=None, group=None):
+        compiled.append(original(gm, config, builders, group))
         return compiled[-1]
 
     monkeypatch.setattr(inductor_api, "compile_graph", record)

@@ -230,8 +230,8 @@ def test_graph_cache_keeps_the_triton_module(tmp_path, monkeypatch):
     compiled = []
     original = inductor_api.compile_graph
 
-    def record(gm, config=None, builders=None):
-        compiled.append(original(gm, config, builders))
+    def record(gm, config=None, builders=None, group=None):
+        compiled.append(original(gm, config, builders, group))
         return compiled[-1]
 
     monkeypatch.setattr(inductor_api, "compile_graph", record)

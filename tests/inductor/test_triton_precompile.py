@@ -38,8 +38,8 @@ def at_compile(monkeypatch, fresh_kiln):
     seen = []
     original = _api.compile_graph
 
-    def record(gm, config=None, builders=None):
-        result = original(gm, config, builders)
+    def record(gm, config=None, builders=None, group=None):
+        result = original(gm, config, builders, group)
         seen.append((result, _compiled_per_kernel(result) if result.triton_code else {}))
         return result
 

@@ -157,7 +157,10 @@ def runtime_of(raw: dict[str, Any], context: CompileContext) -> Any:
 def _halves(variant: dict[str, Any], context: CompileContext) -> list[Any] | None:
     """The compiled forward and backward (None: no backward) of a read variant, or None when
     one cannot be loaded."""
-    halves = [_half(k, context) if k is not None else None for k in (variant["forward"], variant["backward"])]
+    from kiln.inductor import CudagraphGroup
+
+    group = CudagraphGroup()  # the two halves' CUDA graph runners read each other's lent outputs
+    halves = [_half(k, context, group) if k is not None else None for k in (variant["forward"], variant["backward"])]
     return None if any(h is False for h in halves) else halves
 
 
@@ -171,12 +174,12 @@ def _runtime(halves: list[Any], variant: dict[str, Any]) -> Any:
     return runtime
 
 
-def _half(key: str, context: CompileContext) -> Any:
+def _half(key: str, context: CompileContext, group: Any) -> Any:
     """The compiled ATen graph recorded under ``key`` as the callable aotgrad's runtime calls
     (boxed, as kiln.inductor's compiler returns it), or False when it cannot be loaded."""
     from kiln.inductor import load_compiled
 
-    compiled = load_compiled(key, context.configs.inductor, context.kernels)
+    compiled = load_compiled(key, context.configs.inductor, context.kernels, group)
     if compiled is None:
         return False
     call = compiled.call

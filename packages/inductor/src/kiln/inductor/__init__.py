@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 _WHERE = {
     "CompiledGraph": "_graph_cache", "compile_graph": "_compile", "InductorUnsupported": "_graph", "aten_compiler": "_api",
     "backend": "_api", "decompositions": "_api", "FusionPolicy": "_policy", "lower_graph": "_graph", "schedule": "_scheduler",
-    "CudaGraphRunner": "_cudagraphs",
+    "CudaGraphRunner": "_cudagraphs", "CudagraphGroup": "_cudagraphs",
     # the disk caches (``_graph_cache``, ``_entries``), also used by the umbrella's cache of
     # whole captured graphs and its recompile memory
     "EntryStore": "_entries", "GraphDescriber": "_graph_cache", "Uncacheable": "_graph_cache",

@@ -12,6 +12,7 @@ import torch
 
 from ._compile import compile_graph
 from ._config import InductorConfig
+from ._cudagraphs import CudagraphGroup
 from ._graph import InductorUnsupported
 
 __all__ = ["aten_compiler", "backend", "decompositions"]
@@ -52,12 +53,14 @@ def aten_compiler(config: InductorConfig | None = None,
     """``compiler(gm)``: the compiled callable of an ATen graph, taking one list of inputs
     (``boxed_call``); ``.compiled`` holds the ``CompiledGraph`` (its code, kernel counts).
     ``builders``: the kernel libraries loaded so far, by cache directory (kiln's Session's);
-    without it the compiler keeps its own."""
+    without it the compiler keeps its own. One compiler serves one captured graph: its
+    forward's and backward's CUDA graph runners form one group (``_cudagraph_lend``)."""
     builders = {} if builders is None else builders
+    group = CudagraphGroup()  # the forward's and backward's runners of the graph this compiler serves
 
     def compiler(gm: Any) -> Callable[..., Any]:
         try:
-            compiled = compile_graph(gm, config, builders)
+            compiled = compile_graph(gm, config, builders, group)
         except InductorUnsupported as e:
             _log.warning("kiln.inductor does not take this ATen graph (%s); it runs as generated Python", e)
             return gm.forward

@@ -31,7 +31,7 @@ from kiln.fxgraph import GraphModule
 
 from ._config import InductorConfig, cache_root
 from ._cudagraph_plan import cudagraph_facts
-from ._cudagraphs import with_cudagraphs
+from ._cudagraphs import CudagraphGroup, with_cudagraphs
 from ._entries import EntryStore
 from ._graph import InductorUnsupported, LoweredGraph, lower_graph
 from ._graph_cache import (
@@ -62,16 +62,18 @@ _log = logging.getLogger("kiln")
 
 
 def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
-                  builders: dict[str, Any] | None = None) -> CompiledGraph:
+                  builders: dict[str, Any] | None = None, group: CudagraphGroup | None = None) -> CompiledGraph:
     """Compile the ATen graph ``gm`` (placeholders carry ``meta["val"]``: fake tensors with
     the traced sizes and strides), or load it from the whole-graph cache
     (``config.graph_cache``). ``builders``: the kernel libraries loaded so far, by cache
-    directory (kiln's Session's; without it, the disk cache only)."""
+    directory (kiln's Session's; without it, the disk cache only). ``group``: under
+    ``config.cudagraphs``, the CUDA graph runners of the same captured graph (its forward's
+    and backward's: ``_cudagraph_lend``)."""
     config = config or InductorConfig()
     builders = builders if builders is not None else {}
     key = graph_key(gm, config) if config.graph_cache else None
     if key is not None:
-        cached = load_compiled(key, config, builders)
+        cached = load_compiled(key, config, builders, group)
         if cached is not None:
             return cached
     facts = cudagraph_facts(gm)  # before the lowering, which may rewrite gm
@@ -106,7 +108,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
                              autotuned=tuned, cudagraph_facts=facts, fused=fused)
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
-    return with_cudagraphs(compiled, config)
+    return with_cudagraphs(compiled, config, group)
 
 
 def _language(kernel: Kernel, policy: FusionPolicy) -> str:

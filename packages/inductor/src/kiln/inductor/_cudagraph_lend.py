@@ -6,7 +6,8 @@ outputs' values whatever runs next, at the cost of a device copy of each. In a t
 that cost is most of the step: the forward's saved activations are copied out of its
 recording, then into the backward's static inputs, and the gradients out of the backward's.
 A lent output costs nothing, and the backward reads the activations where the forward's
-recording wrote them (``borrowable``: its static input is that memory, by address).
+recording wrote them (``CudagraphGroup.borrowable``: its static input is that memory, by
+address).
 
 The invariant: a replay never changes memory that anything outside the runner still refers
 to. Before each replay the runner asks each output it lent (``Lent.alive``) whether anyone
@@ -28,11 +29,12 @@ held by the caller at the next call, and costs little to copy), and only where t
 that the caller does not: the lent tensor shares the recording's storage, which it keeps
 alive if the recording is dropped first.
 
-An input is borrowed by address (``borrowable``) when its memory was lent by another runner
-(the backward reading the forward's activations): the recording reads that address and
-keeps no reference to it; a later call with the input elsewhere records again, reading a
-buffer of its own there (``_cudagraphs``' moved inputs). Memory the runner lent itself is
-never borrowed (its replay would write what it reads).
+An input is borrowed by address (``CudagraphGroup.borrowable``) when another runner of its
+group lends that storage now: the runners of one compiled graph, its forward's and its
+backward's, share a group (the backward reads the forward's activations). The recording
+reads that address and keeps no reference to it; a later call with the input elsewhere
+records again, reading a buffer of its own there (``_cudagraphs``' moved inputs). Memory the
+runner lent itself is never borrowed (its replay would write what it reads).
 """
 
 from __future__ import annotations
@@ -44,14 +46,11 @@ from typing import Any
 
 import torch
 
-__all__ = ["LEND_MIN_BYTES", "Lent", "borrowable", "can_lend", "keep_alive", "lend"]
+__all__ = ["LEND_MIN_BYTES", "CudagraphGroup", "Lent", "can_lend", "keep_alive", "lend"]
 
 LEND_MIN_BYTES = 1 << 18
 
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
-
-# the runner that last lent the storage at each address (the backward borrows what it still lends)
-_lent_by: dict[int, weakref.ref] = {}
 
 
 def can_lend(t: torch.Tensor) -> bool:
@@ -81,28 +80,38 @@ class Lent:
         return count > self.holders[0] or refs > self.holders[1]
 
 
-def lend(source: torch.Tensor, recording: Any, group: int, runner: Any, lent: list[Lent]) -> torch.Tensor:
+def lend(source: torch.Tensor, recording: Any, group: int, lent: list[Lent]) -> torch.Tensor:
     """A tensor over ``source``'s memory for the caller (its own version counter), recorded
-    in ``lent``; ``runner`` (the lender) is remembered for ``borrowable``."""
+    in ``lent``."""
     lent.append(Lent(source, recording, group, _holders(source)))
-    storage = source.untyped_storage()
-    _lent_by[storage.data_ptr()] = weakref.ref(runner)
     return torch.empty(0, dtype=source.dtype, device=source.device).set_(
-        storage, source.storage_offset(), source.shape, source.stride())
+        source.untyped_storage(), source.storage_offset(), source.shape, source.stride())
 
 
-def borrowable(x: torch.Tensor, runner: Any) -> bool:
-    """Whether the input ``x`` is read in place, by address: memory another runner, still
-    alive, lent at its last call (the same storage, not memory at an address some runner
-    once lent)."""
-    if not x.numel():
+class CudagraphGroup:
+    """The CUDA graph runners of one compiled graph (its forward's and its backward's, made
+    by one compile or one load of the whole-graph cache): a runner reads by address the
+    memory another runner of its group lends (weak references: a group keeps no runner
+    alive)."""
+
+    def __init__(self) -> None:
+        self._runners: list[weakref.ref] = []
+
+    def join(self, runner: Any) -> None:
+        self._runners.append(weakref.ref(runner))
+
+    def borrowable(self, x: torch.Tensor, runner: Any) -> bool:
+        """Whether ``runner``'s input ``x`` is read in place, by address: a storage another
+        runner of the group lent at its last call (``runner.lent``: its outputs still lent)."""
+        if not x.numel():
+            return False
+        storage = x.untyped_storage()._cdata
+        for ref in self._runners:
+            other = ref()
+            if other is not None and other is not runner and any(
+                    entry.source.untyped_storage()._cdata == storage for entry in other.lent):
+                return True
         return False
-    storage = x.untyped_storage()
-    ref = _lent_by.get(storage.data_ptr())
-    owner = ref() if ref is not None else None
-    if owner is None or owner is runner:
-        return False
-    return any(entry.source.untyped_storage()._cdata == storage._cdata for entry in owner.lent)
 
 
 def keep_alive(lent: list[Lent]) -> tuple[list[Lent], list[tuple[torch.Tensor, torch.Tensor]]]:

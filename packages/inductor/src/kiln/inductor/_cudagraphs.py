@@ -62,7 +62,7 @@ from typing import Any
 
 import torch
 
-from ._cudagraph_lend import Lent, borrowable, can_lend, keep_alive, lend
+from ._cudagraph_lend import CudagraphGroup, Lent, can_lend, keep_alive, lend
 from ._cudagraph_plan import (
     OutputRule,
     StaticInput,
@@ -74,7 +74,7 @@ from ._cudagraph_plan import (
     unflatten,
 )
 
-__all__ = ["CudaGraphRunner", "CudaRecorder", "CudagraphStats", "with_cudagraphs"]
+__all__ = ["CudaGraphRunner", "CudaRecorder", "CudagraphGroup", "CudagraphStats", "with_cudagraphs"]
 
 _log = logging.getLogger("kiln.perf_hints")
 _SCALARS = (int, float, bool, type(None))
@@ -90,9 +90,11 @@ class CudagraphStats:
     plain_calls: int = 0
 
 
-def with_cudagraphs(compiled: Any, config: Any) -> Any:
+def with_cudagraphs(compiled: Any, config: Any, group: CudagraphGroup | None = None) -> Any:
     """``compiled`` (a ``CompiledGraph``) with its ``call`` replayed from CUDA graphs when
-    ``config.cudagraphs`` and its facts allow (else the reason logged once); returns it."""
+    ``config.cudagraphs`` and its facts allow (else the reason logged once); returns it.
+    ``group``: the runners of the same compiled graph (its forward's and backward's), which
+    read each other's lent outputs in place (None: a group of its own)."""
     if not config.cudagraphs:
         return compiled
     facts = compiled.cudagraph_facts
@@ -102,7 +104,8 @@ def with_cudagraphs(compiled: Any, config: Any) -> Any:
     if reason is not None:
         _log.warning("cudagraphs: skipped: %s; the graph runs as plain launches", reason)
         return compiled
-    compiled.call = CudaGraphRunner(compiled.call, facts.mutated, config.cudagraph_max_shapes, CudaRecorder())
+    compiled.call = CudaGraphRunner(compiled.call, facts.mutated, config.cudagraph_max_shapes, CudaRecorder(),
+                                    group=group or CudagraphGroup())
     return compiled
 
 
@@ -200,7 +203,7 @@ class _Recording:
                 x.copy_(s.static)
 
         def lender(group: int, source: torch.Tensor) -> torch.Tensor | None:
-            return lend(source, self, group, runner, held) if self.lend[group] else None
+            return lend(source, self, group, held) if self.lend[group] else None
 
         outs = make_outputs(self.rules, self.sources, leaves, lender)
         for source, values in saved:  # the held outputs as their holders left them
@@ -228,6 +231,10 @@ class CudaGraphRunner:
     lent: list[Lent] = field(default_factory=list)  # outputs lent to callers (``_cudagraph_lend``)
     off: str | None = None
     logged: set[str] = field(default_factory=set)
+    group: CudagraphGroup = field(default_factory=CudagraphGroup)  # whose lent memory it reads in place
+
+    def __post_init__(self) -> None:
+        self.group.join(self)
 
     def __call__(self, args: list[Any]) -> Any:
         if self.off is not None or self.recorder.capturing():  # inside the caller's own capture: plain
@@ -307,7 +314,8 @@ class CudaGraphRunner:
         written_slots = _leaf_positions(self.mutated, structure)
         # read in place: parameters, and memory another runner lent (not written here)
         by_address = {k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor) and k not in self.unstable
-                      and k not in written_slots and not isinstance(x, torch.nn.Parameter) and borrowable(x, self)}
+                      and k not in written_slots and not isinstance(x, torch.nn.Parameter)
+                      and self.group.borrowable(x, self)}
         inputs = [StaticInput.of(k, x, (isinstance(x, torch.nn.Parameter) or k in by_address) and k not in self.unstable)
                   for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         by_slot = {s.slot: s for s in inputs}

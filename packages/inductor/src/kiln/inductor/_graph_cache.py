@@ -53,7 +53,7 @@ from kiln.fxgraph import GraphModule, Node
 
 from ._config import InductorConfig, cache_root
 from ._cudagraph_plan import CudagraphFacts
-from ._cudagraphs import with_cudagraphs
+from ._cudagraphs import CudagraphGroup, with_cudagraphs
 from ._entries import EntryStore
 from .triton._launch import Launch
 
@@ -438,10 +438,11 @@ def store_compiled(key: str, compiled: CompiledGraph, wrapper_globals: dict[str,
     return _store(config).write(key, record)
 
 
-def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph | None:
+def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any],
+                  group: CudagraphGroup | None = None) -> CompiledGraph | None:
     """The compiled graph stored under ``key``, rebuilt (its library loaded through
     ``builders``' CppBuilder of the cache directory), or None: absent, corrupt, or not
-    rebuildable here (logged)."""
+    rebuildable here (logged). ``group``: as ``compile_graph``'s."""
     record = _store(config).read(key)
     if record is None:
         return None
@@ -453,7 +454,7 @@ def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any]) ->
         _log.warning("kiln: the cached graph %s cannot be loaded (%s: %s); it is compiled again", key,
                      type(error).__name__, error)
         return None
-    return with_cudagraphs(compiled, config)
+    return with_cudagraphs(compiled, config, group)
 
 
 def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph:
