@@ -50,13 +50,13 @@ def test_equal_int_keys_mean_equal_triton_specializations(a, b):
 @settings(max_examples=100, deadline=None)
 @given(a=_INTS, b=_INTS)
 def test_equal_seed_keys_mean_equal_triton_specializations(a, b):
-    key = _key_function(["seed"], ["seed"], "k")
+    key = _key_function(("seed",))
     if key(0, a) == key(0, b):
         assert _triton_specialization(a, specialize=False) == _triton_specialization(b, specialize=False)
 
 
 def test_equal_tensor_keys_mean_equal_triton_specializations():
-    key = _key_function(["x"], ["tensor"], "k")
+    key = _key_function(("tensor",))
     base = torch.zeros(64, dtype=torch.float16)
     views = [base[k:] for k in range(24)]
     for u, v in itertools.combinations(views, 2):

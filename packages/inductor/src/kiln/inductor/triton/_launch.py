@@ -30,6 +30,7 @@ launcher calling convention).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -39,34 +40,33 @@ __all__ = ["Launch", "launch_state"]
 _MAX_KERNELS = 64  # per launch site: past it, new specializations take the slow path only
 
 
-def _fast_launches() -> bool:
-    """Whether this triton's compiled kernels are launched as ``Launch`` calls them (3.3 on:
-    ``knobs``, and every bound argument, constexprs included, passed to the launcher)."""
+@functools.cache
+def _runtime_knobs() -> Any:
+    """triton's runtime knobs where its compiled kernels are launched as ``Launch`` calls
+    them (3.3 on: ``knobs``, and every bound argument, constexprs included, passed to the
+    launcher), else None. Decided once per process: the installed triton."""
     try:
         import triton
-        from triton import knobs  # noqa: F401  (a submodule the package may not import)
+        from triton import knobs  # (a submodule the package may not import)
         from triton.compiler import CompiledKernel  # noqa: F401
     except ImportError:
-        return False
+        return None
     major, minor = (int(p) for p in triton.__version__.split(".")[:2])
-    return (major, minor) >= (3, 3)
+    return knobs.runtime if (major, minor) >= (3, 3) else None
 
 
-_FAST: bool | None = None
+def _fast_launches() -> bool:
+    """Whether this triton's compiled kernels are launched as ``Launch`` calls them."""
+    return _runtime_knobs() is not None
 
 
 def launch_state(index: int | None) -> tuple[int, int] | None:
     """The device and raw stream for this call's fast launches on CUDA device ``index``
     (None: the current one), or None where launches must go through triton (see the module
     docstring). Read once per call of a wrapper."""
-    global _FAST
-    if _FAST is None:
-        _FAST = _fast_launches()
-    if not _FAST:
+    runtime = _runtime_knobs()
+    if runtime is None:
         return None
-    from triton import knobs
-
-    runtime = knobs.runtime
     if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
         return None
     device = torch.cuda.current_device()
@@ -81,9 +81,13 @@ def _hooked(hook: Any) -> bool:
     return hook is not None and (getattr(hook, "calls", None) != [])
 
 
-def _key_function(names: list[str], kinds: list[str], name: str) -> Any:
-    """``key(device, *args)`` for the arguments ``names`` of kinds ``kinds`` ("tensor",
-    "int", or "seed": an integer triton does not specialize): see the module docstring."""
+@functools.cache
+def _key_function(kinds: tuple[str, ...]) -> Any:
+    """``key(device, *args)`` for arguments of kinds ``kinds`` ("tensor", "int", or "seed":
+    an integer triton does not specialize): see the module docstring. One function per
+    sequence of kinds, shared by the launches that have it (a graph loaded from the cache
+    compiles none it already has)."""
+    names = [f"a{k}" for k in range(len(kinds))]
     parts = []
     for arg, kind in zip(names, kinds, strict=True):
         if kind == "seed":
@@ -96,7 +100,7 @@ def _key_function(names: list[str], kinds: list[str], name: str) -> Any:
             raise ValueError(f"unknown argument kind {kind!r}")
     source = f"def key(device, {', '.join(names)}):\n    return (device, {', '.join(parts)})\n"
     namespace: dict[str, Any] = {"_int_class": _int_class, "_int_range": _int_range}
-    exec(compile(source, f"<kiln.inductor launch key of {name}>", "exec"), namespace)
+    exec(compile(source, f"<kiln.inductor launch key {','.join(kinds)}>", "exec"), namespace)
     return namespace["key"]
 
 
@@ -135,7 +139,7 @@ class Launch:
         if list(arg_names[:n]) != self.names or any(a not in self.meta for a in arg_names[n:]):
             return
         self._tail = tuple(self.meta[a] for a in arg_names[n:])
-        self._key = _key_function(self.names, self.kinds, getattr(fn, "__name__", "kernel"))
+        self._key = _key_function(tuple(self.kinds))
 
     def __call__(self, state: tuple[int, int] | None, programs: int, *args: Any) -> None:
         key = None
