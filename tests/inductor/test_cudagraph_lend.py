@@ -165,3 +165,31 @@ def test_a_training_loop_lends_activations_to_the_backward(request, hold_loss):
     assert bw.by_address  # the saved activations, read where the forward's replay wrote them
     assert all(bw.inputs[[s.slot for s in bw.inputs].index(k)].borrowed for k in bw.by_address)
     assert sum(fw.lend) >= len(bw.by_address)  # nobody held them: still lent after 3 steps
+
+
+class _ReplayThenRaise(EagerRecorder):
+    """A recorder whose replays write the outputs' memory and then, once ``broken``, raise
+    (a replay that fails part way)."""
+
+    broken = False
+
+    def record(self, warm, run, device, inputs):
+        replay, result, keep = super().record(warm, run, device, inputs)
+
+        def failing():
+            replay()
+            if self.broken:
+                raise RuntimeError("replay failed")
+
+        return failing, result, keep
+
+
+def test_a_held_output_keeps_its_values_when_a_replay_fails():
+    recorder = _ReplayThenRaise()
+    runner = CudaGraphRunner(_boxed(lambda x: (x * 5,)), (), 8, recorder)
+    x1 = torch.randn(6)
+    held = runner([x1])[0]
+    recorder.broken = True
+    with pytest.raises(RuntimeError, match="replay failed"):
+        runner([torch.randn(6)])
+    torch.testing.assert_close(held, x1 * 5)

@@ -186,28 +186,30 @@ class _Recording:
         if saved:
             runner._note("an output of an earlier call is still in use at the next call: it is kept, and that "
                          "output is copied out of the CUDA graph from now on")
-        for s in self.inputs:
-            x = leaves[s.slot]
-            if x.data_ptr() != s.address:
-                s.fill(x)
-        for k in self.by_address:
-            self.statics[k] = leaves[k]
         try:
-            self.replay()
-        finally:
+            for s in self.inputs:
+                x = leaves[s.slot]
+                if x.data_ptr() != s.address:
+                    s.fill(x)
             for k in self.by_address:
-                self.statics[k] = None
-        for s in self.written:
-            x = leaves[s.slot]
-            if x.data_ptr() != s.address:
-                x.copy_(s.static)
+                self.statics[k] = leaves[k]
+            try:
+                self.replay()
+            finally:
+                for k in self.by_address:
+                    self.statics[k] = None
+            for s in self.written:
+                x = leaves[s.slot]
+                if x.data_ptr() != s.address:
+                    x.copy_(s.static)
 
-        def lender(group: int, source: torch.Tensor) -> torch.Tensor | None:
-            return lend(source, self, group, held) if self.lend[group] else None
+            def lender(group: int, source: torch.Tensor) -> torch.Tensor | None:
+                return lend(source, self, group, held) if self.lend[group] else None
 
-        outs = make_outputs(self.rules, self.sources, leaves, lender)
-        for source, values in saved:  # the held outputs as their holders left them
-            source.copy_(values)
+            outs = make_outputs(self.rules, self.sources, leaves, lender)
+        finally:
+            for source, values in saved:  # the held outputs as their holders left them, even on an error
+                source.copy_(values)
         runner.lent = held
         return tuple(unflatten(outs, self.structure))
 
