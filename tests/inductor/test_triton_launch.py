@@ -88,7 +88,7 @@ def _fn(x, y):
     return torch.softmax(x * 2, -1) + y.sum(-1, keepdim=True), torch.relu(y) * x.size(0)
 
 
-@pytest.mark.skipif(CUDA, reason="checks launches under triton's interpreter, which runs kernels only where there is no CUDA device")
+@pytest.mark.skipif(CUDA, reason="launches under triton's interpreter, which the test suite switches on only without a CUDA device")
 def test_under_the_interpreter_every_launch_takes_triton_path(graphs):
     x, y = torch.randn(6, 40), torch.randn(6, 40)
     out = kiln.compile(_fn, options=OPTIONS)(x, y)
