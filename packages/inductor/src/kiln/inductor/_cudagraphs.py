@@ -32,7 +32,7 @@ must not leave y1 holding f(x2)'s values. Large outputs alone in their memory ar
 caller as the recording's memory (``_cudagraph_lend``): before each replay, one still held is
 saved and written back after it, and copied from then on; the rest are copied out after each
 replay (``plan_outputs``: one device copy per storage the outputs use, of the bytes they span,
-and a new allocation). An input that is memory another runner lent (the forward's activations,
+and a new allocation). An input that is memory another runner of its group lent (the forward's activations,
 read by the backward) is read in place, by address. The cost, per call: the copied outputs'
 bytes once more, and for every input not at its static address (everything but parameters and
 borrowed memory) its bytes copied in. An output that is an input, or a view of one, is the
@@ -314,7 +314,7 @@ class CudaGraphRunner:
 
     def _capture(self, key: tuple, leaves: list[Any], structure: Any, device: Any) -> _Recording | None:
         written_slots = _leaf_positions(self.mutated, structure)
-        # read in place: parameters, and memory another runner lent (not written here)
+        # read in place: parameters, and memory another runner of the group lends (not written here)
         by_address = {k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor) and k not in self.unstable
                       and k not in written_slots and not isinstance(x, torch.nn.Parameter)
                       and self.group.borrowable(x, self)}
