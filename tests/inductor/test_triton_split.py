@@ -5,6 +5,9 @@ shapes. CUDA tensors on a GPU; without one, CPU tensors through triton's interpr
 
 from __future__ import annotations
 
+import copy
+import re
+
 import pytest
 import torch
 from triton_support import DEVICE, OPTIONS
@@ -79,3 +82,59 @@ def test_training_a_loss_over_everything(graphs):
     expected.backward()
     torch.testing.assert_close(loss, expected)
     torch.testing.assert_close(w.grad, ref.grad)
+
+
+
+def _blocks(graph):
+    """The XBLOCK of each Triton launch of a compiled graph, from the wrapper's comments."""
+    return [int(m) for m in re.findall(r"# XBLOCK=(\d+)", graph.wrapper_code)]
+
+
+# sums of integer-valued floats are exact in any order: any element read twice, missed or taken
+# from another column changes the result
+def _integers(*shape, dtype=torch.float32):
+    return torch.randint(-8, 8, shape).to(dtype)
+
+
+@pytest.mark.parametrize("shape,dims", [((2048, 256), 0), ((2000, 96), 0), ((8, 256, 128), (0, 1)),
+                                        ((4096, 40), 0)])
+def test_sums_over_leading_dims_to_many_results_are_split_by_rows(graphs, shape, dims):
+    # a bias's gradient: each result a column. Chunks dividing the rows, a masked last chunk
+    # (2000 rows), two leading dims, and fewer results (40) than a program's 64 lanes
+    x = _integers(*shape)
+    _run(lambda x: (x.sum(dims), (x * 3).amax(dims), x.sum(dims, keepdim=True)), x)
+    graph = graphs[0]
+    out = shape[-1]
+    assert max(_programs(graph.triton_code)) >= 8 * out  # the partials: (splits, out) rows
+    assert max(_blocks(graph)) >= 16  # many neighbouring results per program
+
+
+def test_leading_dim_sums_of_half_types_and_a_transposed_input(graphs):
+    x = _integers(4096, 128, dtype=torch.bfloat16)
+    _run(lambda x: (x.sum(0), x.float().sum(0)), x)
+    assert max(_blocks(graphs[0])) >= 16
+    # a transposed input: each result's elements are neighbours in memory
+    _run(lambda y: y.t().sum(0), _integers(256, 2048))
+
+
+def test_a_leading_dim_sum_over_a_dynamic_batch_reads_along_results(graphs):
+    x = _integers(1500, 512)
+    _run(lambda x: (x * 2).sum(0), x, dynamic=True)
+    assert "def kernel0" in graphs[0].triton_code and "for roffset in range" in graphs[0].triton_code
+    assert max(_blocks(graphs[0])) >= 2  # not one result per program: 512 results, 128 programs
+
+
+def test_training_a_linear_layer_bias_and_norm_weight_gradients(graphs):
+    # each gradient as close to float64's as eager's float32 one is (sums over 2048 rows in
+    # another order than eager's differ from it by rounding)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.LayerNorm(128)).to(DEVICE)
+    eager, exact = copy.deepcopy(model), copy.deepcopy(model).double()
+    x = torch.randn(32, 64, 64, device=DEVICE)
+    kiln.compile(model, options=OPTIONS)(x).square().sum().backward()
+    eager(x).square().sum().backward()
+    exact(x.double()).square().sum().backward()
+    for (name, p), q, r in zip(model.named_parameters(), eager.parameters(), exact.parameters(), strict=True):
+        ours, theirs = (p.grad.double() - r.grad).abs().max(), (q.grad.double() - r.grad).abs().max()
+        assert ours <= 2 * theirs + 1e-6 * r.grad.abs().max(), (name, ours, theirs)
+    assert any(b >= 16 for g in graphs for b in _blocks(g))  # the bias's and weights' sums

@@ -10,7 +10,16 @@ to ``out`` results (``out`` at most ``SPLIT_MAX_OUTPUTS``, ``n`` at least
 ``out x splits`` partial results kept in the accumulation type (float32 for half types),
 then a second reduction of each result's partials: the same fold (a sum of sums, a max of
 maxes, ...). The last chunk's lanes past ``n`` hold the fold's identity and read element
-``n - 1`` (never out of bounds). ``argmax``/``argmin`` are not split. C++ kernels reduce in
+``n - 1`` (never out of bounds). ``argmax``/``argmin`` are not split.
+
+A reduction over a tensor's leading dimensions to many results (``out`` at least
+``SPLIT_COLUMN_MIN_OUTPUTS``, ``n`` at least ``SPLIT_COLUMN_MIN_ELEMENTS``: the sum over
+a batch's rows giving a bias's or a norm weight's gradient) is split too, by rows: a Triton
+kernel reads such a sum along its results (neighbouring results, neighbouring elements:
+``triton/_kernel._columns``), 64 results per program, so ``out / 64`` programs alone would
+leave most of a GPU idle. Its partials are ordered ``(splits, *kept)``, each split's results
+side by side, which the second reduction reads the same way; ``splits`` gives about
+``SPLIT_COLUMN_PROGRAMS`` programs, each chunk at least ``SPLIT_COLUMN_MIN_CHUNK`` rows. C++ kernels reduce in
 parallel over their own loops and are not split.
 """
 
@@ -34,6 +43,11 @@ SPLIT_MAX_OUTPUTS = 8  # results of a reduction that is split (each gets ``split
 SPLIT_MIN_ELEMENTS = 65536  # elements per result below which one program reduces them
 SPLIT_CHUNK = 4096  # elements per program of the first step (at most SPLIT_MAX_CHUNKS programs per result)
 SPLIT_MAX_CHUNKS = 1024
+SPLIT_COLUMN_MIN_OUTPUTS = 32  # results of a reduction over leading dims that is split by rows
+SPLIT_COLUMN_MIN_ELEMENTS = 1024  # rows (elements per result) below which it is not
+SPLIT_COLUMN_MIN_CHUNK = 64  # rows per chunk at least
+SPLIT_COLUMN_PROGRAMS = 512  # programs of the partial reduction aimed at (of 64 results each)
+SPLIT_COLUMN_BLOCK = 64  # results per program (``triton/_kernel.COLUMN_XBLOCK``)
 
 
 def split_count(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], reduction_type: str) -> int | None:
@@ -44,12 +58,26 @@ def split_count(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], reduc
     out = sympy.Mul(*(x.sizes[d] for d in range(x.ndim) if d not in set(dims)))
     if not (isinstance(n, sympy.Integer) and isinstance(out, sympy.Integer)):
         return None
-    if int(out) > SPLIT_MAX_OUTPUTS or int(n) < SPLIT_MIN_ELEMENTS:
+    if _by_rows(x, dims, int(out)):
+        if int(n) < SPLIT_COLUMN_MIN_ELEMENTS:
+            return None
+        blocks = -(-int(out) // SPLIT_COLUMN_BLOCK)
+        target = min(-(-SPLIT_COLUMN_PROGRAMS // blocks), int(n) // SPLIT_COLUMN_MIN_CHUNK, SPLIT_MAX_CHUNKS)
+        if target < 2:
+            return None
+    elif int(out) > SPLIT_MAX_OUTPUTS or int(n) < SPLIT_MIN_ELEMENTS:
         return None
-    target = min(SPLIT_MAX_CHUNKS, -(-int(n) // SPLIT_CHUNK))
+    else:
+        target = min(SPLIT_MAX_CHUNKS, -(-int(n) // SPLIT_CHUNK))
     # a count dividing n where one is near: every chunk full, no lane to mask
     near = [s for s in range(max(2, target // 2), min(SPLIT_MAX_CHUNKS, 2 * target) + 1) if int(n) % s == 0]
     return min(near, key=lambda s: abs(s - target)) if near else target
+
+
+def _by_rows(x: TensorValue, dims: Sequence[int], out: int) -> bool:
+    """Whether a reduction of ``x`` over ``dims`` to ``out`` results is one over its leading
+    dimensions to many results (split by rows: the module docstring)."""
+    return out >= SPLIT_COLUMN_MIN_OUTPUTS and list(dims) == list(range(len(dims))) and len(dims) < x.ndim
 
 
 def identity(kind: str, dtype: torch.dtype) -> float | int | bool:
@@ -75,6 +103,7 @@ def split_reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], size
     n = int(sympy.Mul(*(x.sizes[d] for d in dims)))
     chunk = -(-n // splits)
     kept = [d for d in range(x.ndim) if d not in set(dims)]
+    rows = _by_rows(x, dims, int(sympy.Mul(*(x.sizes[d] for d in kept))))
     acc = compute_type(dtype)
     start = identity(kind, acc)
     # the stride of each reduced dimension in the reduced range's row-major order
@@ -88,10 +117,11 @@ def split_reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], size
     dense = _dense_step(x, dims, strides)
 
     def partial(index: Sequence[sympy.Expr], rindex: Sequence[sympy.Expr], ops: Any) -> Any:
-        flat = index[-1] * chunk + rindex[0]
+        split, own = (index[0], index[1:]) if rows else (index[-1], index[:-1])
+        flat = split * chunk + rindex[0]
         safe = flat if exact else sympy.Min(flat, n - 1)
         full: list[sympy.Expr] = [sympy.Integer(0)] * x.ndim
-        for d, i in zip(kept, index[:-1], strict=True):
+        for d, i in zip(kept, own, strict=True):
             full[d] = i
         if dense is not None:
             # the reduced dimensions are one run of memory: an affine index (vector loads)
@@ -107,13 +137,14 @@ def split_reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], size
         inside = ops.lt(ops.index_expr(flat, torch.int64), ops.constant(n, torch.int64))
         return ops.where(inside, value, ops.constant(start, acc))
 
-    first = ctx.reduction((*(x.sizes[d] for d in kept), sympy.Integer(splits)), acc, kind, (sympy.Integer(chunk),),
-                          partial, acc)
+    kept_sizes = tuple(x.sizes[d] for d in kept)
+    partials = (sympy.Integer(splits), *kept_sizes) if rows else (*kept_sizes, sympy.Integer(splits))
+    first = ctx.reduction(partials, acc, kind, (sympy.Integer(chunk),), partial, acc)
     first_load = first.loader
 
     def combined(index: Sequence[sympy.Expr], rindex: Sequence[sympy.Expr], ops: Any) -> Any:
         own = [index[d] for d in kept] if keepdim else list(index)
-        return first_load([*own, rindex[0]], ops)
+        return first_load([rindex[0], *own] if rows else [*own, rindex[0]], ops)
 
     return ctx.reduction(sizes, dtype, kind, (sympy.Integer(splits),), combined, acc)
 

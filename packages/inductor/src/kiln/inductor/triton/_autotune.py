@@ -3,9 +3,11 @@ configuration measured among candidates at compile time, the fastest kept, the c
 on disk.
 
 **Candidates** (``candidates``): the sizes' heuristic (``_kernel._flat_launch``,
-``_rows_launch``) first, then, by the kernel's shape: *flat*, ``XBLOCK`` 256 to 4096 with two
-warp counts each; *persistent rows*, ``RBLOCK`` fixed (a whole row) and ``XBLOCK`` (rows per
-program) around the heuristic's with half, the same and twice its warps; *looped rows*,
+``_rows_launch``, ``_columns_launch``) first, then, by the kernel's shape: *flat*,
+``XBLOCK`` 256 to 4096 with two warp counts each; *rows read across* (``TritonKernel.columns``),
+16 to 128 rows per program with 4 and 8 warps, a persistent one's ``RBLOCK`` fixed, a looped
+one's steps of 16 to 128; *persistent rows*, ``RBLOCK`` fixed (a whole row) and ``XBLOCK`` (rows
+per program) around the heuristic's with half, the same and twice its warps; *looped rows*,
 blocks of 512 to 4096 elements of up to 4 rows, each with 1 and 2 pipeline stages (the
 only shape with a loop for ``num_stages`` to pipeline). At most
 ``AutotunePolicy.max_candidates``; blocks never exceed the (hinted) sizes' next power of two.
@@ -111,6 +113,15 @@ def candidates(launch: TritonKernel, xnumel: int, policy: AutotunePolicy | None 
             block = min(block, cap)
             for warps in (block // 256, block // 128):
                 _add(out, {"XBLOCK": block, "num_warps": _clip(warps, 16)})
+    elif launch.columns:
+        # reading along its rows (``_kernel._columns``): many rows per program, short steps
+        rblock = launch.meta["RBLOCK"]
+        blocks = [(x, rblock) for x in (64, 128, 32, 16)] if launch.shape == "persistent" else \
+            [(64, 32), (64, 16), (128, 16), (32, 64), (64, 64), (16, 128)]
+        for x, r in blocks:
+            if x <= cap and x * r <= 16384:
+                for warps in (4, 8):
+                    _add(out, {"XBLOCK": x, "RBLOCK": r, "num_warps": warps})
     elif launch.shape == "persistent":
         rblock = launch.meta["RBLOCK"]
         base = launch.meta["XBLOCK"]

@@ -13,6 +13,12 @@ Two shapes of kernel:
   reduction is one ``tl.sum``/``tl.reduce``. Otherwise each stage **loops** over its range
   in blocks of ``RBLOCK``, a reduction folding into a block-wide accumulator reduced at the
   end. A reduction's result read only by later stages stays in registers (``Stage.local``).
+- **rows read across**: a row kernel whose loads step by one element from row to row and by
+  more along a row (a sum over a tensor's leading dimensions: each row a column, ``_columns``)
+  takes many rows per program (``COLUMN_XBLOCK``), so that neighbouring lanes read
+  neighbouring elements, persistent only for short rows (``COLUMN_PERSISTENT_MAX``),
+  otherwise looping in short steps (``_columns_launch``); ``_lower_split`` splits such sums
+  by rows so that there are enough programs.
 
 Reductions: NaN-propagating ``max``/``min`` (``kiln_maximum`` in the module's header),
 ``argmax``/``argmin`` as (value, index) pairs keeping the first index of the extreme (NaN
@@ -71,6 +77,7 @@ class TritonKernel:
     xnumel: sympy.Expr = sympy.S.One
     width: int | None = None
     checks: bool = False  # it checks loaded indices (a device-side assert)
+    columns: bool = False  # a row kernel whose loads are contiguous across rows, strided along one (``_columns``)
 
     @property
     def programs(self) -> sympy.Expr:
@@ -135,6 +142,7 @@ class _Writer:
         self.ones = "[1, 1]"
         self.stored: set[str] = set()  # buffers stored so far
         self.loaded: set[str] = set()  # buffers loaded by the stages so far
+        self.indices: list[sympy.Expr] = []  # the element index of every load
 
     def ops(self) -> TritonOps:
         return TritonOps(self.dims, self.ones, locals=self.locals, stored=self.stored, _cse=self.cse,
@@ -143,6 +151,7 @@ class _Writer:
     def absorb(self, ops: TritonOps) -> list[str]:
         self.reads |= ops.reads
         self.symbols |= ops.symbols
+        self.indices += ops.indices
         return ops.lines
 
     def barrier(self, ops: TritonOps, target: str | None) -> list[str]:
@@ -300,21 +309,23 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         for stage in kernel.stages:
             body += scatter_lines(writer, stage) if scatter else writer.pointwise(stage)
         meta = _flat_launch(total)
-        shape, xnumel, width = "flat", total, None
+        shape, xnumel, width, columns = "flat", total, None, False
         writer.symbols |= total.free_symbols
     else:
         xnumel = sympy.Mul(*kernel.outer)
-        writer.dims.update({v.name: frozenset({"x"}) for v in outer_vars})
-        body += [f"xnumel = {TRITON(xnumel)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-                 "xmask = xindex < xnumel", *_decompose(outer_vars, kernel.outer, "xindex")]
         widest = [_static(sympy.Mul(*s.inner)) for s in kernel.stages]
         scans = any(isinstance(s.buffer.body, Scan) for s in kernel.stages)
         limit = policy.triton_scan_persistent_max if scans else policy.triton_persistent_max
         persistent = all(w is not None for w in widest) and max(widest) <= limit
-        body += _rows(writer, kernel, persistent)
+        writer, body = _rows_body(kernel, policy, pid, persistent)
+        columns = not scans and _columns(writer.indices, outer_vars, kernel.outer)
+        if columns and persistent and max(widest) > COLUMN_PERSISTENT_MAX:
+            # a block of COLUMN_XBLOCK rows' lanes by a whole row would not fit: loop over it
+            persistent = False
+            writer, body = _rows_body(kernel, policy, pid, persistent)
         width = max(w or 0 for w in widest) if persistent else None
         itemsize = max((dtypes[n].itemsize for n in writer.reads | set(writer.writes) if n in dtypes), default=4)
-        meta = _rows_launch(xnumel, width, persistent, itemsize)
+        meta = _columns_launch(xnumel, width) if columns else _rows_launch(xnumel, width, persistent, itemsize)
         shape = "persistent" if persistent else "looped"
         writer.symbols |= xnumel.free_symbols
         for s in kernel.stages:
@@ -337,7 +348,50 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         options.append(f"do_not_specialize=[{SEED.name!r}]")
     decorator = f"@triton.jit({', '.join(options)})" if options else "@triton.jit"
     code = "\n".join([decorator, f"def {kernel.name}({signature}):", *_indent(body)])
-    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks)
+    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns)
+
+
+def _rows_body(kernel: Kernel, policy: FusionPolicy, pid: str, persistent: bool) -> tuple[_Writer, list[str]]:
+    """A row kernel's writer and the lines of its body, ``persistent`` or looped."""
+    writer = _Writer(kernel, policy)
+    outer_vars = loop_vars("x", len(kernel.outer))
+    xnumel = sympy.Mul(*kernel.outer)
+    writer.dims.update({v.name: frozenset({"x"}) for v in outer_vars})
+    body = [f"xnumel = {TRITON(xnumel)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            "xmask = xindex < xnumel", *_decompose(outer_vars, kernel.outer, "xindex")]
+    return writer, body + _rows(writer, kernel, persistent)
+
+
+def _step(index: sympy.Expr, var: sympy.Symbol) -> int | None:
+    """How far element ``index`` moves when ``var`` grows by one: a number, or None (it
+    depends on where, as through a division)."""
+    moved = sympy.expand(index.subs(var, var + 1) - index)
+    return int(moved) if moved.is_Integer else None
+
+
+def _columns(indices: list[sympy.Expr], outer_vars: tuple[sympy.Symbol, ...], outer: tuple[sympy.Expr, ...]) -> bool:
+    """Whether a row kernel reads along its rows' lanes: most loads that move with both the
+    row (the innermost outer variable) and the reduced range step by one element from row to
+    row and by more along the range, as a sum over the leading dimensions of a contiguous
+    tensor does (a bias's gradient: each row a column of the input). Such loads are coalesced
+    only with many rows per program (``_columns_launch``), where one row per program reads one
+    element of each 32-byte sector."""
+    moving = [v for v, size in zip(outer_vars, outer, strict=True) if size != 1]
+    if not moving:
+        return False
+    x = moving[-1]
+    along = across = 0
+    for index in indices:
+        rs = sorted((v for v in index.free_symbols if v.name[:1] == "r" and v.name[1:].isdigit()),
+                    key=lambda v: int(v.name[1:]))
+        if not rs or x not in index.free_symbols:
+            continue
+        dx, dr = _step(index, x), _step(index, rs[-1])
+        if dx == 1 and dr not in (0, 1):
+            along += 1
+        elif dr == 1:
+            across += 1
+    return along > 0 and along >= across
 
 
 def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
@@ -455,6 +509,29 @@ def _flat_launch(total: sympy.Expr) -> dict[str, int]:
     n = _static(total)
     block = 1024 if n is None else min(1024, _next_pow2(max(n, 1)))
     return {"XBLOCK": block, "num_warps": max(1, min(4, block // 128))}
+
+
+COLUMN_XBLOCK = 64  # rows per program of a kernel reading along its rows (``_columns``)
+COLUMN_PERSISTENT_MAX = 128  # the widest range such a kernel holds whole (a block of 64 x 128)
+COLUMN_ELEMENTS = 2048  # elements per loop step of such a kernel
+COLUMN_PROGRAMS = 128  # programs such a kernel keeps where its rows allow (an H100 has 132 SMs)
+
+
+def _columns_launch(xnumel: sympy.Expr, width: int | None) -> dict[str, int]:
+    """The launch of a kernel reading along its rows: ``COLUMN_XBLOCK`` rows per program (64
+    neighbouring elements: whole 128-byte lines of bfloat16), fewer where that leaves under
+    ``COLUMN_PROGRAMS`` programs; a persistent kernel's block holds whole rows of its range
+    (``width``), a looped one takes ``COLUMN_ELEMENTS`` per step."""
+    rows = _static(xnumel)
+    xblock = COLUMN_XBLOCK
+    if rows is not None:
+        while xblock > 1 and rows < xblock * COLUMN_PROGRAMS:
+            xblock //= 2
+    if width is not None:
+        rblock = _next_pow2(max(width, 1))
+        return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": max(2, min(8, xblock * rblock // 1024))}
+    rblock = max(8, COLUMN_ELEMENTS // xblock)
+    return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8}
 
 
 def _rows_launch(xnumel: sympy.Expr, width: int | None, persistent: bool, itemsize: int = 4) -> dict[str, int]:

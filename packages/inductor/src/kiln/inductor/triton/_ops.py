@@ -137,6 +137,7 @@ class TritonOps:
     stored: set[str] = field(default_factory=set)
     hazards: set[str] = field(default_factory=set)
     loaded: set[str] = field(default_factory=set)  # buffers this block loads from memory
+    indices: list[sympy.Expr] = field(default_factory=list)  # the element index of each load (``_kernel._columns``)
     symbols: set[sympy.Symbol] = field(default_factory=set)
     checks: list[IndexCheck] = field(default_factory=list)
     _cse: dict[str, TritonVar] = field(default_factory=dict)
@@ -207,6 +208,7 @@ class TritonOps:
         code, kind, dims = self._load_code(name, index, dtype)
         if code not in self._cse:
             self.loaded.add(name)
+            self.indices.append(index)
             if name in self.stored:
                 self.hazards.add(name)  # written earlier in the kernel, maybe by another thread
         return self._emit(code, kind, dims, dtype if dtype in HALF_DTYPES else None)

@@ -1,0 +1,93 @@
+"""Reductions over the leading dimensions (a bias's and a norm weight's gradient: each result
+sums a column of a ``[rows, cols]`` tensor): device time and achieved GB/s (bytes read plus
+written, over a measured device-to-device copy's) of eager, torch.compile and kiln, in one
+run; results checked against eager first. A table last.
+
+Run on the GPU machine::
+
+    scripts/device_run.sh python3 benchmarks/column_bench.py [--json out.json]
+
+On CPU: ``python benchmarks/column_bench.py --device cpu`` (tiny sizes, a smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import kiln
+from benchmarks.gpu_bench import copy_bandwidth, kernel_ms
+
+
+def _bias_grad(g):
+    return g.sum(0)
+
+
+def _norm_weight_grads(g, x):
+    return (g * x).sum(0), g.sum(0)
+
+
+def _bias_grad_3d(g):
+    return g.sum((0, 1))
+
+
+# name: (function, inputs, the inputs' shape from (rows, cols))
+CASES = {
+    "bias_grad": (_bias_grad, 1, lambda r, c: (r, c)),
+    "norm_weight_grads": (_norm_weight_grads, 2, lambda r, c: (r, c)),
+    "bias_grad_3d": (_bias_grad_3d, 1, lambda r, c: (8, r // 8, c)),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--rows", type=int, default=None, help="rows summed (default 4096; cpu 256)")
+    parser.add_argument("--cols", default=None, help="comma list (default 768,1024,4096; cpu 64)")
+    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--rep-ms", type=float, default=100.0)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    cpu = device.type == "cpu"
+    rows = args.rows or (256 if cpu else 4096)
+    cols = [int(c) for c in (args.cols or ("64" if cpu else "768,1024,4096")).split(",")]
+    options = {"inductor.cpu_backend": "triton"} if cpu else None
+    copy = copy_bandwidth(device, 1 if cpu else 64, args.rep_ms)
+    table = []
+    for name, (fn, n_inputs, shape) in CASES.items():
+        for dtype in args.dtypes.split(","):
+            for c in cols:
+                torch.manual_seed(0)
+                xs = [torch.randn(shape(rows, c), device=device, dtype=getattr(torch, dtype)) for _ in range(n_inputs)]
+                expected = fn(*xs)
+                torch._dynamo.reset()
+                compiled = {"eager": fn, "torch": torch.compile(fn), "kiln": kiln.compile(fn, options=options)}
+                row = {"case": name, "dtype": dtype, "rows": rows, "cols": c}
+                for who, f in compiled.items():
+                    got = f(*xs)
+                    torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2 * rows ** 0.5)
+                    ms = kernel_ms(lambda f=f, xs=xs: f(*xs), device, args.rep_ms)
+                    moved = sum(x.numel() * x.element_size() for x in xs)
+                    moved += sum(t.numel() * t.element_size() for t in (got if isinstance(got, tuple) else (got,)))
+                    row[f"{who}_us"] = ms * 1e3
+                    row[f"{who}_pct_copy"] = 100 * moved / ms / 1e6 / copy["gbps"]
+                table.append(row)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"copy": copy, "rows": table}, indent=1))
+    print(f"copy {copy['gbps']:.0f} GB/s; us (% of copy bandwidth)")
+    print(f"{'case':<18} {'dtype':<9} {'cols':>5} {'eager':>14} {'torch':>14} {'kiln':>14} {'kiln/torch':>10}")
+    for r in table:
+        cells = [f"{r[f'{w}_us']:7.1f} ({r[f'{w}_pct_copy']:3.0f}%)" for w in ("eager", "torch", "kiln")]
+        print(f"{r['case']:<18} {r['dtype']:<9} {r['cols']:>5} {cells[0]:>14} {cells[1]:>14} {cells[2]:>14} "
+              f"{r['torch_us'] / r['kiln_us']:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
