@@ -1,7 +1,12 @@
 """Reductions over the leading dimensions (a bias's and a norm weight's gradient: each result
-sums a column of a ``[rows, cols]`` tensor): device time and achieved GB/s (bytes read plus
-written, over a measured device-to-device copy's) of eager, torch.compile and kiln, in one
-run; results checked against eager first. A table last.
+sums a column of a ``[rows, cols]`` tensor): device time per call and achieved GB/s (bytes
+read plus written, over a measured device-to-device copy's) of eager, torch.compile and kiln
+(both compiled with static shapes, and kiln once more with ``dynamic=True``: its kernels for
+a batch of any size), in one run; results checked against eager first. A table last.
+
+Device time is the sum of the CUDA kernels' times under torch.profiler (these calls take
+10-100 µs of device time, less than a compiled call's host time, so a wall-clock timer would
+measure the host).
 
 Run on the GPU machine::
 
@@ -23,6 +28,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import kiln
 from benchmarks.gpu_bench import copy_bandwidth, kernel_ms
+
+
+def device_us(fn, calls: int) -> float:
+    """Microseconds of CUDA kernels per call of ``fn`` (torch.profiler); CPU: wall time."""
+    if not torch.cuda.is_available():
+        return kernel_ms(fn, torch.device("cpu"), 10) * 1e3
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA and not e.name.startswith("##")]
+    return sum(e.device_time for e in kernels) / calls
 
 
 def _bias_grad(g):
@@ -51,7 +74,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=None, help="rows summed (default 4096; cpu 256)")
     parser.add_argument("--cols", default=None, help="comma list (default 768,1024,4096; cpu 64)")
     parser.add_argument("--dtypes", default="bfloat16,float32")
-    parser.add_argument("--rep-ms", type=float, default=100.0)
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--rep-ms", type=float, default=100.0, help="the copy's timing")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -68,12 +92,15 @@ def main() -> None:
                 xs = [torch.randn(shape(rows, c), device=device, dtype=getattr(torch, dtype)) for _ in range(n_inputs)]
                 expected = fn(*xs)
                 torch._dynamo.reset()
-                compiled = {"eager": fn, "torch": torch.compile(fn), "kiln": kiln.compile(fn, options=options)}
+                kiln.reset()
+                compiled = {"eager": fn, "torch": torch.compile(fn, dynamic=False),
+                            "kiln": kiln.compile(fn, options=options, dynamic=False),
+                            "kiln_dyn": kiln.compile(fn, options=options, dynamic=True)}
                 row = {"case": name, "dtype": dtype, "rows": rows, "cols": c}
                 for who, f in compiled.items():
                     got = f(*xs)
                     torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2 * rows ** 0.5)
-                    ms = kernel_ms(lambda f=f, xs=xs: f(*xs), device, args.rep_ms)
+                    ms = device_us(lambda f=f, xs=xs: f(*xs), args.calls) / 1e3
                     moved = sum(x.numel() * x.element_size() for x in xs)
                     moved += sum(t.numel() * t.element_size() for t in (got if isinstance(got, tuple) else (got,)))
                     row[f"{who}_us"] = ms * 1e3
@@ -82,11 +109,12 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({"copy": copy, "rows": table}, indent=1))
     print(f"copy {copy['gbps']:.0f} GB/s; us (% of copy bandwidth)")
-    print(f"{'case':<18} {'dtype':<9} {'cols':>5} {'eager':>14} {'torch':>14} {'kiln':>14} {'kiln/torch':>10}")
+    who = ("eager", "torch", "kiln", "kiln_dyn")
+    print(f"{'case':<18} {'dtype':<9} {'cols':>5} " + " ".join(f"{w:>14}" for w in who) + f" {'kiln/torch':>10}")
     for r in table:
-        cells = [f"{r[f'{w}_us']:7.1f} ({r[f'{w}_pct_copy']:3.0f}%)" for w in ("eager", "torch", "kiln")]
-        print(f"{r['case']:<18} {r['dtype']:<9} {r['cols']:>5} {cells[0]:>14} {cells[1]:>14} {cells[2]:>14} "
-              f"{r['torch_us'] / r['kiln_us']:10.2f}")
+        cells = [f"{r[f'{w}_us']:7.1f} ({r[f'{w}_pct_copy']:3.0f}%)" for w in who]
+        print(f"{r['case']:<18} {r['dtype']:<9} {r['cols']:>5} " + " ".join(f"{c:>14}" for c in cells)
+              + f" {r['torch_us'] / r['kiln_us']:10.2f}")
 
 
 if __name__ == "__main__":
