@@ -2,9 +2,10 @@
 tensors with ``EagerRecorder`` (its replay writes the recorded outputs' memory again, as a
 CUDA graph's does); the GPU cases run in test_cudagraphs.py's pipeline tests.
 
-Every test lends outputs of any size (``LEND_MIN_BYTES`` 0) and checks that whatever a caller
-still holds of an earlier call (the tensor, a view, the storage object, a saved activation)
-keeps its values and version, while outputs nobody holds are lent again without a copy."""
+Outputs of every size are lent (``LEND_MIN_BYTES`` 0, the default); each test checks that
+whatever a caller still holds of an earlier call (the tensor, a view, the storage object, a
+saved activation) keeps its values and version, while outputs nobody holds are lent again
+without a copy."""
 
 from __future__ import annotations
 
@@ -20,11 +21,6 @@ from test_cudagraphs import recorded_on_cpu as recorded_on_cpu  # the fixture, s
 import kiln
 from kiln.inductor import _cudagraph_lend
 from kiln.inductor._cudagraphs import CudagraphGroup, CudaGraphRunner
-
-
-@pytest.fixture(autouse=True)
-def lend_everything(monkeypatch):
-    monkeypatch.setattr(_cudagraph_lend, "LEND_MIN_BYTES", 0)
 
 
 def _runner(fn, group=None):
@@ -79,6 +75,49 @@ def test_an_output_still_held_keeps_its_values_and_is_copied_from_then_on(hold, 
         torch.testing.assert_close(values, expected)
     assert len(_messages(caplog, "still in use at the next call")) == 1
     assert runner.stats.replays == 3 and runner.stats.plain_calls == 0
+
+
+def test_small_outputs_are_lent():
+    assert _cudagraph_lend.LEND_MIN_BYTES == 0 and _cudagraph_lend.can_lend(torch.zeros(()))
+
+
+def _qkv(x):
+    # views of one intermediate's storage (a copy group), the first 24 bytes in (not aligned to
+    # the group's 16), none at its start
+    y = (x * 2 + 1).view(3, 5)
+    return y[1, 1:], y[2], y[2, ::2]
+
+
+def _expected_qkv(x):
+    y = (x * 2 + 1).view(3, 5)
+    return y[1, 1:], y[2], y[2, ::2]
+
+
+def test_views_of_one_storage_are_lent_at_their_offsets():
+    runner = _runner(_qkv)
+    for _ in range(3):
+        x = torch.randn(15)
+        outs = runner([x])
+        torch.testing.assert_close(outs, _expected_qkv(x))
+        source = _source(runner)
+        assert all(o.untyped_storage().data_ptr() == source.untyped_storage().data_ptr() for o in outs)
+        del outs
+    assert runner.stats.replays == 3 and next(iter(runner.recordings.values())).lend == [True]
+
+
+def test_a_held_view_of_a_lent_group_keeps_its_values_and_the_group_is_copied_from_then_on():
+    runner = _runner(_qkv)
+    x1 = torch.randn(15)
+    _, k, _ = runner([x1])
+    version = k._version
+    for _ in range(2):
+        x = torch.randn(15)
+        outs = runner([x])
+        torch.testing.assert_close(outs, _expected_qkv(x))
+    torch.testing.assert_close(k, _expected_qkv(x1)[1])
+    assert k._version == version
+    assert next(iter(runner.recordings.values())).lend == [False]
+    assert all(o.untyped_storage().data_ptr() != _source(runner).untyped_storage().data_ptr() for o in outs)
 
 
 def test_a_held_output_is_kept_through_the_replays_of_other_shapes():

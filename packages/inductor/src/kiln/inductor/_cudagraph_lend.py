@@ -24,13 +24,14 @@ the caller's autograd checks. If one is still held:
 - that output is copied from then on (``_Recording.lend``), as before this module.
 
 Outputs of every size are lent (``LEND_MIN_BYTES``), where torch has
-``torch._C._storage_Use_Count`` (else every output is copied): a small one is as often what
-the backward reads (a norm's mean and reciprocal deviation: lent, each saves a copy out of
-the forward's recording and one into the backward's, about 3 µs of device time and 5 of the
-host's each), and one the caller holds across calls (a loss) is copied from its second call
-on, after one clone and write-back. Measured on an H100 (block-bf16-train under
-reduce-overhead, ``benchmarks/host_profile.py``): lending from 256 KiB up left 27 copies
-per training step, 80 µs of device time. Lending keeps no memory alive
+``torch._C._storage_Use_Count`` (else every output is copied); a group of views of one
+storage (q, k and v: ``_cudagraph_plan``'s "copy" group) is lent as one span of its bytes,
+each view at its offset. Small outputs are as often what the backward reads (a norm's mean
+and reciprocal deviation: each lent one saves a copy out of the forward's recording and one
+into the backward's); one the caller holds across calls (a loss) is copied from its second
+call on, after one clone and write-back. Lending only outputs of 256 KiB or more, a training
+step of a transformer block (``benchmarks/host_profile.py --cases block-bf16-train --mode
+reduce-overhead``, H100) still made 27 device copies, 119 µs of its ~2 ms. Lending keeps no memory alive
 that the caller does not: the lent tensor shares the recording's storage, which it keeps
 alive if the recording is dropped first.
 

@@ -408,8 +408,12 @@ def make_outputs(rules: Sequence[OutputRule], sources: Sequence[torch.Tensor], l
         if kind == "clone":
             outs.append(copies[r.group])
         elif kind == "copy":
+            # the group's bytes start where its tensor does: 0 for a copy, the first output's
+            # (aligned) byte for memory lent where the recording wrote it
+            memory = copies[r.group]
+            start = memory.storage_offset() * memory.element_size() // r.dtype.itemsize
             outs.append(torch.empty(0, dtype=r.dtype, device=r.device).set_(
-                copies[r.group].untyped_storage(), r.offset, r.sizes, r.strides))
+                memory.untyped_storage(), start + r.offset, r.sizes, r.strides))
         elif kind == "input":
             x = leaves[r.slot]
             outs.append(x.as_strided(r.sizes, r.strides, x.storage_offset() + r.offset) if r.view else x)

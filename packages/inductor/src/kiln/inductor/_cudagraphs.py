@@ -341,7 +341,7 @@ class CudaGraphRunner:
         rules, sources = planned
         lent = [False] * len(sources)
         for rule in rules:
-            if rule.kind == "clone":
+            if rule.kind in ("clone", "copy"):  # a copy group: views of one storage (q, k and v)
                 lent[rule.group] = can_lend(sources[rule.group])
         for k in by_address:  # the recording keeps the address, not the memory (its lender's)
             s = by_slot[k]
