@@ -138,3 +138,14 @@ def test_training_a_linear_layer_bias_and_norm_weight_gradients(graphs):
         ours, theirs = (p.grad.double() - r.grad).abs().max(), (q.grad.double() - r.grad).abs().max()
         assert ours <= 2 * theirs + 1e-6 * r.grad.abs().max(), (name, ours, theirs)
     assert any(b >= 16 for g in graphs for b in _blocks(g))  # the bias's and weights' sums
+
+
+def test_sums_over_the_same_rows_share_their_kernels(graphs):
+    # a norm's weight and bias gradients: both partial sums in one kernel reading g once, both
+    # results in another; a sum of the first's results (it reads the kernel just before) after
+    g, x = _integers(2048, 256), _integers(2048, 256)
+    _run(lambda g, x: ((g * x).sum(0), g.sum(0)), g, x)
+    assert graphs[0].kernels == 2
+    assert graphs[0].triton_code.count("tl.load(arg0 + ") == 1 or graphs[0].triton_code.count("tl.load(arg1 + ") == 1
+    _run(lambda g, x: (g.sum(0) * 2).sum() + x.sum(0), g, x)
+    assert graphs[1].kernels >= 3

@@ -14,6 +14,10 @@ A buffer joins the kernel before it when (``_fits``):
   iteration: the read index equals the writer's index with the same outer variables (and,
   for a pointwise writer with inner loops, the same inner sizes and variables). Outer
   iterations then share nothing, so they can run on different threads.
+A buffer that fits neither may join the kernel before the last one, when both are kernels,
+it reads nothing the last kernel writes and it writes no graph input (``_join_before``): a
+split reduction's partials and results alternate, and so the partial sums over the same rows
+share one kernel, their results another.
 ATen calls (``ExternBuffer``) are steps of their own and end the kernel before them; a buffer
 on another device than the kernel's starts a kernel of its own. A stage
 that writes a graph input (``ComputedBuffer.into``) joins a kernel only when the kernel's
@@ -192,18 +196,47 @@ def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Ke
         if not isinstance(buffer, ComputedBuffer):
             continue
         last = steps[-1] if steps else None
-        if policy.fuse and isinstance(last, Kernel) and last.device == buffer.device and not serial(buffer) \
-                and not serial(last.stages[0].buffer):
+        if policy.fuse and _joinable(last, buffer):
             stage = _place(buffer, last.outer)
             if stage is not None and _fits(last, stage, written):
                 last.stages.append(stage)
                 written.update(_written(stage))
+                continue
+            if _join_before(steps, buffer):
                 continue
         kernel = _new_kernel(buffer, sum(isinstance(s, Kernel) for s in steps))
         steps.append(kernel)
         written = _written(kernel.stages[0])
     _mark_locals(steps, graph)
     return steps
+
+
+def _joinable(kernel: Kernel | ExternBuffer | None, buffer: ComputedBuffer) -> bool:
+    return isinstance(kernel, Kernel) and kernel.device == buffer.device and not serial(buffer) \
+        and not serial(kernel.stages[0].buffer)
+
+
+def _join_before(steps: list[Kernel | ExternBuffer], buffer: ComputedBuffer) -> bool:
+    """Whether ``buffer`` joined the kernel before the last step (both kernels), as its last
+    stage: where it reads nothing the last kernel writes and writes no graph input (so the
+    last kernel reads nothing it writes). A split reduction's partials and results alternate
+    ([partials 1, results 1, partials 2, results 2]); this puts the partials of sums over the
+    same rows (a norm's weight and bias gradients) in one kernel, and so their results."""
+    if len(steps) < 2 or buffer.into is not None or not isinstance(steps[-1], Kernel) \
+            or not _joinable(steps[-2], buffer):
+        return False
+    kernel = steps[-2]
+    stage = _place(buffer, kernel.outer)
+    if stage is None:
+        return False
+    later = {name for s in steps[-1].stages for name in _written(s)}
+    if any(read.name in later for read in reads_of(stage, loop_vars("x", len(kernel.outer)))):
+        return False
+    written = {name: s for other in kernel.stages for name, s in _written(other).items()}
+    if not _fits(kernel, stage, written):
+        return False
+    kernel.stages.append(stage)
+    return True
 
 
 def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:
