@@ -149,3 +149,11 @@ def test_sums_over_the_same_rows_share_their_kernels(graphs):
     assert graphs[0].triton_code.count("tl.load(arg0 + ") == 1 or graphs[0].triton_code.count("tl.load(arg1 + ") == 1
     _run(lambda g, x: (g.sum(0) * 2).sum() + x.sum(0), g, x)
     assert graphs[1].kernels >= 3
+
+
+@pytest.mark.parametrize("rows", [100, 300, 1500])  # held whole, looped over (online), split by rows
+def test_normalizations_over_the_leading_dim(graphs, rows):
+    x = torch.randn(rows, 96) * 2 + 1
+    _run(lambda x: (torch.softmax(x, 0), torch.log_softmax(x, 0), x.var(0), x.std(0, correction=0),
+                    x.logsumexp(0), x.argmax(0)), x)
+    assert max(_blocks(graphs[0])) >= 8  # read across rows
