@@ -19,8 +19,9 @@ kernel reads such a sum along its results (neighbouring results, neighbouring el
 ``triton/_kernel._columns``), 64 results per program, so ``out / 64`` programs alone would
 leave most of a GPU idle. Its partials are ordered ``(splits, *kept)``, each split's results
 side by side, which the second reduction reads the same way; ``splits`` gives about
-``SPLIT_COLUMN_PROGRAMS`` programs, each chunk at least ``SPLIT_COLUMN_MIN_CHUNK`` rows. C++ kernels reduce in
-parallel over their own loops and are not split.
+``SPLIT_COLUMN_PROGRAMS`` programs, each chunk at least ``SPLIT_COLUMN_MIN_CHUNK`` rows.
+
+C++ kernels reduce in parallel over their own loops and are not split.
 """
 
 from __future__ import annotations

@@ -370,12 +370,13 @@ def _step(index: sympy.Expr, var: sympy.Symbol) -> int | None:
 
 
 def _columns(indices: list[sympy.Expr], outer_vars: tuple[sympy.Symbol, ...], outer: tuple[sympy.Expr, ...]) -> bool:
-    """Whether a row kernel reads along its rows' lanes: most loads that move with both the
-    row (the innermost outer variable) and the reduced range step by one element from row to
-    row and by more along the range, as a sum over the leading dimensions of a contiguous
-    tensor does (a bias's gradient: each row a column of the input). Such loads are coalesced
-    only with many rows per program (``_columns_launch``), where one row per program reads one
-    element of each 32-byte sector."""
+    """Whether a row kernel's loads are contiguous across its rows rather than along them:
+    of the loads that move with both the row (the innermost outer variable) and the reduced
+    range, at least as many step by one element from row to row (and otherwise along the
+    range) as step by one along it, as in a sum over the leading dimensions of a contiguous
+    tensor (a bias's gradient: each row a column of the input). Such loads are coalesced
+    only with many rows per program (``_columns_launch``); with one row per program each
+    lane reads one element of a different 32-byte sector."""
     moving = [v for v, size in zip(outer_vars, outer, strict=True) if size != 1]
     if not moving:
         return False
