@@ -2,7 +2,7 @@
 tensors with ``EagerRecorder`` (its replay writes the recorded outputs' memory again, as a
 CUDA graph's does); the GPU cases run in test_cudagraphs.py's pipeline tests.
 
-Outputs of every size are lent (``LEND_MIN_BYTES`` 0, the default); each test checks that
+Outputs of every size are lent (``LENDS``, on every torch kiln supports); each test checks that
 whatever a caller still holds of an earlier call (the tensor, a view, the storage object, a
 saved activation) keeps its values and version, while outputs nobody holds are lent again
 without a copy."""
@@ -78,7 +78,15 @@ def test_an_output_still_held_keeps_its_values_and_is_copied_from_then_on(hold, 
 
 
 def test_small_outputs_are_lent():
-    assert _cudagraph_lend.LEND_MIN_BYTES == 0 and _cudagraph_lend.can_lend(torch.zeros(()))
+    assert _cudagraph_lend.LENDS
+    runner = _runner(lambda x: (x.sum() * 2,))  # a 0-d output (a loss)
+    for _ in range(2):
+        x = torch.randn(5)
+        out = runner([x])[0]
+        torch.testing.assert_close(out, x.sum() * 2)
+        assert out.data_ptr() == _source(runner).data_ptr()
+        del out
+    assert next(iter(runner.recordings.values())).lend == [True]
 
 
 def _qkv(x):

@@ -23,8 +23,8 @@ the caller's autograd checks. If one is still held:
   called from one stream at a time, as the module docstring of ``_cudagraphs`` says);
 - that output is copied from then on (``_Recording.lend``), as before this module.
 
-Outputs of every size are lent (``LEND_MIN_BYTES``), where torch has
-``torch._C._storage_Use_Count`` (else every output is copied); a group of views of one
+Outputs of every size are lent where torch has ``torch._C._storage_Use_Count`` (``LENDS``;
+else every output is copied); a group of views of one
 storage (q, k and v: ``_cudagraph_plan``'s "copy" group) is lent as one span of its bytes,
 each view at its offset. Small outputs are as often what the backward reads (a norm's mean
 and reciprocal deviation: each lent one saves a copy out of the forward's recording and one
@@ -52,16 +52,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["LEND_MIN_BYTES", "CudagraphGroup", "Lent", "can_lend", "keep_alive", "lend"]
-
-LEND_MIN_BYTES = 0  # the smallest output lent (the module docstring)
+__all__ = ["LENDS", "CudagraphGroup", "Lent", "keep_alive", "lend"]
 
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
-
-
-def can_lend(t: torch.Tensor) -> bool:
-    """Whether an output ``t`` (a whole recorded output, alone in its storage) is lent."""
-    return _use_count is not None and t.numel() * t.element_size() >= LEND_MIN_BYTES
+LENDS = _use_count is not None  # whether outputs are lent (this torch tells who holds a storage)
 
 
 def _holders(t: torch.Tensor) -> tuple[int, int]:

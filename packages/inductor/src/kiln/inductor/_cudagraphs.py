@@ -62,7 +62,7 @@ from typing import Any
 
 import torch
 
-from ._cudagraph_lend import CudagraphGroup, Lent, can_lend, keep_alive, lend
+from ._cudagraph_lend import LENDS, CudagraphGroup, Lent, keep_alive, lend
 from ._cudagraph_plan import (
     OutputRule,
     StaticInput,
@@ -339,10 +339,7 @@ class CudaGraphRunner:
             self._turn_off(planned)
             return None
         rules, sources = planned
-        lent = [False] * len(sources)
-        for rule in rules:
-            if rule.kind in ("clone", "copy"):  # a copy group: views of one storage (q, k and v)
-                lent[rule.group] = can_lend(sources[rule.group])
+        lent = [LENDS] * len(sources)  # a copy group too: views of one storage (q, k and v)
         for k in by_address:  # the recording keeps the address, not the memory (its lender's)
             s = by_slot[k]
             s.static = statics[k] = torch.empty(0, dtype=s.static.dtype, device=s.static.device)

@@ -288,7 +288,6 @@ def _groups(stages: list[Stage]) -> list[list[Stage]]:
 def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> TritonKernel:
     """The Triton function computing ``kernel`` (see the module docstring); ``dtypes``: every
     buffer's dtype, by name."""
-    writer = _Writer(kernel, policy)
     outer_vars = loop_vars("x", len(kernel.outer))
     inner_sets = {s.inner for s in kernel.stages}
     scatter = any(isinstance(s.buffer.body, Scatter) for s in kernel.stages)  # alone in its kernel
@@ -299,6 +298,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
     body: list[str] = []
     if flat:
+        writer = _Writer(kernel, policy)
         inner = kernel.stages[0].inner
         variables = (*outer_vars, *loop_vars("r", len(inner)))
         total = sympy.Mul(*kernel.outer) * sympy.Mul(*inner)

@@ -55,11 +55,6 @@ def _runtime_knobs() -> Any:
     return knobs.runtime if (major, minor) >= (3, 3) else None
 
 
-def _fast_launches() -> bool:
-    """Whether this triton's compiled kernels are launched as ``Launch`` calls them."""
-    return _runtime_knobs() is not None
-
-
 def launch_state(index: int | None) -> tuple[int, int] | None:
     """The device and raw stream for this call's fast launches on CUDA device ``index``
     (None: the current one), or None where launches must go through triton (see the module
