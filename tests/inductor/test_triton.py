@@ -103,6 +103,22 @@ def test_norms(interpreted):
     assert interpreted[0].triton_code.count("tl.load(arg0") == 1
 
 
+def test_independent_looped_reductions_share_one_loop(interpreted):
+    """Rows too long for registers (40000): reductions of one row that read no other's result
+    fold in one loop, loading the row once; one reading another's result (a sum after the
+    max it subtracts) gets a loop of its own, after the first's."""
+    x, y = torch.randn(3, 40000), torch.randn(3, 40000)
+    _run(lambda x, y: (x.sum(1), (x * y).sum(1), x.amax(1), x.argmin(1)), x, y)
+    code = interpreted[0].triton_code
+    assert code.count("for roffset in range(0, rnumel, RBLOCK):") == 1
+    assert code.count("tl.load(arg0") == 1
+    _run(lambda x: (x - x.amax(1, keepdim=True)).abs().sum(1), x, atol=1e-2, rtol=1e-5)
+    _run(lambda x: (x.sum(1), (x - x.amax(1, keepdim=True)).abs().sum(1)), x, atol=1e-2, rtol=1e-5)
+    for graph in interpreted[1:]:
+        assert graph.triton_code.count("for roffset in range(0, rnumel, RBLOCK):") == 2
+    _triton_only(interpreted, 3)
+
+
 def test_reductions_with_nan_and_ties(interpreted):
     x = torch.randn(7, 9)
     x[1, 3] = float("nan")

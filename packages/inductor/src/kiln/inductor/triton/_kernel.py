@@ -43,7 +43,7 @@ from kiln.symshapes import FloorDiv
 from .._ir import SEED, ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_index, loop_vars
 from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
-from .._scheduler import Kernel, Stage
+from .._scheduler import Kernel, Stage, reads_of
 from ._online import online_softmax, welford
 from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
 from ._scan import scan_lines
@@ -448,6 +448,10 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
             before, inside, after = fold(writer, group[0], groups[j][0])
             merged.add(j)
             group = []
+        else:
+            for j in _loop_mates(groups, at, merged):
+                group = group + groups[j]
+                merged.add(j)
         for stage in group:
             if isinstance(stage.buffer.body, Reduction):
                 b, block, a = writer.reduction(stage, "rindex", looped=True)
@@ -463,6 +467,41 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
                   *_indent(head + inside), *after]
         current = None
     return lines
+
+
+def _loop_mates(groups: list[list[Stage]], at: int, merged: set[int]) -> list[int]:
+    """The groups right after reduction group ``at`` whose reductions share its loop: each a
+    reduction over the same range that reads no result of the loop (a reduction's value and
+    stores exist only after it) and stores nowhere the loop reads, and none the first of an
+    online pair (``_online_partner``). Two sums of one tensor (a norm's weight and bias
+    gradients) then read it once."""
+    first = groups[at]
+    if len(first) != 1 or not isinstance(first[0].buffer.body, Reduction):
+        return []
+    inner = first[0].inner
+    made = _targets(first[0])
+    read = {r.name for r in reads_of(first[0], ())}
+    mates: list[int] = []
+    for j in range(at + 1, len(groups)):
+        if j in merged or len(groups[j]) != 1:
+            break
+        stage = groups[j][0]
+        if not isinstance(stage.buffer.body, Reduction) or stage.inner != inner \
+                or _online_partner(groups, j) is not None:
+            break
+        reads = {r.name for r in reads_of(stage, ())}
+        if reads & made or _targets(stage) & read:
+            break
+        mates.append(j)
+        made |= _targets(stage)
+        read |= reads
+    return mates
+
+
+def _targets(stage: Stage) -> set[str]:
+    """The names ``stage``'s result is known by: its buffer's, and the storage it is written into."""
+    buffer = stage.buffer
+    return {buffer.name} | {n for n in (buffer.into, buffer.storage) if n}
 
 
 def _online_partner(groups: list[list[Stage]], at: int) -> tuple[str, int] | None:
