@@ -124,6 +124,27 @@ def test_a_leading_dim_sum_over_a_dynamic_batch_reads_along_results(graphs):
     assert max(_blocks(graphs[0])) >= 2  # not one result per program: 512 results, 128 programs
 
 
+def test_dynamic_sizes_are_split_by_their_example_and_right_for_every_size(graphs):
+    """A dynamic size is split as its example value would be (the chunk count fixed, the chunk
+    ``ceil(n / splits)`` a kernel argument): one compiled graph, right for sizes that leave the
+    last chunks short or empty (3 rows in 23 chunks), for sums over leading dims (split by
+    rows) and over everything, with NaN and infinities."""
+    column = kiln.compile(lambda x: (x.sum(0), (x * 3).amax(0), x.sum(0, keepdim=True)), options=OPTIONS,
+                          dynamic=True)
+    full = kiln.compile(lambda y: (y.sum(), y.amax(), y.amin()), options=OPTIONS, dynamic=True)
+    for rows, cols in [(1500, 512), (2047, 512), (700, 96), (37, 300), (3, 64)]:
+        x = _integers(rows, cols).to(DEVICE)
+        torch.testing.assert_close(column(x), (x.sum(0), (x * 3).amax(0), x.sum(0, keepdim=True)))
+    for n in [100000, 70001, 5000, 7]:
+        y = torch.randn(n, device=DEVICE)
+        y[n // 2] = float("inf")
+        torch.testing.assert_close(full(y), (y.sum(), y.amax(), y.amin()))
+        y[n // 3] = float("nan")
+        torch.testing.assert_close(full(y), (y.sum(), y.amax(), y.amin()), equal_nan=True)
+    assert [g.kernels for g in graphs] == [2, 2]  # one graph each: partials, then results
+    assert all("rnumel = kiln_floordiv_int(" in g.triton_code for g in graphs)  # the chunk: ceil(n / splits)
+
+
 def test_training_a_linear_layer_bias_and_norm_weight_gradients(graphs):
     # each gradient as close to float64's as eager's float32 one is (sums over 2048 rows in
     # another order than eager's differ from it by rounding)

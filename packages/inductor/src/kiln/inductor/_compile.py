@@ -25,15 +25,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import torch
-
 from kiln.fxgraph import GraphModule
 
 from ._config import InductorConfig, cache_root
 from ._cudagraph_plan import cudagraph_facts
 from ._cudagraphs import CudagraphGroup, with_cudagraphs
 from ._entries import EntryStore
-from ._graph import InductorUnsupported, LoweredGraph, lower_graph
+from ._graph import InductorUnsupported, LoweredGraph, lower_graph, shape_env
 from ._graph_cache import (
     CompiledGraph,
     bind_kernels,
@@ -130,7 +128,7 @@ def _autotune(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launc
     from .triton._autotune import size_hint, tune
 
     store = EntryStore(cache_root(config), "autotune")
-    hint = size_hint(_shape_env(gm))
+    hint = size_hint(shape_env(gm))
     buffers = {b.name: b for b in graph.buffers}
     devices = {k.name: k.device for k in kernels}
     results = []
@@ -156,25 +154,10 @@ def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], lau
 
     try:
         seconds = precompile(launches, functions, {k.name: k.device for k in kernels},
-                             {b.name: b for b in graph.buffers}, size_hint(_shape_env(gm)),
+                             {b.name: b for b in graph.buffers}, size_hint(shape_env(gm)),
                              config.compile_threads or None)
     except Exception:
         _log.warning("kiln.inductor: compiling the Triton kernels ahead failed; each compiles at its launch",
                      exc_info=True)
         return
     _log.debug("kiln.inductor: %d Triton kernels compiled ahead in %.2f s", len(launches), seconds)
-
-
-def _shape_env(gm: GraphModule) -> Any:
-    """The ShapeEnv of ``gm``'s symbolic sizes (None: every size is static)."""
-    for node in gm.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        val = node.meta.get("val")
-        for v in val if isinstance(val, (list, tuple)) else (val,):
-            sizes = (*v.shape, *v.stride(), v.storage_offset()) if isinstance(v, torch.Tensor) else (v,)
-            for size in sizes:
-                env = getattr(getattr(size, "node", None), "env", None) if isinstance(size, torch.SymInt) else None
-                if env is not None:
-                    return env
-    return None

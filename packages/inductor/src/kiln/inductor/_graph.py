@@ -67,7 +67,7 @@ from ._mutation import is_input_copy, overwritten_copies, returns_alias, shared_
 from ._ops import ReadsOps, has_indirect
 from ._policy import FusionPolicy
 
-__all__ = ["GraphOutput", "InductorUnsupported", "LoweredGraph", "lower_graph"]
+__all__ = ["GraphOutput", "InductorUnsupported", "LoweredGraph", "lower_graph", "shape_env"]
 
 _log = logging.getLogger("kiln")
 
@@ -99,6 +99,21 @@ class InductorUnsupported(Exception):
     graph as its generated code instead."""
 
 
+def shape_env(gm: GraphModule) -> Any:
+    """The ShapeEnv of ``gm``'s symbolic sizes (None: every size is static)."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        for v in val if isinstance(val, (list, tuple)) else (val,):
+            sizes = (*v.shape, *v.stride(), v.storage_offset()) if isinstance(v, torch.Tensor) else (v,)
+            for size in sizes:
+                env = getattr(getattr(size, "node", None), "env", None) if isinstance(size, torch.SymInt) else None
+                if env is not None:
+                    return env
+    return None
+
+
 class _Lowering(LoweringContext):
     def __init__(self, gm: GraphModule, policy: FusionPolicy) -> None:
         self.gm = gm
@@ -117,11 +132,22 @@ class _Lowering(LoweringContext):
         self.eager_copies: dict[tuple[str, tuple[sympy.Expr, ...]], TensorValue] = {}
         self.direct_views: set[str] = set()  # such buffers outputs the user sees read as they are
         self.device = "cpu"  # the device of the node being lowered: its buffers' (``Buffer.device``)
+        self._env: Any = False  # the ShapeEnv of the graph's sizes (``hint``), found at the first use
 
     @property
     def language(self) -> str:
         """The code generator of the current node's kernels: ``"cpp"`` or ``"triton"``."""
         return "cpp" if self.device == "cpu" and self.policy.cpu_backend == "cpp" else "triton"
+
+    def hint(self, expr: sympy.Expr) -> int | None:
+        """A size's value on the example inputs (itself when static); None for one no example
+        decides (an unbacked size: a data-dependent count)."""
+        if isinstance(expr, (int, sympy.Integer)):
+            return int(expr)
+        if self._env is False:
+            self._env = shape_env(self.gm)
+        value = self._env.size_hint(expr) if self._env is not None else None
+        return int(value) if value is not None else None
 
     # ---------------------------------------------------------------- context
     def _new_name(self, prefix: str) -> str:

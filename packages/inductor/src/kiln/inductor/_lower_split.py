@@ -5,7 +5,7 @@ A Triton row kernel gives each result (a row) to one program. A reduction to one
 loss's ``sum``, a norm, ``x.max()``) is then one program looping over every element: one of
 a GPU's streaming multiprocessors doing all the work. Here such a reduction of ``n`` elements
 to ``out`` results (``out`` at most ``SPLIT_MAX_OUTPUTS``, ``n`` at least
-``SPLIT_MIN_ELEMENTS``, both known) becomes a first reduction of ``splits`` chunks of
+``SPLIT_MIN_ELEMENTS``) becomes a first reduction of ``splits`` chunks of
 ``chunk`` consecutive elements each (in the reduced dimensions' row-major order), giving
 ``out x splits`` partial results kept in the accumulation type (float32 for half types),
 then a second reduction of each result's partials: the same fold (a sum of sums, a max of
@@ -20,6 +20,11 @@ kernel reads such a sum along its results (neighbouring results, neighbouring el
 leave most of a GPU idle. Its partials are ordered ``(splits, *kept)``, each split's results
 side by side, which the second reduction reads the same way; ``splits`` gives about
 ``SPLIT_COLUMN_PROGRAMS`` programs, each chunk at least ``SPLIT_COLUMN_MIN_CHUNK`` rows.
+
+A dynamic size is judged by its value on the example inputs (as autotuning is): the number
+of chunks is then fixed and the chunk, ``ceil(n / splits)``, is an argument of the kernels,
+which are right for any ``n`` (the last chunks short or empty). A size no example decides (an
+unbacked one) is not split.
 
 C++ kernels reduce in parallel over their own loops and are not split.
 """
@@ -52,32 +57,37 @@ SPLIT_COLUMN_BLOCK = 64  # results per program (``triton/_kernel.COLUMN_XBLOCK``
 
 
 def split_count(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], reduction_type: str) -> int | None:
-    """How many chunks a reduction of ``x`` over ``dims`` is split into, or None (not split)."""
+    """How many chunks a reduction of ``x`` over ``dims`` is split into, or None (not split).
+    A symbolic size is judged by its value on the example inputs (``ctx.hint``); the kernels
+    are right for every value (a split of a dynamic size counts chunks, not rows)."""
     if ctx.language != "triton" or reduction_type in ("argmax", "argmin") or not dims:
         return None
-    n = sympy.Mul(*(x.sizes[d] for d in dims))
-    out = sympy.Mul(*(x.sizes[d] for d in range(x.ndim) if d not in set(dims)))
-    if not (isinstance(n, sympy.Integer) and isinstance(out, sympy.Integer)):
+    n_expr = sympy.Mul(*(x.sizes[d] for d in dims))
+    n, out = ctx.hint(n_expr), ctx.hint(sympy.Mul(*(x.sizes[d] for d in range(x.ndim) if d not in set(dims))))
+    if n is None or out is None:
         return None
-    if _by_rows(x, dims, int(out)):
-        if int(n) < SPLIT_COLUMN_MIN_ELEMENTS:
+    if _by_rows(x, dims, out):
+        if n < SPLIT_COLUMN_MIN_ELEMENTS:
             return None
-        blocks = -(-int(out) // SPLIT_COLUMN_BLOCK)
-        target = min(-(-SPLIT_COLUMN_PROGRAMS // blocks), int(n) // SPLIT_COLUMN_MIN_CHUNK, SPLIT_MAX_CHUNKS)
+        blocks = -(-out // SPLIT_COLUMN_BLOCK)
+        target = min(-(-SPLIT_COLUMN_PROGRAMS // blocks), n // SPLIT_COLUMN_MIN_CHUNK, SPLIT_MAX_CHUNKS)
         if target < 2:
             return None
-    elif int(out) > SPLIT_MAX_OUTPUTS or int(n) < SPLIT_MIN_ELEMENTS:
+    elif out > SPLIT_MAX_OUTPUTS or n < SPLIT_MIN_ELEMENTS:
         return None
     else:
-        target = min(SPLIT_MAX_CHUNKS, -(-int(n) // SPLIT_CHUNK))
+        target = min(SPLIT_MAX_CHUNKS, -(-n // SPLIT_CHUNK))
+    if not isinstance(n_expr, sympy.Integer):
+        return target
     # a count dividing n where one is near: every chunk full, no lane to mask
-    near = [s for s in range(max(2, target // 2), min(SPLIT_MAX_CHUNKS, 2 * target) + 1) if int(n) % s == 0]
+    near = [s for s in range(max(2, target // 2), min(SPLIT_MAX_CHUNKS, 2 * target) + 1) if n % s == 0]
     return min(near, key=lambda s: abs(s - target)) if near else target
 
 
 def _by_rows(x: TensorValue, dims: Sequence[int], out: int) -> bool:
-    """Whether a reduction of ``x`` over ``dims`` to ``out`` results is one over its leading
-    dimensions to many results (split by rows: the module docstring)."""
+    """Whether a reduction of ``x`` over ``dims`` to ``out`` results (its value on the example
+    inputs) is one over its leading dimensions to many results (split by rows: the module
+    docstring)."""
     return out >= SPLIT_COLUMN_MIN_OUTPUTS and list(dims) == list(range(len(dims))) and len(dims) < x.ndim
 
 
@@ -101,20 +111,21 @@ def split_reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], size
     """The ``kind`` reduction of ``x`` over ``dims`` (result ``sizes``, ``keepdim``) in two
     steps (the module docstring); ``element(value, ops)`` converts a loaded element to the
     fold's type."""
-    n = int(sympy.Mul(*(x.sizes[d] for d in dims)))
-    chunk = -(-n // splits)
+    n = sympy.Mul(*(x.sizes[d] for d in dims))
+    exact = isinstance(n, sympy.Integer) and int(n) % splits == 0
+    chunk = sympy.Integer(-(-int(n) // splits)) if isinstance(n, sympy.Integer) else FloorDiv(n + splits - 1, splits)
     kept = [d for d in range(x.ndim) if d not in set(dims)]
-    rows = _by_rows(x, dims, int(sympy.Mul(*(x.sizes[d] for d in kept))))
+    rows = _by_rows(x, dims, ctx.hint(sympy.Mul(*(x.sizes[d] for d in kept))) or 0)
     acc = compute_type(dtype)
     start = identity(kind, acc)
     # the stride of each reduced dimension in the reduced range's row-major order
-    strides, step = [], 1
+    strides: list[sympy.Expr] = []
+    step: sympy.Expr = sympy.Integer(1)
     for d in reversed(dims):
         strides.append(step)
-        step *= int(x.sizes[d])
+        step = step * x.sizes[d]
     strides.reverse()
     load = x.loader
-    exact = n % splits == 0
     dense = _dense_step(x, dims, strides)
 
     def partial(index: Sequence[sympy.Expr], rindex: Sequence[sympy.Expr], ops: Any) -> Any:
@@ -135,12 +146,12 @@ def split_reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], size
             value = element(load(full, ops), ops)
         if exact:
             return value
-        inside = ops.lt(ops.index_expr(flat, torch.int64), ops.constant(n, torch.int64))
+        inside = ops.lt(ops.index_expr(flat, torch.int64), ops.index_expr(n, torch.int64))
         return ops.where(inside, value, ops.constant(start, acc))
 
     kept_sizes = tuple(x.sizes[d] for d in kept)
     partials = (sympy.Integer(splits), *kept_sizes) if rows else (*kept_sizes, sympy.Integer(splits))
-    first = ctx.reduction(partials, acc, kind, (sympy.Integer(chunk),), partial, acc)
+    first = ctx.reduction(partials, acc, kind, (chunk,), partial, acc)
     first_load = first.loader
 
     def combined(index: Sequence[sympy.Expr], rindex: Sequence[sympy.Expr], ops: Any) -> Any:
@@ -150,7 +161,7 @@ def split_reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], size
     return ctx.reduction(sizes, dtype, kind, (sympy.Integer(splits),), combined, acc)
 
 
-def _dense_step(x: TensorValue, dims: Sequence[int], strides: Sequence[int]) -> sympy.Expr | None:
+def _dense_step(x: TensorValue, dims: Sequence[int], strides: Sequence[sympy.Expr]) -> sympy.Expr | None:
     """The memory step between consecutive elements of the reduced range of ``x`` when ``x`` is
     a window of a buffer in which the reduced dimensions are one evenly strided run (a
     contiguous tensor's last dimensions: step 1), else None."""
@@ -159,7 +170,7 @@ def _dense_step(x: TensorValue, dims: Sequence[int], strides: Sequence[int]) -> 
     xstrides = x.view[1]
     step = xstrides[dims[-1]]
     for d, stride in zip(dims, strides, strict=True):
-        if int(x.sizes[d]) > 1 and sympy.simplify(xstrides[d] - step * stride) != 0:
+        if x.sizes[d] != 1 and sympy.simplify(xstrides[d] - step * stride) != 0:
             return None
     return step
 

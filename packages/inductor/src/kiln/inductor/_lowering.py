@@ -53,13 +53,16 @@ class LoweringContext(Protocol):
     a buffer), ``reduction(...)`` (a new reduction buffer), ``storage_base(value)`` (the buffer
     a window reads and that buffer's offset in its storage, or None), ``fresh(value)`` (a new
     buffer of its own), ``scatter(...)`` (a step writing such a buffer at loaded places) and
-    ``scan(...)`` (a new scan buffer); ``language``: the code generator of the node being
-    lowered (``"cpp"`` or ``"triton"``), for the rules whose kernels only C++ has."""
+    ``scan(...)`` (a new scan buffer), ``hint(size)`` (a size's value on the example inputs,
+    None where none decides it); ``language``: the code generator of the node being lowered
+    (``"cpp"`` or ``"triton"``), for the rules whose kernels only C++ has."""
 
     policy: FusionPolicy
     language: str
 
     def realize(self, value: TensorValue) -> TensorValue: ...
+
+    def hint(self, expr: sympy.Expr) -> int | None: ...
 
     def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
                   reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype,
