@@ -173,3 +173,22 @@ def test_triton_launch_hooks_see_every_launch(graphs, monkeypatch):
     assert launch_state(None) is None
     torch.testing.assert_close(compiled(x, y), _fn(x, y))
     assert len(seen) == len(_launches(graphs[0])) >= 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_tensors_on_a_device_that_is_not_the_current_one(graphs):
+    """Tensors on cuda:1 while cuda:0 is current (a model moved with ``.to("cuda:1")``): the
+    kernels run on cuda:1 (triton alone launches on the current device), first call and
+    later ones, and the current device is left as it was."""
+    compiled = kiln.compile(_fn)
+    x, y = torch.randn(64, 256, device="cuda:1"), torch.randn(64, 256, device="cuda:1")
+    assert torch.cuda.current_device() == 0
+    assert launch_state(1) == 1
+    for _ in range(3):
+        out = compiled(x, y)
+        assert out[0].device == x.device and torch.cuda.current_device() == 0
+        torch.testing.assert_close(out, _fn(x, y))
+    with torch.cuda.device(1):
+        torch.testing.assert_close(compiled(x, y), _fn(x, y))
+    assert len(graphs) == 1

@@ -23,9 +23,9 @@ graph's guards fix its inputs' and it makes the rest), the block sizes and the o
 wrapper's constants). The first call of a key, and every call where the fast path does not
 hold, goes through ``JITFunction.run``, which compiles what is missing and returns the kernel
 kept for the key. The fast path does not hold (``launch_state`` is None) when triton's
-launch hooks call anything (a profiler: they see every launch), when the current CUDA device is
-not the kernel's, under triton's interpreter, or for a triton older than 3.3 (another
-launcher calling convention).
+launch hooks call anything (a profiler: they see every launch), under triton's interpreter, or
+for a triton older than 3.3 (another launcher calling convention); when the current CUDA device
+is not the kernel's, the launch goes through triton with the kernel's device made current.
 """
 
 from __future__ import annotations
@@ -55,17 +55,19 @@ def _runtime_knobs() -> Any:
     return knobs.runtime if (major, minor) >= (3, 3) else None
 
 
-def launch_state(index: int | None) -> tuple[int, int] | None:
+def launch_state(index: int | None) -> tuple[int, int] | int | None:
     """The device and raw stream for this call's fast launches on CUDA device ``index``
-    (None: the current one), or None where launches must go through triton (see the module
-    docstring). Read once per call of a wrapper."""
+    (None: the current one); None where launches must go through triton (see the module
+    docstring); ``index`` itself when it is not the current device: triton launches on the
+    current one, so each launch goes through triton with ``index`` made current around it
+    (as eager runs an op on its tensors' device). Read once per call of a wrapper."""
+    device = torch.cuda.current_device()
+    if index is not None and index != device:
+        return index
     runtime = _runtime_knobs()
     if runtime is None:
         return None
     if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
-        return None
-    device = torch.cuda.current_device()
-    if index is not None and index != device:
         return None
     return device, torch._C._cuda_getCurrentRawStream(device)
 
@@ -136,8 +138,12 @@ class Launch:
         self._tail = tuple(self.meta[a] for a in arg_names[n:])
         self._key = _key_function(tuple(self.kinds))
 
-    def __call__(self, state: tuple[int, int] | None, programs: int, *args: Any) -> None:
+    def __call__(self, state: tuple[int, int] | int | None, programs: int, *args: Any) -> None:
         key = None
+        if state.__class__ is int:  # the kernel's device is not the current one
+            with torch.cuda.device(state):
+                self.fn.run(*args, grid=(programs,), warmup=False, **self.meta)
+            return
         if state is not None and self._tail is not None:
             key = self._key(state[0], *args)
             kernel = self.kernels.get(key)
