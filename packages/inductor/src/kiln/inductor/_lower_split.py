@@ -113,7 +113,7 @@ def split_reduce(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], size
     fold's type."""
     n = sympy.Mul(*(x.sizes[d] for d in dims))
     exact = isinstance(n, sympy.Integer) and int(n) % splits == 0
-    chunk = sympy.Integer(-(-int(n) // splits)) if isinstance(n, sympy.Integer) else FloorDiv(n + splits - 1, splits)
+    chunk = FloorDiv(n + splits - 1, splits)  # ceil(n / splits); a number when n is one
     kept = [d for d in range(x.ndim) if d not in set(dims)]
     rows = _by_rows(x, dims, ctx.hint(sympy.Mul(*(x.sizes[d] for d in kept))) or 0)
     acc = compute_type(dtype)

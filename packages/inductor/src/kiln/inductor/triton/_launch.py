@@ -140,17 +140,17 @@ class Launch:
 
     def __call__(self, state: tuple[int, int] | int | None, programs: int, *args: Any) -> None:
         key = None
-        if state.__class__ is int:  # the kernel's device is not the current one
-            with torch.cuda.device(state):
-                self.fn.run(*args, grid=(programs,), warmup=False, **self.meta)
-            return
-        if state is not None and self._tail is not None:
+        if state.__class__ is tuple and self._tail is not None:
             key = self._key(state[0], *args)
             kernel = self.kernels.get(key)
             if kernel is not None:
                 kernel.run(programs, 1, 1, state[1], kernel.function, kernel.packed_metadata, None, None, None,
                            *args, *self._tail)
                 return
+        elif state.__class__ is int:  # the kernel's device is not the current one
+            with torch.cuda.device(state):
+                self.fn.run(*args, grid=(programs,), warmup=False, **self.meta)
+            return
         kernel = self.fn.run(*args, grid=(programs,), warmup=False, **self.meta)
         if key is not None and len(self.kernels) < _MAX_KERNELS and _compiled(kernel):
             self.kernels[key] = kernel
