@@ -7,7 +7,8 @@ runs it as C++ kernels and ATen calls. The pipeline, in order:
 3. ``render_kernel``: each kernel to a C++ function, all in one translation unit
    (``cpp._kernel``), built and loaded through the disk cache (``cpp._build``);
 4. with ``config.max_autotune``, each Triton kernel's launch measured among candidates
-   (``triton._autotune``);
+   (``triton._autotune``), and in step 1 matrix products made template kernels where
+   measured faster than the vendor library (``triton._template_choice``);
 5. ``render_wrapper``: the Python function calling them (``_wrapper``);
 6. with ``config.cudagraphs``, that function replayed from CUDA graphs (``_cudagraphs``),
    where the graph's facts (``_cudagraph_plan.cudagraph_facts``, found before step 1) allow.
@@ -75,9 +76,11 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         if cached is not None:
             return cached
     facts = cudagraph_facts(gm)  # before the lowering, which may rewrite gm
+    templates = "off" if not config.max_autotune or config.matmul_templates == "never" else config.matmul_templates
     policy = FusionPolicy(fuse=config.fuse, random_in_kernels=config.random_in_kernels,
-                          layout_optimization=config.layout_optimization, cpu_backend=config.cpu_backend)
-    graph = lower_graph(gm, policy)
+                          layout_optimization=config.layout_optimization, cpu_backend=config.cpu_backend,
+                          matmul_templates=templates)
+    graph = lower_graph(gm, policy, _matmul_chooser(gm, config) if templates == "auto" else None)
     steps = schedule(graph, policy)
     take_dead_buffers(graph, steps, reusable_buffers(graph, steps))
     dtypes = {b.name: b.dtype for b in graph.buffers}
@@ -143,6 +146,27 @@ def _autotune(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launc
         if result is not None:
             results.append(result)
     return results
+
+
+def _matmul_chooser(gm: GraphModule, config: InductorConfig) -> Any:
+    """``matmul_templates='auto'``: whether a product becomes a template kernel, measured
+    against the vendor library on its device (``triton._template_choice``); a measurement
+    that fails keeps the ATen call (logged)."""
+    from .triton._autotune import size_hint
+    from .triton._template_choice import template_wins
+
+    store = EntryStore(cache_root(config), "autotune")
+    hint = size_hint(shape_env(gm))
+
+    def choose(body: Any, sizes: Any, dtype: Any, device: str) -> bool:
+        try:
+            return template_wins(body, sizes, dtype, device, hint, store, config)
+        except Exception:  # an error of kiln's: the ATen call is as correct
+            _log.warning("kiln.inductor: measuring a matmul template failed; the product stays an ATen call",
+                         exc_info=True)
+            return False
+
+    return choose
 
 
 def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],

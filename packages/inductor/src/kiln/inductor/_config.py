@@ -33,8 +33,16 @@ class InductorConfig:
                 "of looped rows) at compile time on the real sizes, on scratch tensors, and keep the fastest; "
                 "the choice is kept in <cache_dir>/autotune (keyed by the kernel's source, the sizes, the GPU "
                 "and triton's version), so no later compile measures it again. Under TRITON_INTERPRET=1 each "
-                "candidate runs once and is checked instead. Matmul templates are not built (matmuls stay "
-                "ATen calls). False: the sizes' heuristic launch"})
+                "candidate runs once and is checked instead. With it, matrix products may become Triton "
+                "template kernels with their pointwise readers fused (matmul_templates). False: the sizes' "
+                "heuristic launch, and matrix products are ATen calls"})
+    matmul_templates: str = field(default="auto", metadata={
+        "choices": ("auto", "always", "never"),
+        "help": "with max_autotune: mm, addmm and bmm of float32/bfloat16/float16 CUDA tensors as Triton template "
+                "kernels (tiles of tl.dot) with the pointwise ops reading their result fused in: 'auto' where "
+                "the template, its tiles measured, is faster than the vendor library's (cuBLAS) on the example "
+                "sizes (the choice kept in <cache_dir>/autotune; under TRITON_INTERPRET=1, where nothing can "
+                "be timed, always), 'always', 'never' (ATen calls)"})
     compile_threads: int = field(default=0, metadata={
         "help": "threads compiling a new graph's Triton kernels at once, before its first call "
                 "(0: one per CPU, at most 8; 1: each kernel compiled by triton at its first launch, one after another)"})

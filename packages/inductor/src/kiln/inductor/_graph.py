@@ -33,6 +33,7 @@ from kiln.symshapes import FloorDiv, Mod
 from . import (  # noqa: F401 - they register their rules
     _lower_concat,
     _lower_indexing,
+    _lower_matmul,
     _lower_random,
     _lower_reductions,
     _lower_scan,
@@ -44,6 +45,7 @@ from ._ir import (
     ComputedBuffer,
     ExternBuffer,
     InputBuffer,
+    Matmul,
     Pointwise,
     Reduction,
     RuntimeScalar,
@@ -115,9 +117,11 @@ def shape_env(gm: GraphModule) -> Any:
 
 
 class _Lowering(LoweringContext):
-    def __init__(self, gm: GraphModule, policy: FusionPolicy) -> None:
+    def __init__(self, gm: GraphModule, policy: FusionPolicy,
+                 matmul_choice: Callable[[Matmul, tuple[sympy.Expr, ...], torch.dtype, str], bool] | None = None) -> None:
         self.gm = gm
         self.policy = policy
+        self._matmul_choice = matmul_choice
         self.buffers: list[Buffer] = []
         self.by_name: dict[str, Buffer] = {}
         self.fallbacks: dict[str, str] = {}
@@ -228,6 +232,18 @@ class _Lowering(LoweringContext):
         body = Reduction(reduction_type, tuple(reduced), loader, src_dtype, online)
         buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin()))
         return buffer.value()
+
+    def matmul(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, body: Matmul) -> TensorValue:
+        """A new matrix product buffer (``_ir.Matmul``)."""
+        buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin()))
+        return buffer.value()
+
+    def matmul_choice(self, body: Matmul, sizes: tuple[sympy.Expr, ...], dtype: torch.dtype) -> bool:
+        """Whether the product ``body`` becomes a template kernel: ``policy.matmul_templates``
+        ``"always"``, or ``"auto"`` and the compile's chooser says so (none: always)."""
+        if self.policy.matmul_templates == "always" or self._matmul_choice is None:
+            return self.policy.matmul_templates != "off"
+        return self._matmul_choice(body, sizes, dtype, self.device)
 
     def fresh(self, value: TensorValue) -> TensorValue:
         """A new buffer holding ``value``'s elements, its own (never shared with another value,
@@ -756,17 +772,21 @@ def _map_values(value: Any, fn: Callable[[TensorValue], Any]) -> Any:
     return value
 
 
-def lower_graph(gm: GraphModule, policy: FusionPolicy | None = None) -> LoweredGraph:
+def lower_graph(gm: GraphModule, policy: FusionPolicy | None = None,
+                matmul_choice: Callable[[Matmul, tuple[sympy.Expr, ...], torch.dtype, str], bool] | None = None
+                ) -> LoweredGraph:
     """The loop-level IR of an ATen graph (see the module docstring); lowered again without
-    layout optimization where it would change what the graph reads (``_layout``)."""
+    layout optimization where it would change what the graph reads (``_layout``).
+    ``matmul_choice(body, sizes, dtype, device)``: under ``policy.matmul_templates == "auto"``,
+    whether a matrix product becomes a template kernel (``_lower_matmul``)."""
     policy = policy or FusionPolicy()
     try:
-        return _Lowering(gm, policy).run()
+        return _Lowering(gm, policy, matmul_choice).run()
     except LayoutConflict as why:
         if not policy.layout_optimization:
             raise
         _log.info("kiln.inductor: the graph keeps eager's layout: %s", why)
-        return _Lowering(gm, dataclasses.replace(policy, layout_optimization=False)).run()
+        return _Lowering(gm, dataclasses.replace(policy, layout_optimization=False), matmul_choice).run()
 
 
 def _storage_size(val: torch.Tensor) -> sympy.Expr | None:

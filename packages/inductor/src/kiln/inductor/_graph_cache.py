@@ -317,10 +317,12 @@ def cache_identity(config: InductorConfig) -> list[Any]:
     """What every key of a graph compiled with ``config`` shares: the record version, kiln's
     sources, the torch and Python versions, the C++ compiler, its version and flags, the ISA,
     and the config (less where the cache is and the CUDA graph fields); with ``max_autotune``,
-    the GPUs."""
+    the GPUs and whether float32 matrix products may use TF32 (a template's ``tl.dot`` follows it)."""
     identity = [_RECORD_VERSION, _build_identity(), _config_fields(config)]
     if config.max_autotune:  # the wrapper holds launches measured on these GPUs
         identity.append(_gpu_identity())
+        # and maybe matmul templates, whose float32 products are as precise as torch allows then
+        identity.append(bool(torch.backends.cuda.matmul.allow_tf32))
     return identity
 
 

@@ -14,7 +14,8 @@ Buffers (what exists in memory at run time):
   reduced range). Stored contiguously, unless it is a graph output (eager's layout) or an
   input mutation (``into``: the kernel writes the input's memory, with its strides).
   A ``Scatter`` body writes another buffer (``into``) at computed places instead of its own
-  elements, and a ``Scan`` body folds along one dimension, storing every partial result.
+  elements, and a ``Scan`` body folds along one dimension, storing every partial result. A
+  ``Matmul`` body is a matrix product of two buffers in memory (a Triton template kernel).
 - ``ExternBuffer``: the result of an ATen call in the wrapper (matrix products,
   convolutions, and every op without a lowering); its layout is the traced one (the wrapper
   copies into it when the call returns another).
@@ -32,7 +33,8 @@ from typing import Any
 import sympy
 import torch
 
-__all__ = ["SEED", "Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Pointwise", "Reduction",
+__all__ = ["SEED", "Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Matmul", "Pointwise",
+           "Reduction",
            "RuntimeScalar", "Scan", "Scatter", "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
 
 Loader = Callable[[Sequence[sympy.Expr], Any], Any]
@@ -164,9 +166,41 @@ class Scan:
     acc_dtype: torch.dtype
 
 
+# the reduced index of a matrix product's operands (``Matmul.reads``)
+MATMUL_K = sympy.Symbol("kk", integer=True, nonnegative=True)
+
+
+@dataclass(slots=True)
+class Matmul:
+    """A matrix product: element ``[m, n]`` of a buffer of sizes ``(M, N)`` (``[b, m, n]`` of
+    ``(B, M, N)``) is the sum over ``k < K`` of ``a[b, m, k] * b[b, k, n]``, accumulated in
+    float32 and rounded once to the buffer's dtype. ``a`` and ``b`` are windows of buffers in
+    memory, ``(name, strides, offset)``, their strides over (batch, rows, columns): a batch
+    stride is 0 for an operand shared by every batch. ``precision``: ``tl.dot``'s
+    ``input_precision`` for float32 operands (``"ieee"``: full float32 products, as torch's
+    default; ``"tf32"`` where torch allows TF32). A Triton template's kernel (``triton._template``):
+    tiles of the result, each a loop over ``K`` of ``tl.dot``; the pointwise stages that read
+    the result only at their own ``[m, n]`` join it as its epilogue (``_scheduler``)."""
+
+    a: tuple[str, tuple[sympy.Expr, ...], sympy.Expr]
+    b: tuple[str, tuple[sympy.Expr, ...], sympy.Expr]
+    k: sympy.Expr
+    operand_dtype: torch.dtype
+    precision: str = "ieee"
+
+    def reads(self, index: Sequence[sympy.Expr], ops: Any) -> None:
+        """Record the operands' loads for element ``index`` (of the buffer's sizes), over the
+        reduced index ``MATMUL_K``."""
+        *batch, m, n = index
+        b = batch[0] if batch else sympy.S.Zero
+        (a_name, sa, oa), (b_name, sb, ob) = self.a, self.b
+        ops.load(a_name, sympy.expand(oa + b * sa[0] + m * sa[1] + MATMUL_K * sa[2]), self.operand_dtype)
+        ops.load(b_name, sympy.expand(ob + b * sb[0] + MATMUL_K * sb[1] + n * sb[2]), self.operand_dtype)
+
+
 @dataclass(slots=True, eq=False)
 class ComputedBuffer(Buffer):
-    body: Pointwise | Reduction | Scatter | Scan | None = None
+    body: Pointwise | Reduction | Scatter | Scan | Matmul | None = None
     origins: list[str] = field(default_factory=list)  # the ATen nodes it computes, for comments
     layout_strides: tuple[sympy.Expr, ...] | None = None  # a graph output's eager layout; else contiguous
     # the buffer whose memory it writes, laid out as it is: a graph input (an input mutation,

@@ -17,7 +17,7 @@ from typing import Any
 import sympy
 import torch
 
-from ._ir import TensorValue, contiguous_strides, sym
+from ._ir import TensorValue, contiguous_strides, flat_index, sym
 from ._lowering import Fallback, LoweringContext, register
 
 __all__: list[str] = []
@@ -188,6 +188,29 @@ def _view_strides(sizes: Sequence[sympy.Expr], strides: Sequence[sympy.Expr],
     return [sympy.Integer(v) for v in out] if view_d == -1 else None
 
 
+def _splits(old: Sequence[sympy.Expr], new: Sequence[sympy.Expr]) -> list[tuple[int, int]] | None:
+    """For a reshape that only splits dimensions (each old dimension the product of a run of
+    consecutive new ones, size-1 dimensions going with the run after them): each old
+    dimension's run ``(start, end)`` of new dimensions; None for any other reshape (one
+    that merges dimensions, or whose sizes do not provably match)."""
+    if not old or len(new) <= len(old):
+        return None
+    groups: list[tuple[int, int]] = []
+    at = 0
+    for k, size in enumerate(old):
+        start, product = at, sympy.S.One
+        while at < len(new) and (at == start or sympy.expand(product - size) != 0):
+            product *= new[at]
+            at += 1
+        if k == len(old) - 1:  # trailing size-1 dimensions go with the last run
+            while at < len(new) and new[at] == 1:
+                at += 1
+        if sympy.expand(product - size) != 0:
+            return None
+        groups.append((start, at))
+    return groups if at == len(new) else None
+
+
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 def _view(ctx: LoweringContext, node: Any, x: TensorValue, size: Sequence[Any]) -> TensorValue:
     sizes = _out_sizes(node)
@@ -195,6 +218,12 @@ def _view(ctx: LoweringContext, node: Any, x: TensorValue, size: Sequence[Any]) 
         strides = _view_strides(x.sizes, x.view[1], sizes)
         if strides is not None:
             return TensorValue.strided(x.view[0], sizes, strides, x.view[2], x.dtype)
+    groups = _splits(x.sizes, sizes)
+    if x.view is None and groups is not None:
+        # each old dimension split into consecutive new ones (a product's (B * T, N) rows read
+        # as (B, T, N)): the old index is the flat index over its group, sums of products
+        return _remap(x, sizes, lambda index: [flat_index(index[a:b], contiguous_strides(sizes[a:b]))
+                                               for a, b in groups])
     # not a view of memory as it is laid out: computed (or copied) contiguously first, then
     # viewed; remapping the index through the flat offset instead costs floor and Mod of
     # symbolic sizes in every load, which sympy simplifies slowly and C++ computes slowly

@@ -53,7 +53,8 @@ class LoweringContext(Protocol):
     a buffer), ``reduction(...)`` (a new reduction buffer), ``storage_base(value)`` (the buffer
     a window reads and that buffer's offset in its storage, or None), ``fresh(value)`` (a new
     buffer of its own), ``scatter(...)`` (a step writing such a buffer at loaded places) and
-    ``scan(...)`` (a new scan buffer), ``hint(size)`` (a size's value on the example inputs,
+    ``scan(...)`` (a new scan buffer), ``matmul(...)`` (a new matrix product buffer) and
+    ``matmul_choice(...)`` (whether a product becomes one: ``_lower_matmul``), ``hint(size)`` (a size's value on the example inputs,
     None where none decides it); ``language``: the code generator of the node being lowered
     (``"cpp"`` or ``"triton"``), for the rules whose kernels only C++ has."""
 
@@ -77,6 +78,10 @@ class LoweringContext(Protocol):
 
     def scan(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, scan_type: str, dim: int,
              loader: Callable[..., Any], acc_dtype: torch.dtype) -> TensorValue: ...
+
+    def matmul(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, body: Any) -> TensorValue: ...
+
+    def matmul_choice(self, body: Any, sizes: tuple[sympy.Expr, ...], dtype: torch.dtype) -> bool: ...
 
 
 def register(*ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

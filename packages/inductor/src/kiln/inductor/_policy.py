@@ -45,3 +45,7 @@ class FusionPolicy:
     cpu_backend: str = field(default="cpp", metadata={
         "help": "the code generator for CPU tensors: 'cpp', or 'triton' (Triton's interpreter, "
                 "TRITON_INTERPRET=1: how CI tests the Triton code generator without a GPU)"})
+    matmul_templates: str = field(default="off", metadata={
+        "help": "mm/addmm/bmm of Triton tensors as template kernels (``_ir.Matmul``) with their pointwise "
+                "readers fused as epilogues: 'off' (ATen calls), 'auto' (where the compile's measurement "
+                "says the template is faster than the vendor library; max-autotune), 'always'"})

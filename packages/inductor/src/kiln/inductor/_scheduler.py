@@ -27,6 +27,13 @@ reading the input are placed as readers of what it wrote.
 A reduction result read only inside its kernel stays a local variable of the loop
 (``Stage.local``): no memory.
 
+A matrix product (``_ir.Matmul``, a Triton template) starts a kernel of its own, its outer
+range the result's rows, its inner one the columns; only pointwise stages over the same
+columns join it (its epilogue: each program computes a tile of rows and columns, so no stage
+may fold a whole row), reading the product only at their own element. The first such stage
+may view the rows as several dimensions (a linear layer's ``(batch * tokens, features)``
+product read as ``(batch, tokens, features)``): the kernel's outer range becomes those.
+
 A scatter (``_ir.Scatter``) or a scan (``_ir.Scan``) is a kernel of its own: a scatter's
 places are known only as it runs (no outer iteration owns an element), and it runs after
 the kernel that fills the buffer it writes; a scan is serial along its dimension, its outer
@@ -42,7 +49,18 @@ from typing import Any
 import sympy
 
 from ._graph import LoweredGraph
-from ._ir import ComputedBuffer, ExternBuffer, Reduction, Scan, Scatter, flat_index, loop_vars
+from ._ir import (
+    ComputedBuffer,
+    ExternBuffer,
+    Matmul,
+    Pointwise,
+    Reduction,
+    Scan,
+    Scatter,
+    contiguous_strides,
+    flat_index,
+    loop_vars,
+)
 from ._ops import ReadsOps, has_indirect
 from ._policy import FusionPolicy
 
@@ -68,6 +86,11 @@ class Kernel:
     def buffers(self) -> list[str]:
         return [s.buffer.name for s in self.stages]
 
+    @property
+    def template(self) -> bool:
+        """Whether it is a matrix product's template kernel (its first stage an ``_ir.Matmul``)."""
+        return bool(self.stages) and isinstance(self.stages[0].buffer.body, Matmul)
+
 
 def _non_one(sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
     return [s for s in sizes if s != 1]
@@ -91,6 +114,8 @@ def reads_of(stage: Stage, outer_vars: Sequence[sympy.Symbol]) -> list[Any]:
     elif isinstance(body, Scatter):
         body.target(stage.index, ops)
         body.loader(stage.index, ops)
+    elif isinstance(body, Matmul):
+        body.reads(stage.index, ops)
     else:
         body.loader(stage.index, ops)
     stage.reads = ops.reads
@@ -198,6 +223,8 @@ def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Ke
         last = steps[-1] if steps else None
         if policy.fuse and _joinable(last, buffer):
             stage = _place(buffer, last.outer)
+            if stage is None and last.template:
+                stage = _reshape_template(last, buffer, written)
             if stage is not None and _fits(last, stage, written):
                 last.stages.append(stage)
                 written.update(_written(stage))
@@ -212,8 +239,35 @@ def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Ke
 
 
 def _joinable(kernel: Kernel | ExternBuffer | None, buffer: ComputedBuffer) -> bool:
-    return isinstance(kernel, Kernel) and kernel.device == buffer.device and not serial(buffer) \
-        and not serial(kernel.stages[0].buffer)
+    if not isinstance(kernel, Kernel) or kernel.device != buffer.device or serial(buffer) \
+            or serial(kernel.stages[0].buffer) or isinstance(buffer.body, Matmul):
+        return False
+    # a template's tiles hold part of each row: only elementwise stages over its columns
+    return not kernel.template or (isinstance(buffer.body, Pointwise) and buffer.into is None
+                                   and _non_one(buffer.sizes)[-1:] == list(kernel.stages[0].inner))
+
+
+def _reshape_template(kernel: Kernel, buffer: ComputedBuffer, written: dict[str, Stage]) -> Stage | None:
+    """``buffer`` as the first epilogue stage of the template ``kernel`` (only its product
+    so far, not batched) when its sizes split the product's rows into several dimensions
+    (``(B, T, N)`` for rows ``B * T``): the kernel's outer range becomes ``(B, T)`` and the
+    product's row the flat index over them; None (the kernel unchanged) otherwise."""
+    first = kernel.stages[0]
+    sizes = _non_one(buffer.sizes)
+    if len(kernel.stages) != 1 or len(kernel.outer) != 1 or len(_non_one(first.buffer.sizes)) != 2 \
+            or len(sizes) < 3 or sympy.expand(sympy.Mul(*sizes[:-1]) - kernel.outer[0]) != 0:
+        return None
+    outer = tuple(sizes[:-1])
+    row = flat_index(loop_vars("x", len(outer)), contiguous_strides(outer))
+    index = [sympy.S.Zero if s == 1 else row for s in first.buffer.sizes[:-1]] + [first.index[-1]]
+    product = Stage(first.buffer, first.inner, index)
+    reshaped = Kernel(kernel.name, outer, [product], kernel.device)
+    stage = _place(buffer, outer)
+    if stage is None or not _fits(reshaped, stage, {first.buffer.name: product}):
+        return None
+    kernel.outer, kernel.stages[0] = outer, product
+    written[first.buffer.name] = product
+    return stage
 
 
 def _join_before(steps: list[Kernel | ExternBuffer], buffer: ComputedBuffer) -> bool:
@@ -223,7 +277,7 @@ def _join_before(steps: list[Kernel | ExternBuffer], buffer: ComputedBuffer) -> 
     ([partials 1, results 1, partials 2, results 2]); this puts the partials of sums over the
     same rows (a norm's weight and bias gradients) in one kernel, and so their results."""
     if len(steps) < 2 or buffer.into is not None or not isinstance(steps[-1], Kernel) \
-            or not _joinable(steps[-2], buffer):
+            or not _joinable(steps[-2], buffer) or steps[-2].template:
         return False
     kernel = steps[-2]
     stage = _place(buffer, kernel.outer)
@@ -240,7 +294,8 @@ def _join_before(steps: list[Kernel | ExternBuffer], buffer: ComputedBuffer) -> 
 
 
 def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:
-    """Reduction results read only by later stages of their own kernel stay in registers."""
+    """Reduction results (and a template's product) read only by later stages of their own
+    kernel stay in registers."""
     readers = step_readers(steps)
     outputs = output_buffers(graph)
     for k, step in enumerate(steps):
@@ -248,7 +303,8 @@ def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> Non
             continue
         for stage in step.stages:
             name = stage.buffer.name
-            if isinstance(stage.buffer.body, Reduction) and name not in outputs and readers.get(name, set()) <= {k}:
+            if isinstance(stage.buffer.body, (Reduction, Matmul)) and name not in outputs \
+                    and readers.get(name, set()) <= {k}:
                 stage.local = True
 
 

@@ -56,6 +56,7 @@ from .._ir import SEED, Buffer, InputBuffer
 from ._kernel import TritonKernel, _next_pow2
 from ._precompile import compile_in_parallel
 from ._runtime import HEADER, interpreting
+from ._template import template_candidates
 
 __all__ = ["AutotunePolicy", "TuneResult", "candidates", "device_identity", "size_hint", "tune"]
 
@@ -104,7 +105,8 @@ def _clip(warps: int, high: int = 32) -> int:
 
 def candidates(launch: TritonKernel, xnumel: int, policy: AutotunePolicy | None = None) -> list[dict[str, int]]:
     """The launch configurations of ``launch`` worth measuring when its programs share
-    ``xnumel`` (hinted) elements or rows: the heuristic's first (see the module docstring)."""
+    ``xnumel`` (hinted) elements or rows: the heuristic's first (see the module docstring;
+    a template's tiles are ``_template.template_candidates``)."""
     policy = policy or AutotunePolicy()
     out: list[dict[str, int]] = [dict(launch.meta)]
     cap = _next_pow2(max(xnumel, 1))
@@ -221,15 +223,19 @@ def _key(launch: TritonKernel, device: str, buffers: dict[str, Buffer], hint: Ca
     return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:40]
 
 
-def _grid(launch: TritonKernel, xnumel: int, meta: dict[str, int]) -> tuple[int]:
-    return (max(1, -(-xnumel // meta["XBLOCK"])),)
+Grid = Callable[[dict[str, int]], tuple[int]]
 
 
-def _launch(fn: Any, launch: TritonKernel, xnumel: int, args: list[Any], meta: dict[str, int]) -> None:
-    fn[_grid(launch, xnumel, meta)](*args, **meta)
+def grid_of(launch: TritonKernel, hint: Callable[[Any], int]) -> Grid:
+    """``grid(meta)``: the programs of ``launch`` with ``meta`` on the hinted sizes."""
+    return lambda meta: (max(1, hint(launch.programs_for(meta))),)
 
 
-def _interpreted_times(fn: Any, launch: TritonKernel, xnumel: int, make_args: Callable[[], list[Any]],
+def _launch(fn: Any, grid: Grid, args: list[Any], meta: dict[str, int]) -> None:
+    fn[grid(meta)](*args, **meta)
+
+
+def _interpreted_times(fn: Any, launch: TritonKernel, grid: Grid, make_args: Callable[[], list[Any]],
                        cands: list[dict[str, int]]) -> list[float | None]:
     """Under the interpreter: each candidate run once on the same scratch inputs; its
     results must be the first's (the heuristic's); its stand-in time, its programs."""
@@ -239,7 +245,7 @@ def _interpreted_times(fn: Any, launch: TritonKernel, xnumel: int, make_args: Ca
     for meta in cands:
         args = make_args()
         try:
-            _launch(fn, launch, xnumel, args, meta)
+            _launch(fn, grid, args, meta)
         except Exception as error:  # a candidate that does not run is dropped, loudly
             _log.warning("kiln.inductor: %s with %s failed under the interpreter: %s", launch.name, meta, error)
             times.append(None)
@@ -252,7 +258,7 @@ def _interpreted_times(fn: Any, launch: TritonKernel, xnumel: int, make_args: Ca
                          cands[0])
             times.append(None)
             continue
-        times.append(float(_grid(launch, xnumel, meta)[0]))
+        times.append(float(grid(meta)[0]))
     return times
 
 
@@ -268,24 +274,24 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.allclose(a.double(), b.double(), rtol=rtol, atol=atol, equal_nan=True)
 
 
-def _compile_all(fn: Any, launch: TritonKernel, xnumel: int, args: list[Any], cands: list[dict[str, int]],
+def _compile_all(fn: Any, grid: Grid, args: list[Any], cands: list[dict[str, int]],
                  policy: AutotunePolicy) -> None:
     """Compile every candidate before any is timed, in parallel (``_precompile``). A candidate
     that fails here fails again when it is timed, and is dropped then."""
-    calls = [lambda meta=meta: fn.warmup(*args, grid=_grid(launch, xnumel, meta), **meta) for meta in cands]
+    calls = [lambda meta=meta: fn.warmup(*args, grid=grid(meta), **meta) for meta in cands]
     compile_in_parallel(calls, policy.compile_workers, torch.cuda.current_device())
 
 
-def _gpu_times(fn: Any, launch: TritonKernel, xnumel: int, args: list[Any], cands: list[dict[str, int]],
+def _gpu_times(fn: Any, launch: TritonKernel, grid: Grid, args: list[Any], cands: list[dict[str, int]],
                policy: AutotunePolicy) -> list[float | None]:
     """On a GPU: the candidates compiled in parallel, then each timed (median milliseconds)."""
     import triton.testing
 
-    _compile_all(fn, launch, xnumel, args, cands, policy)
+    _compile_all(fn, grid, args, cands, policy)
     times: list[float | None] = []
     for meta in cands:
         try:
-            times.append(float(triton.testing.do_bench(lambda meta=meta: _launch(fn, launch, xnumel, args, meta),
+            times.append(float(triton.testing.do_bench(lambda meta=meta: _launch(fn, grid, args, meta),
                                                        warmup=policy.warmup_ms, rep=policy.rep_ms,
                                                        return_mode="median")))
         except Exception as error:  # out of resources, a compile error: not a candidate
@@ -294,17 +300,17 @@ def _gpu_times(fn: Any, launch: TritonKernel, xnumel: int, args: list[Any], cand
     return times
 
 
-def _time_candidates(fn: Any, launch: TritonKernel, device: str, xnumel: int,
+def _time_candidates(fn: Any, launch: TritonKernel, device: str, grid: Grid,
                      make_args: Callable[[], list[Any]], cands: list[dict[str, int]],
                      policy: AutotunePolicy) -> list[float | None]:
     """Each candidate's time (None: dropped): measured on a GPU, the stand-in under the
     interpreter."""
     if device.startswith("cuda"):
         with torch.cuda.device(torch.device(device)):
-            return _gpu_times(fn, launch, xnumel, make_args(), cands, policy)
+            return _gpu_times(fn, launch, grid, make_args(), cands, policy)
     if not interpreting():
         raise ValueError(f"Triton kernels on {device} tensors run only under TRITON_INTERPRET=1")
-    return _interpreted_times(fn, launch, xnumel, make_args, cands)
+    return _interpreted_times(fn, launch, grid, make_args, cands)
 
 
 def choose(cands: list[dict[str, int]], times: list[float | None]) -> dict[str, int] | None:
@@ -327,7 +333,11 @@ def tune(launch: TritonKernel, fn: Any, device: str, buffers: dict[str, Buffer],
     xnumel = hint(launch.xnumel)
     if xnumel <= 0:
         return None
-    cands = candidates(launch, xnumel, policy)
+    if launch.tiles is not None:
+        _, m, n = (hint(size) for size in launch.tiles)
+        cands = template_candidates(launch.meta, m, n, launch.dot_dtype)[:policy.max_candidates]
+    else:
+        cands = candidates(launch, xnumel, policy)
 
     def make_args() -> list[Any]:
         return [_SCRATCH_SEED if p.name == SEED.name else hint(p.name) if p.kind == "size"
@@ -339,7 +349,7 @@ def tune(launch: TritonKernel, fn: Any, device: str, buffers: dict[str, Buffer],
         launch.meta = dict(cands[cands.index(record["chosen"])])
         return TuneResult(launch.name, key, cands, record.get("timings", []), launch.meta, True, 0,
                           time.perf_counter() - start)
-    times = _time_candidates(fn, launch, device, xnumel, make_args, cands, policy)
+    times = _time_candidates(fn, launch, device, grid_of(launch, hint), make_args, cands, policy)
     chosen = choose(cands, times)
     if chosen is None:
         _log.warning("kiln.inductor: no launch of %s ran while autotuning; it keeps the heuristic's", launch.name)

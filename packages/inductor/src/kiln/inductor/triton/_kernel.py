@@ -48,6 +48,7 @@ from ._online import online_softmax, welford
 from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
 from ._scan import scan_lines
 from ._scatter import scatter_lines
+from ._template import render_template, template_launch, tiles
 
 __all__ = ["TritonKernel", "render_kernel"]
 
@@ -78,11 +79,22 @@ class TritonKernel:
     width: int | None = None
     checks: bool = False  # it checks loaded indices (a device-side assert)
     columns: bool = False  # a row kernel whose loads are contiguous across rows, strided along one (``_columns``)
+    tiles: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None  # a template's (batches, rows, columns)
+    dot_dtype: torch.dtype | None = None  # a template's operands' dtype
 
     @property
     def programs(self) -> sympy.Expr:
-        """How many programs to launch (over the size symbols), for ``meta``'s ``XBLOCK``."""
-        block = self.meta["XBLOCK"]
+        """How many programs to launch (over the size symbols), for ``meta``."""
+        return self.programs_for(self.meta)
+
+    def programs_for(self, meta: dict[str, int]) -> sympy.Expr:
+        """How many programs a launch with ``meta`` takes: one per ``XBLOCK`` rows or
+        elements; a template's, one per tile of ``XBLOCK`` rows and ``RBLOCK`` columns."""
+        if self.tiles is not None:
+            batch, m, n = self.tiles
+            return batch * FloorDiv(m + meta["XBLOCK"] - 1, meta["XBLOCK"]) \
+                * FloorDiv(n + meta["RBLOCK"] - 1, meta["RBLOCK"])
+        block = meta["XBLOCK"]
         return FloorDiv(self.xnumel + block - 1, block)
 
 
@@ -288,6 +300,8 @@ def _groups(stages: list[Stage]) -> list[list[Stage]]:
 def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> TritonKernel:
     """The Triton function computing ``kernel`` (see the module docstring); ``dtypes``: every
     buffer's dtype, by name."""
+    if kernel.template:
+        return _render_template(kernel, policy, dtypes)
     outer_vars = loop_vars("x", len(kernel.outer))
     inner_sets = {s.inner for s in kernel.stages}
     scatter = any(isinstance(s.buffer.body, Scatter) for s in kernel.stages)  # alone in its kernel
@@ -331,6 +345,15 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         for s in kernel.stages:
             for size in s.inner:
                 writer.symbols |= sympy.sympify(size).free_symbols
+    constexprs = ["XBLOCK"] + ([] if flat else ["RBLOCK"])
+    code, params, checks = _function(kernel, writer, body, constexprs, dtypes)
+    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns)
+
+
+def _function(kernel: Kernel, writer: _Writer, body: list[str], constexprs: list[str],
+              dtypes: dict[str, torch.dtype]) -> tuple[str, list[Param], bool]:
+    """The ``@triton.jit`` function of ``body``: its source, its parameters (the buffers it
+    writes, then those it reads, then its size symbols), and whether it checks indices."""
     for size in kernel.outer:
         writer.symbols |= sympy.sympify(size).free_symbols
     loop_names = {v for v in writer.symbols if v.name in writer.dims}
@@ -338,8 +361,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     params = [Param(n, "out", d) for n, d in sorted(writer.writes.items())]
     params += [Param(n, "in", dtypes[n]) for n in sorted(writer.reads - set(writer.writes))]
     params += [Param(v.name, "size") for v in symbols]
-    constexprs = ["XBLOCK: tl.constexpr"] + ([] if flat else ["RBLOCK: tl.constexpr"])
-    signature = ", ".join([*(p.name for p in params), *constexprs])
+    signature = ", ".join([*(p.name for p in params), *(f"{c}: tl.constexpr" for c in constexprs)])
     options = []
     checks = any("kiln_index_check" in line for line in body)
     if checks:
@@ -348,7 +370,18 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         options.append(f"do_not_specialize=[{SEED.name!r}]")
     decorator = f"@triton.jit({', '.join(options)})" if options else "@triton.jit"
     code = "\n".join([decorator, f"def {kernel.name}({signature}):", *_indent(body)])
-    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns)
+    return code, params, checks
+
+
+def _render_template(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> TritonKernel:
+    """A matrix product's template kernel with its epilogue (``_template``)."""
+    batch, m, n = tiles(kernel)
+    writer, body = render_template(kernel, policy, dtypes)
+    code, params, checks = _function(kernel, writer, body, ["XBLOCK", "RBLOCK", "KBLOCK", "GROUP_M"], dtypes)
+    dtype = kernel.stages[0].buffer.body.operand_dtype
+    meta = template_launch(_static(m), _static(n), dtype)
+    return TritonKernel(kernel.name, code, params, meta, "template", batch * m, None, checks, False, (batch, m, n),
+                        dtype)
 
 
 def _rows_body(kernel: Kernel, policy: FusionPolicy, pid: str, persistent: bool) -> tuple[_Writer, list[str]]:
