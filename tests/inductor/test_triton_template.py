@@ -248,3 +248,25 @@ def test_gpu_auto_choice_is_measured_and_right(graphs, options, dtype, caplog):
     (graph,) = graphs
     assert _templates(graph) + graph.externs == 1
     assert _autotune is not None
+
+
+def test_auto_credits_an_elementwise_reader(graphs, options, monkeypatch):
+    """``"auto"`` asks whether the product has an elementwise reader (through reshapes), which
+    its measurement credits to the template; a product declined is an ATen call."""
+    from kiln.inductor.triton import _template_choice
+
+    asked = []
+
+    def decline(body, sizes, dtype, device, hint, store, config, epilogue=False, policy=None):
+        asked.append(epilogue)
+        return False
+
+    monkeypatch.setattr(_template_choice, "template_wins", decline)
+    options = {**options, "inductor.matmul_templates": "auto"}
+    a, b = _whole(33, 40), _whole(40, 50)
+    x, w, bias = _whole(2, 24, 48), _whole(40, 48), _whole(40)
+    for fn, args in [(lambda a, b: torch.relu(a @ b), (a, b)), (lambda a, b: a @ b, (a, b)),
+                     (lambda x, w, b: F.gelu(F.linear(x, w, b)), (x, w, bias))]:
+        torch.testing.assert_close(kiln.compile(fn, options=options)(*args), fn(*args))
+    assert asked == [True, False, True]
+    assert [(g.externs, _templates(g)) for g in graphs] == [(1, 0), (1, 0), (1, 0)]

@@ -158,9 +158,9 @@ def _matmul_chooser(gm: GraphModule, config: InductorConfig) -> Any:
     store = EntryStore(cache_root(config), "autotune")
     hint = size_hint(shape_env(gm))
 
-    def choose(body: Any, sizes: Any, dtype: Any, device: str) -> bool:
+    def choose(body: Any, sizes: Any, dtype: Any, device: str, epilogue: bool) -> bool:
         try:
-            return template_wins(body, sizes, dtype, device, hint, store, config)
+            return template_wins(body, sizes, dtype, device, hint, store, config, epilogue)
         except Exception:  # an error of kiln's: the ATen call is as correct
             _log.warning("kiln.inductor: measuring a matmul template failed; the product stays an ATen call",
                          exc_info=True)

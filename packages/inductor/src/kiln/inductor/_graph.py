@@ -118,7 +118,7 @@ def shape_env(gm: GraphModule) -> Any:
 
 class _Lowering(LoweringContext):
     def __init__(self, gm: GraphModule, policy: FusionPolicy,
-                 matmul_choice: Callable[[Matmul, tuple[sympy.Expr, ...], torch.dtype, str], bool] | None = None) -> None:
+                 matmul_choice: Callable[[Matmul, tuple[sympy.Expr, ...], torch.dtype, str, bool], bool] | None = None) -> None:
         self.gm = gm
         self.policy = policy
         self._matmul_choice = matmul_choice
@@ -238,12 +238,13 @@ class _Lowering(LoweringContext):
         buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin()))
         return buffer.value()
 
-    def matmul_choice(self, body: Matmul, sizes: tuple[sympy.Expr, ...], dtype: torch.dtype) -> bool:
+    def matmul_choice(self, body: Matmul, sizes: tuple[sympy.Expr, ...], dtype: torch.dtype, epilogue: bool) -> bool:
         """Whether the product ``body`` becomes a template kernel: ``policy.matmul_templates``
-        ``"always"``, or ``"auto"`` and the compile's chooser says so (none: always)."""
+        ``"always"``, or ``"auto"`` and the compile's chooser says so (none: always);
+        ``epilogue``: an elementwise op reads it (the chooser credits the template)."""
         if self.policy.matmul_templates == "always" or self._matmul_choice is None:
             return self.policy.matmul_templates != "off"
-        return self._matmul_choice(body, sizes, dtype, self.device)
+        return self._matmul_choice(body, sizes, dtype, self.device, epilogue)
 
     def fresh(self, value: TensorValue) -> TensorValue:
         """A new buffer holding ``value``'s elements, its own (never shared with another value,
@@ -773,11 +774,11 @@ def _map_values(value: Any, fn: Callable[[TensorValue], Any]) -> Any:
 
 
 def lower_graph(gm: GraphModule, policy: FusionPolicy | None = None,
-                matmul_choice: Callable[[Matmul, tuple[sympy.Expr, ...], torch.dtype, str], bool] | None = None
+                matmul_choice: Callable[[Matmul, tuple[sympy.Expr, ...], torch.dtype, str, bool], bool] | None = None
                 ) -> LoweredGraph:
     """The loop-level IR of an ATen graph (see the module docstring); lowered again without
     layout optimization where it would change what the graph reads (``_layout``).
-    ``matmul_choice(body, sizes, dtype, device)``: under ``policy.matmul_templates == "auto"``,
+    ``matmul_choice(body, sizes, dtype, device, epilogue)``: under ``policy.matmul_templates == "auto"``,
     whether a matrix product becomes a template kernel (``_lower_matmul``)."""
     policy = policy or FusionPolicy()
     try:

@@ -3,7 +3,9 @@
 Under ``FusionPolicy.matmul_templates`` (max-autotune), a product of Triton tensors (CUDA, or
 CPU ones under ``cpu_backend='triton'``) of float32, bfloat16 or float16 becomes a buffer with
 a ``Matmul`` body (``_ir``) where the lowering's ``matmul_choice`` says the template is worth
-it (on a GPU: measured against the vendor library, ``triton._template.choose``); otherwise,
+it (on a GPU: measured against the vendor library, ``triton._template_choice``, which credits
+the template with the pass over the result an elementwise reader would take after the
+library's call); otherwise,
 and always without the policy, it stays an ATen call (cuBLAS). ``addmm``'s ``beta * bias +
 alpha * product`` is a pointwise value over the product, so it, and what reads it elementwise
 (a GELU), fuse into the template's kernel as its epilogue (``_scheduler``).
@@ -57,9 +59,30 @@ def _product(ctx: LoweringContext, node: Any, a: TensorValue, b: TensorValue) ->
     a, b = ctx.realize(a), ctx.realize(b)
     precision = "tf32" if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32 else "ieee"
     body = Matmul(_window(a, batched), _window(b, batched), k, dtype, precision)
-    if not ctx.matmul_choice(body, sizes, dtype):
+    if not ctx.matmul_choice(body, sizes, dtype, _elementwise_reader(node)):
         raise Fallback("the vendor library's product measured faster than the template")
     return ctx.matmul(sizes, dtype, body)
+
+
+_RESHAPES = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
+
+
+def _elementwise_reader(node: Any) -> bool:
+    """Whether an elementwise op (ATen's ``pointwise`` tag) reads the product, directly or
+    through reshapes: an epilogue the template would fuse, which after the vendor library's
+    call is a pass over the result of its own."""
+    stack, seen = list(node.users), set()
+    while stack:
+        user = stack.pop()
+        if user in seen:
+            continue
+        seen.add(user)
+        target = getattr(user, "target", None)
+        if target in _RESHAPES:
+            stack.extend(user.users)
+        elif torch.Tag.pointwise in getattr(target, "tags", ()):
+            return True
+    return False
 
 
 @register(aten.mm.default, aten.bmm.default)
