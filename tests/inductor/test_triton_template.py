@@ -270,3 +270,36 @@ def test_auto_credits_an_elementwise_reader(graphs, options, monkeypatch):
         torch.testing.assert_close(kiln.compile(fn, options=options)(*args), fn(*args))
     assert asked == [True, False, True]
     assert [(g.externs, _templates(g)) for g in graphs] == [(1, 0), (1, 0), (1, 0)]
+
+
+def test_a_template_graph_from_the_graph_cache(graphs, options, monkeypatch):
+    """A new process state (kiln.reset) loads the graph, its template kernel and chosen tiles
+    included, from the whole-graph cache: nothing lowered or measured again."""
+    from kiln._config import config
+
+    monkeypatch.setattr(config, "graph_cache", True)
+    a, b = _whole(33, 40), _whole(40, 50)
+    fn = lambda a, b: torch.relu(a @ b) + 1  # noqa: E731
+    for _ in range(2):
+        kiln.reset()
+        torch.testing.assert_close(kiln.compile(fn, options=options)(a, b), fn(a, b), rtol=0, atol=0)
+    assert kiln.session().graph_cache.hits == 1 and len(graphs) == 1
+    assert graphs[0].autotuned and _templates(graphs[0]) == 1
+
+
+def test_one_operand_twice(graphs, options):
+    """``x @ x.t()``: both operands one buffer, read through two windows."""
+    x = _whole(40, 24)
+    fn = lambda x: (x @ x.t()) - 2  # noqa: E731
+    torch.testing.assert_close(kiln.compile(fn, options=options)(x), fn(x), rtol=0, atol=0)
+    (graph,) = graphs
+    assert (graph.kernels, graph.externs, _templates(graph)) == (1, 0, 1)
+
+
+def test_dynamic_batched_product(graphs, options):
+    fn = lambda a, b: torch.bmm(a, b).relu()  # noqa: E731
+    compiled = kiln.compile(fn, options=options, dynamic=True)
+    for batch, m in ((2, 20), (5, 33)):
+        a, b = _whole(batch, m, 32), _whole(batch, 32, 24)
+        torch.testing.assert_close(compiled(a, b), fn(a, b), rtol=0, atol=0)
+    assert len(graphs) == 1 and _templates(graphs[0]) == 1 and graphs[0].externs == 0
