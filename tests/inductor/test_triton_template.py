@@ -187,6 +187,29 @@ def test_small_or_other_dtypes_stay_aten_calls(graphs, options):
     assert [(g.externs, _templates(g)) for g in graphs] == [(1, 0), (1, 0)]
 
 
+@pytest.mark.skipif(CUDA, reason="CPU tensors' C++ kernels")
+def test_cpp_kernels_keep_aten_products(graphs, tmp_path):
+    """max-autotune with C++ kernels (CPU tensors, the default backend): no template."""
+    a, b = _whole(33, 40), _whole(40, 50)
+    fn = lambda a, b: torch.relu(a @ b)  # noqa: E731
+    options = {"inductor.max_autotune": True, "inductor.cache_dir": str(tmp_path)}
+    torch.testing.assert_close(kiln.compile(fn, options=options)(a, b), fn(a, b), rtol=0, atol=0)
+    (graph,) = graphs
+    assert graph.externs == 1 and graph.cpp_code and not graph.triton_code
+
+
+def test_tf32_products_when_torch_allows_them(graphs, options):
+    saved = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a, b = _whole(33, 40), _whole(40, 50)  # whole numbers of 3 bits: exact in TF32 too
+        fn = lambda a, b: (a @ b) * 3  # noqa: E731
+        torch.testing.assert_close(kiln.compile(fn, options=options)(a, b), fn(a, b), rtol=0, atol=0)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+    assert "input_precision='tf32'" in graphs[0].triton_code
+
+
 def test_a_reader_of_other_elements_gets_a_kernel_of_its_own(graphs, options):
     """A transpose of the product reads other elements than a tile holds: not an epilogue."""
     a, b = _whole(33, 40), _whole(40, 50)
