@@ -326,3 +326,14 @@ def test_dynamic_batched_product(graphs, options):
         a, b = _whole(batch, m, 32), _whole(batch, 32, 24)
         torch.testing.assert_close(compiled(a, b), fn(a, b), rtol=0, atol=0)
     assert len(graphs) == 1 and _templates(graphs[0]) == 1 and graphs[0].externs == 0
+
+
+def test_a_product_viewed_as_heads_is_stored_once(graphs, options):
+    """A fused q/k/v projection viewed as (batch, tokens, 3, heads, dim) and permuted: the bias
+    add stays the template's epilogue, stored once in the product's layout, and the heads are
+    views of it (no second kernel copying it into the permuted order)."""
+    x, w, bias = _whole(2, 24, 40), _whole(120, 40), _whole(120)
+    fn = lambda x, w, b: F.linear(x, w, b).view(2, 24, 3, 4, 10).permute(2, 0, 3, 1, 4)  # noqa: E731
+    torch.testing.assert_close(kiln.compile(fn, options=options)(x, w, bias), fn(x, w, bias), rtol=0, atol=0)
+    (graph,) = graphs
+    assert (graph.kernels, graph.externs, _templates(graph)) == (1, 0, 1)

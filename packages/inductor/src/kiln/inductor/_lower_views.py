@@ -218,10 +218,14 @@ def _view(ctx: LoweringContext, node: Any, x: TensorValue, size: Sequence[Any]) 
         strides = _view_strides(x.sizes, x.view[1], sizes)
         if strides is not None:
             return TensorValue.strided(x.view[0], sizes, strides, x.view[2], x.dtype)
-    groups = _splits(x.sizes, sizes)
-    if x.view is None and groups is not None:
+    groups = _splits(x.sizes, sizes) if x.view is None else None
+    if groups is not None and node.users and all(torch.Tag.pointwise in getattr(u.target, "tags", ())
+                                                 for u in node.users):
         # each old dimension split into consecutive new ones (a product's (B * T, N) rows read
-        # as (B, T, N)): the old index is the flat index over its group, sums of products
+        # as (B, T, N)) and read only elementwise (a GELU): the old index is the flat index
+        # over its group, sums of products, and the value stays fused with its readers; read
+        # by views (attention's heads permuted), it is computed into memory once, below, and
+        # they are views of it
         return _remap(x, sizes, lambda index: [flat_index(index[a:b], contiguous_strides(sizes[a:b]))
                                                for a, b in groups])
     # not a view of memory as it is laid out: computed (or copied) contiguously first, then
