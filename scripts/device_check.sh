@@ -9,6 +9,7 @@
 #   triton   the Triton, autotune, random and CUDA-graph tests on CUDA, launch overhead, then
 #            gpu_bench --quick in every mode ($OUT/gpu_bench.json)
 #   sweep    benchmarks/triton_sweep.py: launch configs of the memory-bound rows ($OUT/sweep.json)
+#   matmul   benchmarks/matmul_bench.py: matmul templates against torch's max-autotune ($OUT/matmul.json)
 #   tests-a / tests-b  the suite in two halves (tests/compile + tests/e2e; the rest), for when
 #            one call's 600 s are not enough for `tests`
 # Run through the device tool as:  scripts/device_check.sh tests harness demo   (carry .whl;
@@ -46,6 +47,7 @@ for step in "${steps[@]}"; do
       run gpu_bench 500 python3 benchmarks/gpu_bench.py --quick --modes default,reduce-overhead,max-autotune \
         --json "$out/gpu_bench.json" ;;
     sweep) run sweep 400 python3 benchmarks/triton_sweep.py --json "$out/sweep.json" ;;
+    matmul) run matmul 400 env KILN_LOGS=perf_hints python3 benchmarks/matmul_bench.py --json "$out/matmul.json" ;;
     harness) run harness 240 python3 -m benchmarks run --suite overhead,capture,kernels,models,recompiles \
                --device cuda --out "$out/harness.json" ;;
     scaling) run scaling 400 python3 -m benchmarks run --suite scaling --device cuda --out "$out/scaling.json" ;;

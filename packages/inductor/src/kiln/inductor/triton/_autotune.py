@@ -11,7 +11,10 @@ per program) around the heuristic's with half, the same and twice its warps; *lo
 blocks of 512 to 4096 elements of up to 4 rows, each with 1 and 2 pipeline stages (the
 only shape with a loop for ``num_stages`` to pipeline). At most
 ``AutotunePolicy.max_candidates``; blocks never exceed the (hinted) sizes' next power of two.
-The kernel's source is the same for all: only the launch (``TritonKernel.meta``) changes.
+A matrix product's template kernel (``_template``) has its own: tiles of rows, columns and
+``K`` steps with warps and pipeline stages (``_template.template_candidates``), its programs
+one per tile (``TritonKernel.programs_for``). The kernel's source is the same for all: only
+the launch (``TritonKernel.meta``) changes.
 
 **Measuring** (``tune``): on the real sizes (a symbolic size at its hint, the example's),
 on scratch tensors (``torch.empty_strided``'s layouts on the kernel's device; an input's
