@@ -187,10 +187,10 @@ def test_small_or_other_dtypes_stay_aten_calls(graphs, options):
     assert [(g.externs, _templates(g)) for g in graphs] == [(1, 0), (1, 0)]
 
 
-@pytest.mark.skipif(CUDA, reason="CPU tensors' C++ kernels")
 def test_cpp_kernels_keep_aten_products(graphs, tmp_path):
-    """max-autotune with C++ kernels (CPU tensors, the default backend): no template."""
-    a, b = _whole(33, 40), _whole(40, 50)
+    """max-autotune with C++ kernels (CPU tensors, the default backend; on a GPU machine too):
+    no template."""
+    a, b = _whole(33, 40).cpu(), _whole(40, 50).cpu()
     fn = lambda a, b: torch.relu(a @ b)  # noqa: E731
     options = {"inductor.max_autotune": True, "inductor.cache_dir": str(tmp_path)}
     torch.testing.assert_close(kiln.compile(fn, options=options)(a, b), fn(a, b), rtol=0, atol=0)

@@ -243,7 +243,7 @@ class _Lowering(LoweringContext):
         ``"always"``, or ``"auto"`` and the compile's chooser says so (none: always);
         ``epilogue``: an elementwise op reads it (the chooser credits the template)."""
         if self.policy.matmul_templates == "always" or self._matmul_choice is None:
-            return self.policy.matmul_templates != "off"
+            return True
         return self._matmul_choice(body, sizes, dtype, self.device, epilogue)
 
     def fresh(self, value: TensorValue) -> TensorValue:

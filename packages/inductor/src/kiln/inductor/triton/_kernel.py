@@ -48,7 +48,6 @@ from ._online import online_softmax, welford
 from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
 from ._scan import scan_lines
 from ._scatter import scatter_lines
-from ._template import render_template, template_launch, tiles
 
 __all__ = ["TritonKernel", "render_kernel"]
 
@@ -301,7 +300,9 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     """The Triton function computing ``kernel`` (see the module docstring); ``dtypes``: every
     buffer's dtype, by name."""
     if kernel.template:
-        return _render_template(kernel, policy, dtypes)
+        from ._template import render_template  # (it builds on this module)
+
+        return render_template(kernel, policy, dtypes)
     outer_vars = loop_vars("x", len(kernel.outer))
     inner_sets = {s.inner for s in kernel.stages}
     scatter = any(isinstance(s.buffer.body, Scatter) for s in kernel.stages)  # alone in its kernel
@@ -371,17 +372,6 @@ def _function(kernel: Kernel, writer: _Writer, body: list[str], constexprs: list
     decorator = f"@triton.jit({', '.join(options)})" if options else "@triton.jit"
     code = "\n".join([decorator, f"def {kernel.name}({signature}):", *_indent(body)])
     return code, params, checks
-
-
-def _render_template(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> TritonKernel:
-    """A matrix product's template kernel with its epilogue (``_template``)."""
-    batch, m, n = tiles(kernel)
-    writer, body = render_template(kernel, policy, dtypes)
-    code, params, checks = _function(kernel, writer, body, ["XBLOCK", "RBLOCK", "KBLOCK", "GROUP_M"], dtypes)
-    dtype = kernel.stages[0].buffer.body.operand_dtype
-    meta = template_launch(_static(m), _static(n), dtype)
-    return TritonKernel(kernel.name, code, params, meta, "template", batch * m, None, checks, False, (batch, m, n),
-                        dtype)
 
 
 def _rows_body(kernel: Kernel, policy: FusionPolicy, pid: str, persistent: bool) -> tuple[_Writer, list[str]]:

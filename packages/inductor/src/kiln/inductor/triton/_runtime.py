@@ -16,6 +16,7 @@ for GPUs runs unchanged there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import math
@@ -215,21 +216,19 @@ def resolve_index_check() -> Any:
     (a kernel calling it is compiled with ``debug=True``, so it is active: as eager's CUDA
     kernels, an index out of range ends the kernel with an error), or under the interpreter,
     where device asserts do nothing, a check raising IndexError."""
-    if interpreting():
-        return _interpreted_index_check
+    return _interpreted_index_check if interpreting() else _device_index_check()
+
+
+@functools.cache
+def _device_index_check() -> Any:
+    """The jit function of ``resolve_index_check`` on a GPU, made once."""
     import triton
     import triton.language as tl
 
-    global _device_index_check
-    if _device_index_check is None:
-        def kiln_device_index_check(ok, message: tl.constexpr):
-            tl.device_assert(ok, message)
+    def kiln_device_index_check(ok, message: tl.constexpr):
+        tl.device_assert(ok, message)
 
-        _device_index_check = triton.jit(kiln_device_index_check)
-    return _device_index_check
-
-
-_device_index_check: Any = None
+    return triton.jit(kiln_device_index_check)
 
 
 def _interpreted_index_check(ok: Any, message: str) -> None:
@@ -244,21 +243,19 @@ def resolve_half_dot() -> Any:
     the integers holding their bits (triton 3.9 keeps bfloat16 in uint16 arrays), ``tl.dot``
     of the blocks widened to float32 first, which is exact (a product of two half values is a
     float32 value)."""
-    if interpreting():
-        return _interpreted_half_dot
+    return _interpreted_half_dot if interpreting() else _device_half_dot()
+
+
+@functools.cache
+def _device_half_dot() -> Any:
+    """The jit function of ``resolve_half_dot`` on a GPU, made once."""
     import triton
     import triton.language as tl
 
-    global _device_half_dot
-    if _device_half_dot is None:
-        def kiln_device_half_dot(a, b, acc):
-            return tl.dot(a, b, acc)
+    def kiln_device_half_dot(a, b, acc):
+        return tl.dot(a, b, acc)
 
-        _device_half_dot = triton.jit(kiln_device_half_dot)
-    return _device_half_dot
-
-
-_device_half_dot: Any = None
+    return triton.jit(kiln_device_half_dot)
 
 
 def _interpreted_half_dot(a: Any, b: Any, acc: Any) -> Any:

@@ -31,18 +31,10 @@ from .._ir import Matmul, loop_vars
 from .._ops import HALF_DTYPES
 from .._policy import FusionPolicy
 from .._scheduler import Kernel
+from ._kernel import TritonKernel, _decompose, _function, _next_pow2, _static, _Writer
 from ._ops import TRITON, TritonVar, tstore
 
 __all__ = ["render_template", "template_candidates", "template_launch"]
-
-
-def _static(expr: sympy.Expr) -> int | None:
-    expr = sympy.sympify(expr)
-    return int(expr) if expr.is_Integer else None
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def template_launch(m: int | None, n: int | None, dtype: torch.dtype) -> dict[str, int]:
@@ -50,8 +42,8 @@ def template_launch(m: int | None, n: int | None, dtype: torch.dtype) -> dict[st
     symbolic size) of ``dtype``: 128 x 128 tiles (steps of 64 along ``K`` for half types, 32
     for float32, whose blocks are twice as large), narrower where the product is."""
     half = dtype in HALF_DTYPES
-    xblock = min(128, max(16, _pow2_at_least(m))) if m is not None else 128
-    rblock = min(128, max(16, _pow2_at_least(n))) if n is not None else 128
+    xblock = min(128, max(16, _next_pow2(m))) if m is not None else 128
+    rblock = min(128, max(16, _next_pow2(n))) if n is not None else 128
     kblock = 64 if half else 32
     warps = 4 if xblock * rblock <= 128 * 128 and half else 8
     return {"XBLOCK": xblock, "RBLOCK": rblock, "KBLOCK": kblock, "GROUP_M": 8, "num_warps": warps,
@@ -71,7 +63,7 @@ def template_candidates(heuristic: dict[str, int], m: int, n: int, dtype: torch.
     """The launches max-autotune measures for a product of ``m`` x ``n`` (hinted): the
     heuristic's first, then tiles no wider than the product's next power of two (at least 16)."""
     out = [dict(heuristic)]
-    cap_m, cap_n = max(16, _pow2_at_least(m)), max(16, _pow2_at_least(n))
+    cap_m, cap_n = max(16, _next_pow2(m)), max(16, _next_pow2(n))
     for x, r, k, warps, stages in _CANDIDATES_HALF if dtype in HALF_DTYPES else _CANDIDATES_FLOAT:
         meta = {"XBLOCK": min(x, cap_m), "RBLOCK": min(r, cap_n), "KBLOCK": k, "GROUP_M": 8, "num_warps": warps,
                 "num_stages": stages}
@@ -86,11 +78,21 @@ def tiles(kernel: Kernel) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr]:
     return (sizes[0] if len(sizes) == 3 else sympy.S.One), sizes[-2], sizes[-1]
 
 
-def render_template(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> tuple[object, list[str]]:
-    """The writer (``_kernel._Writer``, its reads, writes and sizes filled) and the body
-    lines of the template ``kernel``: the tile's product, then its epilogue stages."""
-    from ._kernel import _decompose, _Writer
+def render_template(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> TritonKernel:
+    """The template ``kernel``'s function (the tile's product, then its epilogue stages) and
+    its launch: the heuristic's tiles (``template_launch``), one program per tile."""
+    batch, m, n = tiles(kernel)
+    dtype = kernel.stages[0].buffer.body.operand_dtype
+    writer, body = _body(kernel, policy)
+    code, params, checks = _function(kernel, writer, body, ["XBLOCK", "RBLOCK", "KBLOCK", "GROUP_M"], dtypes)
+    meta = template_launch(_static(m), _static(n), dtype)
+    return TritonKernel(kernel.name, code, params, meta, "template", batch * m, None, checks, False, (batch, m, n),
+                        dtype)
 
+
+def _body(kernel: Kernel, policy: FusionPolicy) -> tuple[_Writer, list[str]]:
+    """The writer (its reads, writes and sizes filled) and the body lines of the template
+    ``kernel``."""
     first = kernel.stages[0]
     buffer, product = first.buffer, first.buffer.body
     assert isinstance(product, Matmul)
@@ -153,7 +155,6 @@ def render_template(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torc
         else:
             writer.locals[buffer.name] = acc
         writer.absorb(ops)
-    writer.stored.add(buffer.name)
     for stage in kernel.stages[1:]:
         lines += writer.pointwise(stage)
     return writer, lines

@@ -18,6 +18,7 @@ the template is what is being tested: it is always taken.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -32,7 +33,7 @@ from .._config import InductorConfig, cache_root
 from .._entries import EntryStore
 from .._ir import ComputedBuffer, InputBuffer, Matmul
 from .._policy import FusionPolicy
-from ._autotune import AutotunePolicy, device_identity, tune
+from ._autotune import AutotunePolicy, _extent, device_identity, tune
 from ._kernel import render_kernel
 from ._runtime import HEADER, load_module
 
@@ -46,10 +47,6 @@ def _operand(name: str, extent: int, dtype: torch.dtype, device: str) -> InputBu
     """A stand-in operand buffer of ``extent`` elements (the product reads it through its
     window's strides and offset)."""
     return InputBuffer(name, (sympy.Integer(extent),), dtype, device=device, stride=(sympy.S.One,))
-
-
-def _extent(sizes: Sequence[int], strides: Sequence[int], offset: int) -> int:
-    return offset + 1 + sum((s - 1) * abs(st) for s, st in zip(sizes, strides, strict=True))
 
 
 def template_wins(body: Matmul, sizes: Sequence[sympy.Expr], dtype: torch.dtype, device: str,
@@ -71,13 +68,12 @@ def template_wins(body: Matmul, sizes: Sequence[sympy.Expr], dtype: torch.dtype,
     (a, sa, oa), (b, sb, ob) = body.a, body.b
     sa, sb, oa, ob = [hint(s) for s in sa], [hint(s) for s in sb], hint(oa), hint(ob)
     key = hashlib.sha256(json.dumps([_VERSION, str(dtype), batch, m, n, k, sa, sb, oa % 16, ob % 16, body.precision, epilogue,
-                                     device_identity(device), hashlib.sha256(HEADER.encode()).hexdigest(),
-                                     _template_source()], separators=(",", ":")).encode()).hexdigest()[:40]
+                                     device_identity(device), _sources()], separators=(",", ":")).encode()).hexdigest()[:40]
     record = store.read(key)
     if record is not None and isinstance(record.get("template"), bool):
         return record["template"]
-    a_extent = _extent((batch, m, k), sa, oa)
-    b_extent = _extent((batch, k, n), sb, ob)
+    a_extent = oa + _extent((batch, m, k), sa)
+    b_extent = ob + _extent((batch, k, n), sb)
     # the stand-in kernel: the product alone, stored (named as the graph names them: the
     # tuning's scratch tensors are made per parameter name)
     buffers = {a: _operand(a, a_extent, dtype, device)}
@@ -122,9 +118,11 @@ def template_wins(body: Matmul, sizes: Sequence[sympy.Expr], dtype: torch.dtype,
     return wins
 
 
-def _template_source() -> str:
-    """A digest of the template's code generator (a change to it measures again)."""
+@functools.cache
+def _sources() -> str:
+    """A digest of the module header and the template's code generator (a change to either
+    measures again), read once per process."""
     from . import _template
 
     with open(_template.__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        return hashlib.sha256(HEADER.encode() + f.read()).hexdigest()
