@@ -22,13 +22,19 @@ Run on the GPU machine::
 Smoke test on a CPU (tiny sizes, kiln's C++ kernels)::
 
     python benchmarks/restart_bench.py --device cpu --cases mlp-fp32 --stacks kiln
+
+``--profile DIR`` writes each child's first call under cProfile (the main thread's functions
+by cumulative and own time) to ``DIR/<case>-<stack>-<cold|warm>.txt``.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import shutil
 import subprocess
 import sys
@@ -60,11 +66,18 @@ def _child(case: str, stack: str, mode: str, device_name: str) -> dict[str, Any]
     compiled = variant(work, Compiler(stack, mode))
     if device.type == "cuda":
         torch.cuda.synchronize()
+    profile_to = os.environ.get("KILN_RESTART_PROFILE")
+    profiler = cProfile.Profile() if profile_to else None
     start = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     got = compiled.first()
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
+    if profiler is not None:
+        profiler.disable()
+        _write_profile(profiler, profile_to)
     result: dict[str, Any] = {"first_s": seconds, "errors": errors}
     try:
         torch.testing.assert_close(got, expected, **work.tol)
@@ -76,8 +89,21 @@ def _child(case: str, stack: str, mode: str, device_name: str) -> dict[str, Any]
     return result
 
 
-def _run_child(case: str, stack: str, mode: str, device: str, cache: str) -> dict[str, Any]:
+def _write_profile(profiler: cProfile.Profile, path: str) -> None:
+    """The first call's profile (this thread's: compile threads show as waits), the top
+    functions by cumulative and by own time, as text."""
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative").print_stats(45)
+    stats.sort_stats("tottime").print_stats(30)
+    Path(path).write_text(text.getvalue())
+
+
+def _run_child(case: str, stack: str, mode: str, device: str, cache: str, start: str,
+               profile_dir: str | None) -> dict[str, Any]:
     env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(cache, "triton"))
+    if profile_dir:
+        env["KILN_RESTART_PROFILE"] = os.path.join(profile_dir, f"{case}-{stack}-{start}.txt")
     if stack == "kiln":
         env["KILN_CACHE_DIR"] = cache
     else:
@@ -106,6 +132,8 @@ def main() -> None:
     parser.add_argument("--stacks", default="torch,kiln")
     parser.add_argument("--mode", default="default")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--profile", default=None, metavar="DIR",
+                        help="write each first call's cProfile (top functions, text) to DIR/<case>-<stack>-<start>.txt")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -118,7 +146,8 @@ def main() -> None:
             cache = tempfile.mkdtemp(prefix=f"restart-{stack}-")
             try:
                 for start in ("cold", "warm"):
-                    row[f"{stack}_{start}"] = _run_child(case, stack, args.mode, args.device, cache)
+                    row[f"{stack}_{start}"] = _run_child(case, stack, args.mode, args.device, cache, start,
+                                                         args.profile)
                     print(f"{case} {stack} {start}: {row[f'{stack}_{start}']}", file=sys.stderr, flush=True)
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
