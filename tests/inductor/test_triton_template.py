@@ -237,6 +237,25 @@ def test_candidates_and_heuristic():
     assert len(cands) == len({tuple(sorted(c.items())) for c in cands})
 
 
+def test_k_a_multiple_of_every_step_loads_without_a_k_mask(graphs, options):
+    """K = 256 (a multiple of 128, the widest step of every launch) loads without a mask along
+    K, for each candidate's step; K = 200 keeps the mask and its ragged last step."""
+    from kiln.inductor.triton._template import _MAX_KBLOCK, even_k
+
+    for dtype in (torch.float32, torch.bfloat16):
+        assert max(c["KBLOCK"] for c in template_candidates(template_launch(4096, 4096, dtype), 4096, 4096,
+                                                             dtype)) <= _MAX_KBLOCK
+    assert even_k(256) and not even_k(200) and not even_k(64)
+    for k in (256, 200):
+        a, b = _whole(48, k), _whole(k, 40)
+        fn = lambda a, b: torch.relu(a @ b) + 1  # noqa: E731
+        torch.testing.assert_close(kiln.compile(fn, options=options)(a, b), fn(a, b), rtol=0, atol=0)
+    even, ragged = graphs
+    assert _templates(even) == _templates(ragged) == 1
+    assert "knumel - k" not in even.triton_code and "tl.load(a_ptr, mask=xmask, other=0.0)" in even.triton_code
+    assert ragged.triton_code.count("knumel - k") == 2
+
+
 def test_tf32_is_part_of_the_graph_key():
     """A float32 template's ``tl.dot`` precision follows ``allow_tf32``: a graph compiled under
     one setting is not the other's."""

@@ -7,7 +7,8 @@ Each program computes one ``[XBLOCK, RBLOCK]`` tile of the result (rows ``m``, c
 their ``tl.dot`` into a float32 accumulator. Programs go through the tiles in groups of
 ``GROUP_M`` rows of tiles, column after column within a group, so that programs running at
 once share blocks of ``a`` and ``b`` in the L2 cache. Loads past the edges are masked (a
-ragged last tile, a ``K`` that is not a multiple of ``KBLOCK``).
+ragged last tile; along ``K`` only where ``K`` is not a static multiple of 128, the widest
+``KBLOCK``: ``even_k``).
 
 The tile's rows are the kernel's ``xindex`` (row ``m`` of batch ``b`` is ``b * M + m``, the
 outer loop variables decomposed from it) and its columns the ``rindex`` of the one inner
@@ -70,6 +71,17 @@ def template_candidates(heuristic: dict[str, int], m: int, n: int, dtype: torch.
         if meta not in out:
             out.append(meta)
     return out
+
+
+_MAX_KBLOCK = 128  # the widest step along K of the heuristic and of every candidate
+
+
+def even_k(k: sympy.Expr) -> bool:
+    """Whether every launch's step along ``K`` divides ``k`` (a static multiple of the widest
+    step), so that the loop's loads need no mask along ``K``: a mask that varies along the
+    contiguous dimension keeps triton from vectorizing the loads."""
+    static = _static(k)
+    return static is not None and static % _MAX_KBLOCK == 0
 
 
 def tiles(kernel: Kernel) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr]:
@@ -137,9 +149,13 @@ def _body(kernel: Kernel, policy: FusionPolicy) -> tuple[_Writer, list[str]]:
         dot = "acc = kiln_half_dot(a_block, b_block, acc)"
     else:
         dot = f"acc = tl.dot(a_block, b_block, acc, input_precision={product.precision!r})"
+    if even_k(product.k):  # no mask along K: the loads are vectorized along a contiguous K
+        a_mask, b_mask = "xmask", "rmask"
+    else:
+        a_mask, b_mask = "xmask & (kindex[None, :] < knumel - k)", "(kindex[:, None] < knumel - k) & rmask"
     lines += ["for k in range(0, knumel, KBLOCK):",
-              "    a_block = tl.load(a_ptr, mask=xmask & (kindex[None, :] < knumel - k), other=0.0)",
-              "    b_block = tl.load(b_ptr, mask=(kindex[:, None] < knumel - k) & rmask, other=0.0)",
+              f"    a_block = tl.load(a_ptr, mask={a_mask}, other=0.0)",
+              f"    b_block = tl.load(b_ptr, mask={b_mask}, other=0.0)",
               f"    {dot}",
               f"    a_ptr += KBLOCK * {TRITON(sa[2])}",
               f"    b_ptr += KBLOCK * {TRITON(sb[1])}"]
