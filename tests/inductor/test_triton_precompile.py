@@ -23,24 +23,28 @@ from kiln.inductor.triton._precompile import compile_in_parallel, warmup_args
 from kiln.inductor.triton._runtime import _loaded
 
 
-def _compiled_per_kernel(graph):
+def _compiled_per_kernel(graph, loaded=False):
     """How many compiled variants triton holds for each kernel of ``graph`` (its module is
-    loaded once per process: ``_runtime._loaded``)."""
+    loaded once per process: ``_runtime._loaded``); ``loaded``: how many of them are loaded
+    onto the device (module and launcher)."""
     module = next(m for m in _loaded.values() if Path(m.__file__).read_text() == graph.triton_code)
     device = torch.cuda.current_device()
-    return {name: len(fn.device_caches[device][0]) for name, fn in vars(module).items()
-            if name.startswith("kernel") and hasattr(fn, "device_caches")}
+    return {name: sum(1 for k in fn.device_caches[device][0].values()
+                      if not loaded or getattr(k, "function", None) is not None)
+            for name, fn in vars(module).items() if name.startswith("kernel") and hasattr(fn, "device_caches")}
 
 
 @pytest.fixture
 def at_compile(monkeypatch, fresh_kiln):
-    """Per compiled graph: (the graph, its kernels' compiled variants when compile_graph returned)."""
+    """Per compiled graph: (the graph, its kernels' compiled variants when compile_graph
+    returned, how many of them were loaded then)."""
     seen = []
     original = _api.compile_graph
 
     def record(gm, config=None, builders=None, group=None):
         result = original(gm, config, builders, group)
-        seen.append((result, _compiled_per_kernel(result) if result.triton_code else {}))
+        seen.append((result, _compiled_per_kernel(result) if result.triton_code else {},
+                     _compiled_per_kernel(result, loaded=True) if result.triton_code else {}))
         return result
 
     monkeypatch.setattr(_api, "compile_graph", record)
@@ -56,7 +60,8 @@ def _fn(x, y):
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_compile, tmp_path, monkeypatch,
                                                                            dynamic):
-    """... once each: one binary per kernel in triton's cache."""
+    """... once each: one binary per kernel in triton's cache; each loaded onto the device
+    (module and launcher) when compile_graph returned, not at its first launch."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path)}
     x = torch.randn(48, 80, device="cuda")
@@ -68,9 +73,10 @@ def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_com
     for k in range(3):
         torch.testing.assert_close(out[k], expected[k])
     assert len(at_compile) == 1
-    graph, before = at_compile[0]
+    graph, before, loaded = at_compile[0]
     assert graph.kernels >= 3 and len(before) == graph.kernels
     assert set(before.values()) == {1}  # compiled when compile_graph returned
+    assert loaded == before  # and loaded
     assert _compiled_per_kernel(graph) == before  # the first call's launches compiled nothing more
     assert len(list((tmp_path / "triton").rglob("*.cubin"))) == graph.kernels
 
@@ -82,7 +88,7 @@ def test_one_compile_thread_leaves_each_kernel_to_its_launch(at_compile, tmp_pat
     x = torch.randn(8, 20, device="cuda")
     torch.testing.assert_close(kiln.compile(lambda x: torch.softmax(x, -1) + 1, options=options)(x),
                                torch.softmax(x, -1) + 1)
-    graph, before = at_compile[0]
+    graph, before, _ = at_compile[0]
     assert set(before.values()) == {0} and set(_compiled_per_kernel(graph).values()) == {1}
 
 
@@ -106,6 +112,32 @@ def test_warmup_arguments_have_the_first_calls_specialization():
     assert isinstance(args[1], torch.Tensor) and args[1].dtype == torch.float32
     assert args[1].data_ptr() % 16 == 12  # three floats past the allocation's (aligned) start
     assert args[4] == 33 and isinstance(args[5], int) and 2**62 <= args[5] < 2**63
+
+
+class _Compiled:
+    """What the loading step reads of a compiled kernel: ``src`` (its signature and
+    constants), ``function`` (None until loaded) and ``_init_handles``."""
+
+    def __init__(self, signature, log, fails=False):
+        self.src = type("Src", (), {"signature": signature, "constants": {}})()
+        self.function, self.log, self.fails = None, log, fails
+
+    def _init_handles(self):
+        self.log.append(("start", self.src.signature))
+        if self.fails:
+            raise RuntimeError("out of resources")
+        self.function = object()
+
+
+def test_compiled_kernels_are_loaded_one_per_signature_first():
+    """Each kernel a call returns is loaded; one of each launch signature before the rest (so
+    that those find its launcher built), and a failing load stops no other."""
+    log = []
+    kernels = [_Compiled({"a": "*fp32"}, log), _Compiled({"a": "*fp32"}, log), _Compiled({"a": "*bf16"}, log),
+               _Compiled({"a": "*fp16"}, log, fails=True)]
+    compile_in_parallel([lambda k=k: k for k in kernels] + [lambda: None], 2, None)
+    assert [k.function is not None for k in kernels] == [True, True, True, False]
+    assert len(log) == 4 and log[-1] == ("start", {"a": "*fp32"})  # the second fp32 kernel: last
 
 
 def test_a_failing_compile_stops_neither_the_others_nor_the_caller():

@@ -17,6 +17,8 @@ threads, through triton's ``warmup`` (which compiles for given arguments without
   part. Worker processes compiling from the specialization data triton's ``jit_cache_hook``
   gives were tried, commit 5b3fa0b, and measured slower on an H100: 5.55 s against 4.33 s for
   a transformer block's training step; fresh workers pay triton's first-compile setup.)
+- each compiled kernel is then loaded (module and launcher) in the same threads, as its first
+  launch would: triton 3.6 builds a launcher per argument signature with the C compiler;
 - a kernel whose compile fails here is compiled again at its launch, which raises triton's
   error where the user sees it; a wrong specialization costs a second compile, never a wrong
   answer (triton keys its compiled kernels by the arguments' specialization).
@@ -48,14 +50,15 @@ _STAND_IN_SEED = 2**62 + 12345  # an int64, as at run time
 def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device: int | None) -> None:
     """Run ``calls`` (triton ``warmup`` calls for CUDA device ``device``; None: the current
     one) so that their compiles overlap: through triton's ``AsyncCompileMode`` where it has
-    one and none is active, else each call in a thread. Errors are dropped: the launch
-    compiles again and reports them."""
+    one and none is active, else each call in a thread; then load what they compiled
+    (``_load_handles``). Errors are dropped: the launch compiles again and reports them."""
     import triton
 
-    def call(fn: Callable[[], Any]) -> None:
+    def call(fn: Callable[[], Any]) -> Any:
         device_context = torch.cuda.device(device) if device is not None else contextlib.nullcontext()
         with contextlib.suppress(Exception), device_context:  # (a pool thread's device is its own)
-            fn()
+            return fn()
+        return None
 
     workers = max(1, min(workers, len(calls)))
     mode = getattr(triton, "AsyncCompileMode", None)
@@ -64,16 +67,47 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
         mode = None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kiln-triton-compile") as pool:
         if mode is None:
-            for future in [pool.submit(call, fn) for fn in calls]:
-                future.result()
-            return
-        try:
-            context = mode(pool, ignore_errors=True)
-        except TypeError:  # a triton without ignore_errors
-            context = mode(pool)
-        with contextlib.suppress(Exception), context:  # a failed compile: reported at its launch
-            for fn in calls:
-                call(fn)
+            results = [future.result() for future in [pool.submit(call, fn) for fn in calls]]
+        else:
+            try:
+                context = mode(pool, ignore_errors=True)
+            except TypeError:  # a triton without ignore_errors
+                context = mode(pool)
+            results = []
+            with contextlib.suppress(Exception), context:  # a failed compile: reported at its launch
+                for fn in calls:
+                    results.append(call(fn))
+        _load_handles(pool, [_compiled(r) for r in results], call)
+
+
+def _compiled(result: Any) -> Any:
+    """The compiled kernel a ``warmup`` call gave: itself, or what the future it returned
+    under ``AsyncCompileMode`` holds once the mode has exited (None if its compile failed)."""
+    if type(result).__name__ == "FutureKernel":
+        return result.__dict__.get("kernel")  # (not its __getattr__, which would raise a failure again)
+    return result
+
+
+def _load_handles(pool: ThreadPoolExecutor, kernels: list[Any], call: Callable[[Callable[[], Any]], Any]) -> None:
+    """Load the compiled ``kernels`` onto the device, several at once, as their first launches
+    would one after another: triton (3.6) builds each launch signature's launcher module
+    with the C compiler there (about 0.2 s each, 10 for a transformer block's training step,
+    2.0 of its 4.1 s cold start on an H100, measured with ``restart_bench.py --profile``).
+    One kernel of each signature goes first, so that the others find its launcher built."""
+    kernels = [k for k in kernels if k is not None and callable(getattr(k, "_init_handles", None))
+               and getattr(k, "function", None) is None]
+    first: dict[str, Any] = {}
+    rest = []
+    for kernel in kernels:
+        src = getattr(kernel, "src", None)
+        key = repr((getattr(src, "signature", None), getattr(src, "constants", None)))
+        if key in first:
+            rest.append(kernel)
+        else:
+            first[key] = kernel
+    for group in (list(first.values()), rest):
+        for future in [pool.submit(call, kernel._init_handles) for kernel in group]:
+            future.result()
 
 
 def warmup_args(launch: Any, buffers: dict[str, Any], hint: Callable[[Any], int], device: str) -> list[Any]:
