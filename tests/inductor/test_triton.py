@@ -322,3 +322,19 @@ def test_opinfo_sample_matches_eager(interpreted, opinfo, name):
     assert interpreted, "no graph compiled"
     assert all(not g.cpp_code for g in interpreted)
     assert any(g.triton_code for g in interpreted) or all(g.kernels == 0 for g in interpreted)
+
+
+def test_a_module_defines_only_the_helpers_its_kernels_call(interpreted):
+    """A graph's module decorates the helper functions its kernels call, directly or through
+    another helper (random normals call the Philox generator), and no others: each
+    ``@triton.jit`` definition costs a warm start its source read."""
+    x = torch.randn(8, 33)
+    _run(lambda x: torch.sigmoid(x) * 2, x)
+    _run(lambda x: torch.maximum(x, x.flip(0)).argmax(-1), x)
+    options = {**(OPTIONS or {}), "inductor.random_in_kernels": True}
+    out = kiln.compile(lambda x: x + torch.randn_like(x), options=options)(_on(x))
+    assert out.shape == x.shape and torch.isfinite(out).all()
+    defined = [set(re.findall(r"^def (kiln_\w+)\(", g.triton_code, re.MULTILINE)) for g in interpreted]
+    assert defined[0] == set()
+    assert defined[1] == {"kiln_maximum", "kiln_argmax"}
+    assert defined[2] == {"kiln_philox", "kiln_randn_f32"}

@@ -50,9 +50,8 @@ from ._policy import FusionPolicy
 from ._scheduler import Kernel, schedule
 from ._wrapper import render_wrapper, reusable_buffers
 from .cpp import HEADER, render_kernel
-from .triton import HEADER as TRITON_HEADER
 from .triton import render_kernel as render_triton
-from .triton._runtime import interpreting
+from .triton._runtime import interpreting, module_source
 
 __all__ = ["CompiledGraph", "InductorUnsupported", "cache_root", "compile_graph"]
 
@@ -88,7 +87,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     sources = [render_kernel(s, policy, dtypes) for s in kernels if _language(s, policy) == "cpp"]
     launches = {s.name: render_triton(s, policy, dtypes) for s in kernels if _language(s, policy) == "triton"}
     cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in sources) if sources else ""
-    triton_code = TRITON_HEADER + "".join(f"\n\n{k.code}\n" for k in launches.values()) if launches else ""
+    triton_code = module_source([k.code for k in launches.values()]) if launches else ""
     params = kernel_params(sources)
     functions = bind_kernels(builder_of(config, builders).load(cpp_code), params) if sources else {}
     if launches:

@@ -35,7 +35,7 @@ from .._ir import ComputedBuffer, InputBuffer, Matmul
 from .._policy import FusionPolicy
 from ._autotune import AutotunePolicy, _extent, device_identity, tune
 from ._kernel import render_kernel
-from ._runtime import HEADER, load_module
+from ._runtime import HEADER, load_module, module_source
 
 __all__ = ["template_wins"]
 
@@ -82,7 +82,7 @@ def template_wins(body: Matmul, sizes: Sequence[sympy.Expr], dtype: torch.dtype,
     kernel = _new_kernel(product, 0)
     buffers[product.name] = product
     launch = render_kernel(kernel, FusionPolicy(), {name: buf.dtype for name, buf in buffers.items()})
-    module = load_module(f"{HEADER}\n\n{launch.code}\n", cache_root(config))
+    module = load_module(module_source([launch.code]), cache_root(config))
     tuned = tune(launch, getattr(module, kernel.name), device, buffers, hint, store, policy)
     times = [t for t in (tuned.timings if tuned is not None else []) if t is not None]
     if not times:
