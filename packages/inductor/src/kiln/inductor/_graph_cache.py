@@ -419,7 +419,14 @@ def record_of(compiled: CompiledGraph, wrapper_globals: dict[str, Any], function
         "output_strides": list(compiled.output_strides),
         "cudagraph": compiled.cudagraph_facts.to_json() if compiled.cudagraph_facts is not None else None,
         "fused": compiled.fused,
+        "triton_hashes": _triton_hashes(functions) if compiled.triton_code else None,
     }
+
+
+def _triton_hashes(functions: dict[str, Any]) -> Any:
+    from .triton._runtime import kernel_hashes
+
+    return kernel_hashes(functions)
 
 
 def _store(config: InductorConfig) -> EntryStore:
@@ -463,7 +470,12 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
     params = record["params"]
     functions = bind_kernels(builder_of(config, builders).load(record["cpp"]), params) if params else {}
     if record["triton"]:
-        functions.update(triton_functions(record["triton"], config))
+        kernels = triton_functions(record["triton"], config)
+        if record.get("triton_hashes"):  # triton's cache keys of the kernels, set back
+            from .triton._runtime import preset_hashes
+
+            preset_hashes(kernels, record["triton_hashes"])
+        functions.update(kernels)
     namespace = {name: _decode_global(entry, functions) for name, entry in record["globals"].items()}
     call = exec_wrapper(record["wrapper"], namespace)
     if _code_log.isEnabledFor(logging.INFO):

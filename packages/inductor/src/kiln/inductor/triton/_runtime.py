@@ -340,3 +340,47 @@ def load_module(source: str, cache_dir: Path) -> types.ModuleType:
         raise
     _loaded[(digest, interpreting())] = module
     return module
+
+
+# Triton's cache key of a kernel (``JITFunction.cache_key``, the hash it looks compiled binaries
+# up by) is a digest of the kernel's source and starting line, of the cache keys of the jit
+# functions it calls and of the constant globals it reads: here all of it is fixed by the
+# module's text (the kernels and helpers it defines), by this file (``kiln_half_dot`` and
+# ``kiln_index_check`` on a GPU) and by triton's version (``tl``, ``libdevice``). Triton computes
+# it by parsing and walking each kernel's syntax tree, 1.6-2 ms a kernel on an H100 at a warm
+# start; a graph's cache record keeps the keys its kernels got, and a graph loaded from it in a
+# new process sets them back when this file and triton's version are the ones they were made
+# with (``runtime_identity``).
+
+
+@functools.cache
+def runtime_identity() -> str:
+    """What the kernels' cache keys depend on besides their module's text: triton's version
+    and this file."""
+    import triton
+
+    return f"{triton.__version__}:{hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:32]}"
+
+
+def kernel_hashes(functions: dict[str, Any]) -> dict[str, Any] | None:
+    """The cache keys triton computed for the jit functions among ``functions`` (by name), with
+    ``runtime_identity``; None if it computed none (nothing compiled yet, or the interpreter)."""
+    hashes = {name: fn.hash for name, fn in functions.items()
+              if hasattr(fn, "device_caches") and isinstance(getattr(fn, "hash", None), str)
+              and not fn.hash.startswith("recursion:")}
+    return {"identity": runtime_identity(), "hashes": hashes} if hashes else None
+
+
+def preset_hashes(functions: dict[str, Any], entry: Any) -> int:
+    """Set the cache keys ``entry`` (``kernel_hashes``' record) holds on the jit functions among
+    ``functions`` that have not computed theirs, where its identity is this process's; how
+    many were set."""
+    if not isinstance(entry, dict) or entry.get("identity") != runtime_identity():
+        return 0
+    count = 0
+    for name, value in (entry.get("hashes") or {}).items():
+        fn = functions.get(name)
+        if isinstance(value, str) and hasattr(fn, "device_caches") and getattr(fn, "hash", 0) is None:
+            fn.hash = value
+            count += 1
+    return count
