@@ -31,9 +31,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -50,8 +51,9 @@ _STAND_IN_SEED = 2**62 + 12345  # an int64, as at run time
 def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device: int | None) -> None:
     """Run ``calls`` (triton ``warmup`` calls for CUDA device ``device``; None: the current
     one) so that their compiles overlap: through triton's ``AsyncCompileMode`` where it has
-    one and none is active, else each call in a thread; then load what they compiled
-    (``_load_handles``). Errors are dropped: the launch compiles again and reports them."""
+    one and none is active, else each call in a thread; and load what they compiled
+    (``_Loader``), under that mode each kernel as soon as its compile is done. Errors are
+    dropped: the launch compiles again and reports them."""
     import triton
 
     def call(fn: Callable[[], Any]) -> Any:
@@ -66,6 +68,7 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
     if active is not None and active.get() is not None:
         mode = None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kiln-triton-compile") as pool:
+        loader = _Loader(pool, call)
         if mode is None:
             results = [future.result() for future in [pool.submit(call, fn) for fn in calls]]
         else:
@@ -77,7 +80,19 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
             with contextlib.suppress(Exception), context:  # a failed compile: reported at its launch
                 for fn in calls:
                     results.append(call(fn))
-        _load_handles(pool, [_compiled(r) for r in results], call)
+                    future = _compile_future(results[-1])
+                    if future is not None:
+                        future.add_done_callback(loader.compiled)
+        loader.finish([_compiled(r) for r in results])
+
+
+def _compile_future(result: Any) -> Future | None:
+    """The compile's own future of what a ``warmup`` call returned under ``AsyncCompileMode``
+    (a ``FutureKernel``), else None."""
+    if type(result).__name__ != "FutureKernel":
+        return None
+    future = result.__dict__.get("future")
+    return future if isinstance(future, Future) else None
 
 
 def _compiled(result: Any) -> Any:
@@ -88,25 +103,53 @@ def _compiled(result: Any) -> Any:
     return result
 
 
-def _load_handles(pool: ThreadPoolExecutor, kernels: list[Any], call: Callable[[Callable[[], Any]], Any]) -> None:
-    """Load the compiled ``kernels`` onto the device, several at once, as their first launches
+class _Loader:
+    """Loads compiled kernels onto the device in the compile threads, as their first launches
     would one after another: triton (3.6) builds each launch signature's launcher module
     with the C compiler there (about 0.2 s each, 10 for a transformer block's training step,
     2.0 of its 4.1 s cold start on an H100, measured with ``restart_bench.py --profile``).
-    One kernel of each signature goes first, so that the others find its launcher built."""
-    kernels = [k for k in kernels if k is not None and callable(getattr(k, "_init_handles", None))
-               and getattr(k, "function", None) is None]
-    first: dict[str, Any] = {}
-    rest = []
-    for kernel in kernels:
+    Each kernel is loaded once; kernels of one signature one at a time (the first builds the
+    launcher, the others find it built). ``finish`` loads the rest and waits for all; a
+    compile that ends after it (its callback late) leaves its kernel to load at its launch."""
+
+    def __init__(self, pool: ThreadPoolExecutor, call: Callable[[Callable[[], Any]], Any]) -> None:
+        self.pool, self.call = pool, call
+        self.lock = threading.Lock()
+        self.signatures: dict[str, threading.Lock] = {}
+        self.taken: dict[int, Any] = {}  # by id: the kernels submitted (kept alive)
+        self.futures: list[Future] = []
+        self.closed = False
+
+    def compiled(self, future: Future) -> None:
+        """A compile's done callback: its kernel loaded next."""
+        if not future.cancelled() and future.exception() is None:
+            self.submit(future.result())
+
+    def submit(self, kernel: Any) -> None:
+        if kernel is None or not callable(getattr(kernel, "_init_handles", None)) \
+                or getattr(kernel, "function", None) is not None:
+            return
         src = getattr(kernel, "src", None)
         key = repr((getattr(src, "signature", None), getattr(src, "constants", None)))
-        if key in first:
-            rest.append(kernel)
-        else:
-            first[key] = kernel
-    for group in (list(first.values()), rest):
-        for future in [pool.submit(call, kernel._init_handles) for kernel in group]:
+        with self.lock:
+            if self.closed or id(kernel) in self.taken:
+                return
+            self.taken[id(kernel)] = kernel
+            signature = self.signatures.setdefault(key, threading.Lock())
+            self.futures.append(self.pool.submit(self.call, lambda: self._load(kernel, signature)))
+
+    @staticmethod
+    def _load(kernel: Any, signature: threading.Lock) -> None:
+        with signature:
+            kernel._init_handles()
+
+    def finish(self, kernels: list[Any]) -> None:
+        for kernel in kernels:
+            self.submit(kernel)
+        with self.lock:
+            self.closed = True
+            futures = list(self.futures)
+        for future in futures:
             future.result()
 
 
