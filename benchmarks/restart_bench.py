@@ -155,7 +155,8 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({"device": args.device, "mode": args.mode, "rows": rows}, indent=1))
     starts = [f"{s}_{t}" for s in args.stacks.split(",") for t in ("cold", "warm")]
-    print(f"\nFirst call of a restarted program, seconds (mode {args.mode}; kiln/torch: ratio of seconds)")
+    profiled = "; every child under cProfile, which slows both" if args.profile else ""
+    print(f"\nFirst call of a restarted program, seconds (mode {args.mode}; kiln/torch: ratio of seconds{profiled})")
     print(f"{'case':<18}" + "".join(f"{s:>16}" for s in starts) + f"{'kiln/torch cold':>17}{'kiln/torch warm':>17}")
     for row in rows:
         first = {s: row.get(s, {}).get("first_s") for s in starts}
