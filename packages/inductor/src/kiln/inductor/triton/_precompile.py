@@ -17,8 +17,9 @@ threads, through triton's ``warmup`` (which compiles for given arguments without
   part. Worker processes compiling from the specialization data triton's ``jit_cache_hook``
   gives were tried, commit 5b3fa0b, and measured slower on an H100: 5.55 s against 4.33 s for
   a transformer block's training step; fresh workers pay triton's first-compile setup.)
-- each compiled kernel is then loaded (module and launcher) in the same threads, as its first
-  launch would: triton 3.6 builds a launcher per argument signature with the C compiler;
+- each compiled kernel is loaded (module and launcher) in the same threads as soon as its
+  compile is done, not at its first launch: triton 3.6 builds a launcher per argument
+  signature with the C compiler (``_Loader``);
 - a kernel whose compile fails here is compiled again at its launch, which raises triton's
   error where the user sees it; a wrong specialization costs a second compile, never a wrong
   answer (triton keys its compiled kernels by the arguments' specialization).
