@@ -10,6 +10,10 @@
 #            gpu_bench --quick in every mode ($OUT/gpu_bench.json)
 #   sweep    benchmarks/triton_sweep.py: launch configs of the memory-bound rows ($OUT/sweep.json)
 #   matmul   benchmarks/matmul_bench.py: matmul templates against torch's max-autotune ($OUT/matmul.json)
+#   restart  benchmarks/restart_bench.py: cold and warm first calls of a restarted program,
+#            block-bf16-train and gpt2, without the profiler ($OUT/restart.json)
+#   roprof   benchmarks/host_profile.py under reduce-overhead for bert and gpt2, with each
+#            compiler's 15 kernels of most device time (the reduce-overhead gap's first step)
 #   tests-a / tests-b  the suite in two halves (tests/compile + tests/e2e; the rest), for when
 #            one call's 600 s are not enough for `tests`
 # Run through the device tool as:  scripts/device_check.sh tests harness demo   (carry .whl;
@@ -48,6 +52,10 @@ for step in "${steps[@]}"; do
         --json "$out/gpu_bench.json" ;;
     sweep) run sweep 400 python3 benchmarks/triton_sweep.py --json "$out/sweep.json" ;;
     matmul) run matmul 400 env KILN_LOGS=perf_hints python3 benchmarks/matmul_bench.py --json "$out/matmul.json" ;;
+    restart) run restart 400 python3 benchmarks/restart_bench.py --cases block-bf16-train,gpt2 \
+               --json "$out/restart.json" ;;
+    roprof) run roprof 400 python3 benchmarks/host_profile.py --cases bert,gpt2 --mode reduce-overhead \
+              --device-top 15 ;;
     harness) run harness 240 python3 -m benchmarks run --suite overhead,capture,kernels,models,recompiles \
                --device cuda --out "$out/harness.json" ;;
     scaling) run scaling 400 python3 -m benchmarks run --suite scaling --device cuda --out "$out/scaling.json" ;;
