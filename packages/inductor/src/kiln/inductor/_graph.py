@@ -229,14 +229,15 @@ class _Lowering(LoweringContext):
     def reduction(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, reduction_type: str,
                   reduced: Sequence[sympy.Expr], loader: Callable[..., Any], src_dtype: torch.dtype,
                   online: tuple[str, str] | None = None) -> TensorValue:
-        body = Reduction(reduction_type, tuple(reduced), loader, src_dtype, online)
-        buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin()))
-        return buffer.value()
+        return self._computed(sizes, dtype, Reduction(reduction_type, tuple(reduced), loader, src_dtype, online))
 
     def matmul(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, body: Matmul) -> TensorValue:
         """A new matrix product buffer (``_ir.Matmul``)."""
-        buffer = self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin()))
-        return buffer.value()
+        return self._computed(sizes, dtype, body)
+
+    def _computed(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, body: Reduction | Matmul | Scan) -> TensorValue:
+        """A new buffer of ``sizes`` and ``dtype`` computed by ``body``, as a value."""
+        return self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin())).value()
 
     def matmul_choice(self, body: Matmul, sizes: tuple[sympy.Expr, ...], dtype: torch.dtype, epilogue: bool) -> bool:
         """Whether the product ``body`` becomes a template kernel: ``policy.matmul_templates``
@@ -262,8 +263,7 @@ class _Lowering(LoweringContext):
 
     def scan(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, scan_type: str, dim: int,
              loader: Callable[..., Any], acc_dtype: torch.dtype) -> TensorValue:
-        body = Scan(scan_type, dim, loader, acc_dtype)
-        return self._add(ComputedBuffer(self._new_name("buf"), tuple(sizes), dtype, body, origins=self._origin())).value()
+        return self._computed(sizes, dtype, Scan(scan_type, dim, loader, acc_dtype))
 
     def storage_base(self, value: TensorValue) -> tuple[str, sympy.Expr] | None:
         if value.view is None:

@@ -194,8 +194,8 @@ class Matmul:
         *batch, m, n = index
         b = batch[0] if batch else sympy.S.Zero
         (a_name, sa, oa), (b_name, sb, ob) = self.a, self.b
-        ops.load(a_name, sympy.expand(oa + b * sa[0] + m * sa[1] + MATMUL_K * sa[2]), self.operand_dtype)
-        ops.load(b_name, sympy.expand(ob + b * sb[0] + MATMUL_K * sb[1] + n * sb[2]), self.operand_dtype)
+        ops.load(a_name, flat_index((b, m, MATMUL_K), sa, oa), self.operand_dtype)
+        ops.load(b_name, flat_index((b, MATMUL_K, n), sb, ob), self.operand_dtype)
 
 
 @dataclass(slots=True, eq=False)

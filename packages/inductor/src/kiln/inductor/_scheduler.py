@@ -64,7 +64,8 @@ from ._ir import (
 from ._ops import ReadsOps, has_indirect
 from ._policy import FusionPolicy
 
-__all__ = ["Kernel", "Stage", "extern_reads", "output_buffers", "reads_of", "schedule", "serial", "step_readers"]
+__all__ = ["Kernel", "Stage", "extern_reads", "new_kernel", "output_buffers", "reads_of", "schedule", "serial",
+           "step_readers"]
 
 
 @dataclass(slots=True)
@@ -158,7 +159,8 @@ def _serial_kernel(buffer: ComputedBuffer, name: str) -> Kernel:
     return Kernel(name, tuple(_non_one(others)), [Stage(buffer, (sizes[dim],), index)])
 
 
-def _new_kernel(buffer: ComputedBuffer, n: int) -> Kernel:
+def new_kernel(buffer: ComputedBuffer, n: int) -> Kernel:
+    """``kernel<n>``, starting with ``buffer`` alone (``_template_choice`` measures a product so)."""
     if serial(buffer):
         kernel = _serial_kernel(buffer, f"kernel{n}")
         kernel.device = buffer.device
@@ -231,7 +233,7 @@ def schedule(graph: LoweredGraph, policy: FusionPolicy | None = None) -> list[Ke
                 continue
             if _join_before(steps, buffer):
                 continue
-        kernel = _new_kernel(buffer, sum(isinstance(s, Kernel) for s in steps))
+        kernel = new_kernel(buffer, sum(isinstance(s, Kernel) for s in steps))
         steps.append(kernel)
         written = _written(kernel.stages[0])
     _mark_locals(steps, graph)

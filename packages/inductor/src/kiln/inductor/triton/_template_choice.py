@@ -59,7 +59,7 @@ def template_wins(body: Matmul, sizes: Sequence[sympy.Expr], dtype: torch.dtype,
         return True
     import triton.testing
 
-    from .._scheduler import _new_kernel
+    from .._scheduler import new_kernel
 
     policy = policy or AutotunePolicy()
     start = time.perf_counter()
@@ -79,7 +79,7 @@ def template_wins(body: Matmul, sizes: Sequence[sympy.Expr], dtype: torch.dtype,
     buffers = {a: _operand(a, a_extent, dtype, device)}
     buffers[b] = _operand(b, max(b_extent, a_extent if a == b else 0), dtype, device)
     product = ComputedBuffer("kiln_product", tuple(sizes), dtype, body, device=device)
-    kernel = _new_kernel(product, 0)
+    kernel = new_kernel(product, 0)
     buffers[product.name] = product
     launch = render_kernel(kernel, FusionPolicy(), {name: buf.dtype for name, buf in buffers.items()})
     module = load_module(module_source([launch.code]), cache_root(config))
