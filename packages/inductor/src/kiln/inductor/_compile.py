@@ -86,6 +86,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     kernels = [s for s in steps if isinstance(s, Kernel)]
     sources = [render_kernel(s, policy, dtypes) for s in kernels if _language(s, policy) == "cpp"]
     launches = {s.name: render_triton(s, policy, dtypes) for s in kernels if _language(s, policy) == "triton"}
+    _unallocate(kernels, launches)
     cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in sources) if sources else ""
     triton_code = module_source([k.code for k in launches.values()]) if launches else ""
     params = kernel_params(sources)
@@ -109,6 +110,21 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
     return with_cudagraphs(compiled, config, group)
+
+
+def _unallocate(kernels: list[Kernel], launches: dict[str, Any]) -> None:
+    """Stages a Triton kernel kept in registers (``TritonKernel.registers``) become ``local``:
+    the wrapper allocates nothing for them, unless a later buffer was planned into their
+    memory (``take_dead_buffers``)."""
+    taken = {st.buffer.storage for k in kernels for st in k.stages if st.buffer.storage}
+    for kernel in kernels:
+        launch = launches.get(kernel.name)
+        if launch is None or not launch.registers:
+            continue
+        for stage in kernel.stages:
+            name = stage.buffer.name
+            if name in launch.registers and stage.buffer.storage is None and name not in taken:
+                stage.local = True
 
 
 def _language(kernel: Kernel, policy: FusionPolicy) -> str:

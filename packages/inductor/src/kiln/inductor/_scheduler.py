@@ -75,6 +75,9 @@ class Stage:
     index: list[sympy.Expr]  # the buffer's index in the kernel's outer (x) and inner (r) variables
     local: bool = False
     reads: list[Any] | None = None  # what its loader reads (computed once: sympy is slow)
+    # a pointwise stage that only later stages of its own kernel read (not an output, no
+    # other step's read, not an input's update): a code generator may keep it in registers
+    private: bool = False
 
 
 @dataclass(slots=True)
@@ -297,7 +300,7 @@ def _join_before(steps: list[Kernel | ExternBuffer], buffer: ComputedBuffer) -> 
 
 def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> None:
     """Reduction results (and a template's product) read only by later stages of their own
-    kernel stay in registers."""
+    kernel stay in registers; pointwise stages read so are marked ``private``."""
     readers = step_readers(steps)
     outputs = output_buffers(graph)
     for k, step in enumerate(steps):
@@ -305,9 +308,12 @@ def _mark_locals(steps: list[Kernel | ExternBuffer], graph: LoweredGraph) -> Non
             continue
         for stage in step.stages:
             name = stage.buffer.name
-            if isinstance(stage.buffer.body, (Reduction, Matmul)) and name not in outputs \
-                    and readers.get(name, set()) <= {k}:
+            if name in outputs or not readers.get(name, set()) <= {k}:
+                continue
+            if isinstance(stage.buffer.body, (Reduction, Matmul)):
                 stage.local = True
+            elif isinstance(stage.buffer.body, Pointwise) and stage.buffer.into is None:
+                stage.private = True
 
 
 def step_readers(steps: Sequence[Kernel | ExternBuffer]) -> dict[str, set[int]]:

@@ -13,6 +13,10 @@ Two shapes of kernel:
   reduction is one ``tl.sum``/``tl.reduce``. Otherwise each stage **loops** over its range
   in blocks of ``RBLOCK``, a reduction folding into a block-wide accumulator reduced at the
   end. A reduction's result read only by later stages stays in registers (``Stage.local``).
+  So does a pointwise value only this kernel reads (``Stage.private``) where every read of it
+  took the value just computed, as a persistent softmax's exponentials: the kernel is
+  rendered again without its store (``render_kernel``), and the wrapper allocates nothing
+  for it (``TritonKernel.registers``).
 - **rows read across**: a row kernel whose loads step by one element from row to row and by
   more along a row (a sum over a tensor's leading dimensions: each row a column, ``_columns``)
   takes many rows per program (``COLUMN_XBLOCK``), so that neighbouring lanes read
@@ -80,6 +84,7 @@ class TritonKernel:
     columns: bool = False  # a row kernel whose loads are contiguous across rows, strided along one (``_columns``)
     tiles: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None  # a template's (batches, rows, columns)
     dot_dtype: torch.dtype | None = None  # a template's operands' dtype
+    registers: frozenset[str] = frozenset()  # private stages it never stores (their values stay in registers)
 
     @property
     def programs(self) -> sympy.Expr:
@@ -139,7 +144,7 @@ def _identity(kind: str, dtype: torch.dtype) -> str:
 
 
 class _Writer:
-    def __init__(self, kernel: Kernel, policy: FusionPolicy) -> None:
+    def __init__(self, kernel: Kernel, policy: FusionPolicy, elide: frozenset[str] = frozenset()) -> None:
         self.kernel = kernel
         self.policy = policy
         self.lines: list[str] = []
@@ -153,6 +158,8 @@ class _Writer:
         self.ones = "[1, 1]"
         self.stored: set[str] = set()  # buffers stored so far
         self.loaded: set[str] = set()  # buffers loaded by the stages so far
+        self.reloaded: set[str] = set()  # buffers loaded from memory after a stage stored them
+        self.elide = elide  # private stages whose store is left out (``render_kernel``)
         self.indices: list[sympy.Expr] = []  # the element index of every load
 
     def ops(self) -> TritonOps:
@@ -161,6 +168,7 @@ class _Writer:
 
     def absorb(self, ops: TritonOps) -> list[str]:
         self.reads |= ops.reads
+        self.reloaded |= ops.hazards
         self.symbols |= ops.symbols
         self.indices += ops.indices
         return ops.lines
@@ -193,6 +201,11 @@ class _Writer:
         buffer = stage.buffer
         value = ops.to_dtype(buffer.body.loader(stage.index, ops), compute_type(buffer.dtype))
         target = buffer.into or buffer.storage or buffer.name
+        if buffer.name in self.elide:
+            # every later read of it is this value (``render_kernel`` checked): no store
+            barrier = self.barrier(ops, None)
+            ops.forward(target, flat_index(stage.index, buffer.strides()), buffer.dtype, value)
+            return [f"# {buffer.name}: {_describe(buffer)}, kept in registers", *barrier, *self.absorb(ops)]
         barrier = self.barrier(ops, target)
         line = self.store(ops, buffer, stage.index, value)
         return [f"# {buffer.name}: {_describe(buffer)}", *barrier, *self.absorb(ops), line]
@@ -298,11 +311,26 @@ def _groups(stages: list[Stage]) -> list[list[Stage]]:
 
 def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]) -> TritonKernel:
     """The Triton function computing ``kernel`` (see the module docstring); ``dtypes``: every
-    buffer's dtype, by name."""
+    buffer's dtype, by name. A private stage (``Stage.private``: no other step and no output
+    reads it) whose every read in the kernel took the value it just computed (a load of the
+    element it stored, in the same block: none was loaded from memory after its store) is
+    rendered again without its store."""
     if kernel.template:
         from ._template import render_template  # (it builds on this module)
 
         return render_template(kernel, policy, dtypes)
+    launch, writer = _render(kernel, policy, dtypes, frozenset())
+    elide = frozenset(s.buffer.name for s in kernel.stages
+                      if s.private and (s.buffer.storage or s.buffer.name) not in writer.reloaded)
+    if not elide:
+        return launch
+    launch, writer = _render(kernel, policy, dtypes, elide)
+    launch.registers = elide
+    return launch
+
+
+def _render(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype],
+            elide: frozenset[str]) -> tuple[TritonKernel, _Writer]:
     outer_vars = loop_vars("x", len(kernel.outer))
     inner_sets = {s.inner for s in kernel.stages}
     scatter = any(isinstance(s.buffer.body, Scatter) for s in kernel.stages)  # alone in its kernel
@@ -313,7 +341,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
     pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
     body: list[str] = []
     if flat:
-        writer = _Writer(kernel, policy)
+        writer = _Writer(kernel, policy, elide)
         inner = kernel.stages[0].inner
         variables = (*outer_vars, *loop_vars("r", len(inner)))
         total = sympy.Mul(*kernel.outer) * sympy.Mul(*inner)
@@ -332,12 +360,12 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         scans = any(isinstance(s.buffer.body, Scan) for s in kernel.stages)
         limit = policy.triton_scan_persistent_max if scans else policy.triton_persistent_max
         persistent = all(w is not None for w in widest) and max(widest) <= limit
-        writer, body = _rows_body(kernel, policy, pid, persistent)
+        writer, body = _rows_body(kernel, policy, pid, persistent, elide)
         columns = not scans and _columns(writer.indices, outer_vars, kernel.outer)
         if columns and persistent and max(widest) > COLUMN_PERSISTENT_MAX:
             # a block of COLUMN_XBLOCK rows' lanes by a whole row would not fit: loop over it
             persistent = False
-            writer, body = _rows_body(kernel, policy, pid, persistent)
+            writer, body = _rows_body(kernel, policy, pid, persistent, elide)
         width = max(w or 0 for w in widest) if persistent else None
         itemsize = max((dtypes[n].itemsize for n in writer.reads | set(writer.writes) if n in dtypes), default=4)
         meta = _columns_launch(xnumel, width) if columns else _rows_launch(xnumel, width, persistent, itemsize)
@@ -348,7 +376,7 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
                 writer.symbols |= sympy.sympify(size).free_symbols
     constexprs = ["XBLOCK"] + ([] if flat else ["RBLOCK"])
     code, params, checks = _function(kernel, writer, body, constexprs, dtypes)
-    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns)
+    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns), writer
 
 
 def _function(kernel: Kernel, writer: _Writer, body: list[str], constexprs: list[str],
@@ -374,9 +402,10 @@ def _function(kernel: Kernel, writer: _Writer, body: list[str], constexprs: list
     return code, params, checks
 
 
-def _rows_body(kernel: Kernel, policy: FusionPolicy, pid: str, persistent: bool) -> tuple[_Writer, list[str]]:
+def _rows_body(kernel: Kernel, policy: FusionPolicy, pid: str, persistent: bool,
+               elide: frozenset[str] = frozenset()) -> tuple[_Writer, list[str]]:
     """A row kernel's writer and the lines of its body, ``persistent`` or looped."""
-    writer = _Writer(kernel, policy)
+    writer = _Writer(kernel, policy, elide)
     outer_vars = loop_vars("x", len(kernel.outer))
     xnumel = sympy.Mul(*kernel.outer)
     writer.dims.update({v.name: frozenset({"x"}) for v in outer_vars})

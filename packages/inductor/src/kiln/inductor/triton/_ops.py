@@ -203,10 +203,10 @@ class TritonOps:
         local = self.locals.get(name)
         if local is not None:
             return local
-        self.reads.add(name)
         self._sizes(index)
         code, kind, dims = self._load_code(name, index, dtype)
-        if code not in self._cse:
+        if code not in self._cse:  # (a value forwarded from a store is no read of memory)
+            self.reads.add(name)
             self.loaded.add(name)
             self.indices.append(index)
             if name in self.stored:

@@ -1,0 +1,127 @@
+"""Pointwise values only their own Triton kernel reads (``Stage.private``) stay in registers
+where every read of them took the value just computed: a persistent softmax's exponentials
+(realized, as they are read by the sum and the division) were stored and then overwritten by
+the output, a third memory access per element (the fp32 softmax rows' deficit on the H100).
+Where a read needs memory (another element of the row, a later loop of a looped kernel) the
+store stays. Checked against eager; CUDA tensors on a GPU, otherwise CPU tensors through
+triton's interpreter."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from triton_support import DEVICE, OPTIONS
+from triton_support import run_like_eager as _run
+
+import kiln
+
+pytest.importorskip("triton")
+
+WIDE = 40000  # above triton_persistent_max (32768): a looped row
+
+
+def _stores(code):
+    return code.count("tl.store(")
+
+
+def _allocated(wrapper):
+    """The buffers the wrapper allocates."""
+    return set(re.findall(r"(buf\d+) = empty_strided", wrapper)) | set(re.findall(r"(buf\d+) = _empty", wrapper))
+
+
+def test_persistent_softmax_stores_only_its_output(graphs):
+    _run(lambda x: torch.softmax(x, -1), torch.randn(6, 4096))
+    assert [g.kernels for g in graphs] == [1]
+    code = graphs[0].triton_code
+    assert _stores(code) == 1
+    assert "kept in registers" in code
+
+
+def test_softmax_in_float32_at_32768_columns(graphs):
+    x = torch.randn(2, 32768) * 4
+    x[1, 100] = float("inf")
+    _run(lambda x: torch.softmax(x, -1), x)
+    assert _stores(graphs[0].triton_code) == 1
+
+
+def test_a_private_value_not_taken_as_an_output_is_not_allocated(graphs):
+    def f(x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return (e / e.sum(-1, keepdim=True)).double()  # another layout: nothing takes e's memory
+
+    _run(f, torch.randn(4, 512))
+    graph = graphs[0]
+    assert graph.kernels == 1
+    kept = re.findall(r"# (buf\d+): pointwise of .*, kept in registers", graph.triton_code)
+    assert len(kept) == 1
+    assert kept[0] not in graph.wrapper_code  # neither allocated nor passed
+
+
+def test_a_read_of_another_element_keeps_the_store(graphs):
+    def f(x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return e / e.sum(-1, keepdim=True) + e.flip(-1)  # the flip reads e in memory
+
+    _run(f, torch.randn(4, 256))
+    code = graphs[0].triton_code
+    assert "kept in registers" not in code
+    assert _stores(code) == graphs[0].kernels + 1
+
+
+def test_a_looped_row_keeps_what_a_later_loop_reads(graphs):
+    def f(x):
+        e = torch.exp(torch.sin(x) * 3 - 2)
+        return e / e.sum(-1, keepdim=True)
+
+    _run(f, torch.randn(3, WIDE))
+    code = graphs[0].triton_code
+    assert "for roffset" in code
+    assert "kept in registers" not in code
+
+
+def test_a_flat_kernel_keeps_a_shared_value_in_registers(graphs):
+    def f(x):
+        y = torch.sin(x) * torch.cos(x) + torch.tanh(x) * torch.exp(x)  # read twice: realized once
+        return y * 2 + torch.sigmoid(y)
+
+    _run(f, torch.randn(1000))
+    code = graphs[0].triton_code
+    assert graphs[0].kernels == 1
+    assert _stores(code) == 1
+
+
+def test_an_output_value_is_still_stored(graphs):
+    def f(x):
+        y = torch.sin(x) * torch.cos(x) + torch.tanh(x) * torch.exp(x)
+        return y * 2 + torch.sigmoid(y), y
+
+    _run(f, torch.randn(1000))
+    assert _stores(graphs[0].triton_code) == 2
+
+
+def test_a_half_value_is_read_rounded_from_memory(graphs):
+    # a half buffer's value is rounded by its store: its readers load it, never the unrounded
+    # register (the reference: y computed in float32 and rounded once, as the kernel does; the
+    # sines and exponentials of two libraries differ in float32's last bits, which y's
+    # rounding can turn into one bfloat16 step: 2**-7 relative)
+    def f(x):
+        y = torch.sin(x) * torch.cos(x) + torch.tanh(x) * torch.exp(x)  # read twice: realized
+        return y * 2 + torch.sigmoid(y)
+
+    x = torch.randn(1000, dtype=torch.bfloat16).to(DEVICE)
+    with torch.no_grad():
+        actual = kiln.compile(f, options=OPTIONS)(x)
+    xf = x.float()
+    y = (torch.sin(xf) * torch.cos(xf) + torch.tanh(xf) * torch.exp(xf)).to(torch.bfloat16).float()
+    torch.testing.assert_close(actual, (y * 2 + torch.sigmoid(y)).to(torch.bfloat16), rtol=2**-6, atol=2**-6)
+    code = graphs[0].triton_code
+    assert "kept in registers" not in code
+    assert _stores(code) == 2
+
+
+def test_softmax_of_a_float_view_of_half_input(graphs):
+    x = torch.randn(4, 1024, dtype=torch.bfloat16)
+    _run(lambda x: torch.softmax(x.float() * 3, -1).to(torch.bfloat16) * x, x)
+    assert _stores(graphs[0].triton_code) == 1
