@@ -9,7 +9,8 @@ on disk.
 one's steps of 16 to 128; *persistent rows*, ``RBLOCK`` fixed (a whole row) and ``XBLOCK`` (rows
 per program) around the heuristic's with half, the same and twice its warps; *looped rows*,
 blocks of 512 to 4096 elements of up to 4 rows, each with 1 and 2 pipeline stages (the
-only shape with a loop for ``num_stages`` to pipeline). At most
+only shape with a loop for ``num_stages`` to pipeline); *tiled* (a transpose), tiles of 16
+to 256 rows by 16 to 256 columns with 4 or 8 warps. At most
 ``AutotunePolicy.max_candidates``; blocks never exceed the (hinted) sizes' next power of two.
 A matrix product's template kernel (``_template``) has its own: tiles of rows, columns and
 ``K`` steps with warps and pipeline stages (``_template.template_candidates``), its programs
@@ -118,6 +119,14 @@ def candidates(launch: TritonKernel, xnumel: int, policy: AutotunePolicy | None 
             block = min(block, cap)
             for warps in (block // 256, block // 128):
                 _add(out, {"XBLOCK": block, "num_warps": _clip(warps, 16)})
+    elif launch.shape == "tiled":
+        # a transpose's tiles (``_kernel._tile_axis``): square, and long along either side
+        cols = launch.tiles[2]
+        rows, cols = cap, _next_pow2(int(cols)) if getattr(cols, "is_Integer", False) else 64
+        for x, r, warps in ((64, 64, 4), (32, 32, 4), (64, 64, 8), (128, 32, 4), (32, 128, 4), (128, 128, 8),
+                            (16, 256, 4), (256, 16, 4)):
+            if x <= max(rows, 16) and r <= max(cols, 16):
+                _add(out, {"XBLOCK": x, "RBLOCK": r, "num_warps": warps})
     elif launch.columns:
         # reading along its rows (``_kernel._columns``): many rows per program, short steps
         rblock = launch.meta["RBLOCK"]
@@ -336,7 +345,7 @@ def tune(launch: TritonKernel, fn: Any, device: str, buffers: dict[str, Buffer],
     xnumel = hint(launch.xnumel)
     if xnumel <= 0:
         return None
-    if launch.tiles is not None:
+    if launch.shape == "template":
         _, m, n = (hint(size) for size in launch.tiles)
         cands = template_candidates(launch.meta, m, n, launch.dot_dtype)[:policy.max_candidates]
     else:

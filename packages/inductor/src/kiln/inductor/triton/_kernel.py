@@ -129,6 +129,66 @@ def _decompose(variables: tuple[sympy.Symbol, ...], sizes: tuple[sympy.Expr, ...
 
 
 # identity of each reduction (masked lanes), by kind
+TILE_MIN = 16  # the shortest dimension a tiled kernel's tile spans (``_tile_axis``)
+TILE = 64  # a tiled kernel's tile: TILE x TILE elements, 4 warps (``_tiled_launch``)
+
+
+def _tile_axis(variables: tuple[sympy.Symbol, ...], sizes: tuple[sympy.Expr, ...],
+               indices: list[sympy.Expr]) -> int | None:
+    """Where a flat kernel should be **tiled**: the position of the variable along which its
+    strided accesses are contiguous. A flat block runs along its innermost variable (the last
+    one not of size 1); an access stepping further than one element as that variable grows
+    (a transpose's load or store) reads one element of each 32-byte sector. When such
+    accesses step by one along another variable, a 2-D tile of both lets each access run
+    along its own contiguous direction (triton exchanges the values through shared memory).
+    The variable most such accesses are contiguous along, when it and the innermost variable
+    are known sizes of at least ``TILE_MIN``; None: the flat kernel is coalesced as it is."""
+    moving = [k for k, size in enumerate(sizes) if size != 1]
+    if not moving or (_static(sizes[moving[-1]]) or 0) < TILE_MIN:
+        return None
+    inner = variables[moving[-1]]
+    votes: dict[int, int] = {}
+    for index in indices:
+        step = _step(index, inner)
+        if step is None or abs(step) <= 1:
+            continue
+        for k in moving[:-1]:
+            if _step(index, variables[k]) == 1 and (_static(sizes[k]) or 0) >= TILE_MIN:
+                votes[k] = votes.get(k, 0) + 1
+                break
+    return max(votes, key=lambda k: votes[k]) if votes else None
+
+
+def _tiled_body(kernel: Kernel, policy: FusionPolicy, pid: str, variables: tuple[sympy.Symbol, ...],
+                sizes: tuple[sympy.Expr, ...], axis: int, elide: frozenset[str]) -> tuple[_Writer, list[str]]:
+    """A tiled kernel's writer and body: each program computes a tile of ``XBLOCK`` rows (the
+    other variables, row-major) by ``RBLOCK`` columns (variable ``axis``), one program per
+    tile, consecutive programs along the columns."""
+    writer = _Writer(kernel, policy, elide)
+    others = tuple(v for k, v in enumerate(variables) if k != axis)
+    other_sizes = tuple(size for k, size in enumerate(sizes) if k != axis)
+    writer.dims.update({v.name: frozenset({"x"}) for v in others})
+    writer.dims[variables[axis].name] = frozenset({"r"})
+    body = [f"xnumel = {TRITON(sympy.Mul(*other_sizes))}", f"rnumel = {TRITON(sizes[axis])}",
+            f"pid = {pid}", "tiles_r = (rnumel + RBLOCK - 1) // RBLOCK",
+            "xindex = (pid // tiles_r) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            "rindex = (pid % tiles_r) * RBLOCK + tl.arange(0, RBLOCK)[None, :]",
+            "xmask = xindex < xnumel", "rmask = rindex < rnumel",
+            *_decompose(others, other_sizes, "xindex"), f"{variables[axis].name} = rindex"]
+    for stage in kernel.stages:
+        body += writer.pointwise(stage)
+    return writer, body
+
+
+def _tiled_launch(rows: sympy.Expr, columns: sympy.Expr) -> dict[str, int]:
+    """A tiled kernel's launch: ``TILE`` x ``TILE`` tiles, narrower where a side is shorter."""
+    def side(n: sympy.Expr) -> int:
+        size = _static(n)
+        return TILE if size is None else max(TILE_MIN, min(TILE, _next_pow2(size)))
+
+    return {"XBLOCK": side(rows), "RBLOCK": side(columns), "num_warps": 4}
+
+
 def _identity(kind: str, dtype: torch.dtype) -> str:
     if kind in ("sum", "any"):
         return "0"
@@ -161,6 +221,7 @@ class _Writer:
         self.reloaded: set[str] = set()  # buffers loaded from memory after a stage stored them
         self.elide = elide  # private stages whose store is left out (``render_kernel``)
         self.indices: list[sympy.Expr] = []  # the element index of every load
+        self.stores: list[sympy.Expr] = []  # the element index of every store
 
     def ops(self) -> TritonOps:
         return TritonOps(self.dims, self.ones, locals=self.locals, stored=self.stored, _cse=self.cse,
@@ -185,6 +246,7 @@ class _Writer:
         target = buffer.into or buffer.storage or buffer.name
         self.writes[target] = buffer.dtype
         store = flat_index(index, buffer.strides())
+        self.stores.append(store)
         self.symbols |= {s for s in store.free_symbols if s.name not in self.dims}
         dims = ops.index_dims(store)
         mask = ops.mask(dims | {"x"})
@@ -340,20 +402,30 @@ def _render(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]
         (sympy.Mul(*s.inner) for s in kernel.stages), key=lambda e: _static(e) or 0)) >= 2**31
     pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
     body: list[str] = []
+    tiles = None
     if flat:
         writer = _Writer(kernel, policy, elide)
         inner = kernel.stages[0].inner
         variables = (*outer_vars, *loop_vars("r", len(inner)))
-        total = sympy.Mul(*kernel.outer) * sympy.Mul(*inner)
+        sizes = (*kernel.outer, *inner)
+        total = sympy.Mul(*sizes)
         writer.ones = "[1]"
         writer.dims.update({v.name: frozenset({"x"}) for v in variables})
         body += [f"xnumel = {TRITON(total)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",
-                 "xmask = xindex < xnumel", *_decompose(variables, (*kernel.outer, *inner), "xindex")]
+                 "xmask = xindex < xnumel", *_decompose(variables, sizes, "xindex")]
         for stage in kernel.stages:
             body += scatter_lines(writer, stage) if scatter else writer.pointwise(stage)
         meta = _flat_launch(total)
         shape, xnumel, width, columns = "flat", total, None, False
         writer.symbols |= total.free_symbols
+        axis = None if scatter else _tile_axis(variables, sizes, writer.indices + writer.stores)
+        if axis is not None:
+            writer, body = _tiled_body(kernel, policy, pid, variables, sizes, axis, elide)
+            rows = total / sizes[axis]
+            tiles = (sympy.S.One, rows, sizes[axis])
+            meta = _tiled_launch(rows, sizes[axis])
+            shape, xnumel = "tiled", rows
+            writer.symbols |= total.free_symbols
     else:
         xnumel = sympy.Mul(*kernel.outer)
         widest = [_static(sympy.Mul(*s.inner)) for s in kernel.stages]
@@ -374,9 +446,9 @@ def _render(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]
         for s in kernel.stages:
             for size in s.inner:
                 writer.symbols |= sympy.sympify(size).free_symbols
-    constexprs = ["XBLOCK"] + ([] if flat else ["RBLOCK"])
+    constexprs = ["XBLOCK"] + ([] if shape == "flat" else ["RBLOCK"])
     code, params, checks = _function(kernel, writer, body, constexprs, dtypes)
-    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns), writer
+    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns, tiles), writer
 
 
 def _function(kernel: Kernel, writer: _Writer, body: list[str], constexprs: list[str],
