@@ -17,6 +17,8 @@
 #            block-bf16-train and gpt2, without the profiler ($OUT/restart.json)
 #   roprof   benchmarks/host_profile.py under reduce-overhead for bert and gpt2, with each
 #            compiler's 15 kernels of most device time (the reduce-overhead gap's first step)
+#   tests-gpu  the tests that take the GPU path: tests/inductor, tests/aotgrad and the CUDA tests
+#            of tests/compile and tests/e2e (a third of the suite's time; for little device time)
 #   tests-a / tests-b  the suite in two halves (tests/compile + tests/e2e; the rest), for when
 #            one call's 600 s are not enough for `tests`
 # Run through the device tool as:  scripts/device_check.sh tests harness demo   (carry .whl;
@@ -45,6 +47,9 @@ for step in "${steps[@]}"; do
              --junitxml="$out/junit.xml" ;;
     tests-a) run tests-a 585 python3 -m pytest tests/compile tests/e2e -q -rfE -n 16 -p no:randomly \
                -p no:cacheprovider --junitxml="$out/junit-a.xml" ;;
+    tests-gpu) run tests-gpu 300 python3 -m pytest tests/inductor tests/aotgrad tests/compile/test_compile_context.py \
+                 tests/compile/test_stage_configs.py tests/e2e/test_library_code_long_tail.py -q -rfE -n 16 \
+                 -p no:randomly -p no:cacheprovider --junitxml="$out/junit-gpu.xml" ;;
     tests-b) run tests-b 585 python3 -m pytest tests -q -rfE -n 16 -p no:randomly -p no:cacheprovider \
                --ignore=tests/compile --ignore=tests/e2e --junitxml="$out/junit-b.xml" ;;
     triton)
