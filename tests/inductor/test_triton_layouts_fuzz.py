@@ -62,10 +62,11 @@ def test_random_permuted_chains_against_float64(graphs):
         assert [st for st, n in zip(actual.stride(), actual.shape, strict=True) if n != 1] == \
             [st for st, n in zip(expected.stride(), expected.shape, strict=True) if n != 1], seed  # eager's layout
         # a chain of up to eight transcendental functions can be ill-conditioned: eager's own
-        # float32 result is then 1e-3 off the float64 one; kiln must be as near it as eager
-        # (twice eager's largest error; a misplaced element is off by far more)
+        # float32 result is then 1e-3 off the float64 one; kiln must be about as near it as
+        # eager (twice eager's largest error, and 1e-5 relative for a GPU's approximate
+        # exponentials where eager's error is small; a misplaced element is off by far more)
         eager_error = (expected.double() - exact).abs().max().item()
-        torch.testing.assert_close(actual.double(), exact, rtol=0, atol=2 * eager_error + 1e-6,
+        torch.testing.assert_close(actual.double(), exact, rtol=1e-5, atol=2 * eager_error + 1e-6,
                                    msg=lambda m, s=seed: f"seed {s}: {m}")
         code = graphs[-1].triton_code
         tiled += "tiles_r = " in code
