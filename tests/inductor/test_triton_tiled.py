@@ -110,3 +110,18 @@ def test_max_autotune_measures_tiles(graphs, tmp_path):
     assert all("RBLOCK" in c and c["XBLOCK"] * c["RBLOCK"] <= 256 * 256 for c in result.candidates)
     launch = ", ".join(f"{k}={v}" for k, v in result.chosen.items())
     assert launch in graph.wrapper_code
+
+
+def test_a_transpose_in_the_backward(graphs):
+    x = torch.randn(48, 40, device=DEVICE, requires_grad=True)
+    w = torch.randn(40, 48, device=DEVICE, requires_grad=True)
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+
+    def f(x, w):
+        return (torch.sin(x.t() * w) * w).sum()
+
+    kiln.compile(f, options=OPTIONS)(x, w).backward()
+    f(x2, w2).backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(w.grad, w2.grad)
+    assert len(graphs) == 2 and _tiled(graphs[1])  # the backward's gradient of x is written transposed
