@@ -125,3 +125,24 @@ def test_softmax_of_a_float_view_of_half_input(graphs):
     x = torch.randn(4, 1024, dtype=torch.bfloat16)
     _run(lambda x: torch.softmax(x.float() * 3, -1).to(torch.bfloat16) * x, x)
     assert _stores(graphs[0].triton_code) == 1
+
+
+def test_symbolic_rows_loop_and_keep_the_store(graphs):
+    f = kiln.compile(lambda x: torch.softmax(x * 2, -1), options=OPTIONS, dynamic=True)
+    for n in (300, 517):
+        x = torch.randn(3, n, device=DEVICE)
+        with torch.no_grad():
+            torch.testing.assert_close(f(x), torch.softmax(x * 2, -1))
+    assert len(graphs) == 1 and "for roffset" in graphs[0].triton_code
+
+
+def test_max_autotune_measures_the_kernel_without_the_store(graphs, tmp_path):
+    options = {**(OPTIONS or {}), "inductor.max_autotune": True, "inductor.cache_dir": str(tmp_path)}
+    x = torch.randn(64, 1024, device=DEVICE)
+    with torch.no_grad():
+        out = kiln.compile(lambda x: torch.softmax(x, -1), options=options)(x)
+    torch.testing.assert_close(out, torch.softmax(x, -1))
+    (graph,) = graphs
+    assert _stores(graph.triton_code) == 1
+    (result,) = graph.autotuned
+    assert len(result.candidates) > 1 and all(t is not None for t in result.timings[:1])
