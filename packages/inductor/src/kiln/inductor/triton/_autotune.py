@@ -121,11 +121,10 @@ def candidates(launch: TritonKernel, xnumel: int, policy: AutotunePolicy | None 
                 _add(out, {"XBLOCK": block, "num_warps": _clip(warps, 16)})
     elif launch.shape == "tiled":
         # a transpose's tiles (``_kernel._tile_axis``): square, and long along either side
-        cols = launch.tiles[2]
-        rows, cols = cap, _next_pow2(int(cols)) if getattr(cols, "is_Integer", False) else 64
+        cols = _next_pow2(int(launch.tiles[2]))  # a known size (``_tile_axis``)
         for x, r, warps in ((64, 64, 4), (32, 32, 4), (64, 64, 8), (128, 32, 4), (32, 128, 4), (128, 128, 8),
                             (16, 256, 4), (256, 16, 4)):
-            if x <= max(rows, 16) and r <= max(cols, 16):
+            if x <= max(cap, 16) and r <= max(cols, 16):
                 _add(out, {"XBLOCK": x, "RBLOCK": r, "num_warps": warps})
     elif launch.columns:
         # reading along its rows (``_kernel._columns``): many rows per program, short steps

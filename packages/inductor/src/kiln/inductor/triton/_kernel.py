@@ -82,7 +82,8 @@ class TritonKernel:
     width: int | None = None
     checks: bool = False  # it checks loaded indices (a device-side assert)
     columns: bool = False  # a row kernel whose loads are contiguous across rows, strided along one (``_columns``)
-    tiles: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None  # a template's (batches, rows, columns)
+    # a template's or a tiled kernel's (batches, rows, columns): one program per tile
+    tiles: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None
     dot_dtype: torch.dtype | None = None  # a template's operands' dtype
     registers: frozenset[str] = frozenset()  # private stages it never stores (their values stay in registers)
 
@@ -128,7 +129,6 @@ def _decompose(variables: tuple[sympy.Symbol, ...], sizes: tuple[sympy.Expr, ...
     return lines
 
 
-# identity of each reduction (masked lanes), by kind
 TILE_MIN = 16  # the shortest dimension a tiled kernel's tile spans (``_tile_axis``)
 TILE = 64  # a tiled kernel's tile: TILE x TILE elements, 4 warps (``_tiled_launch``)
 
@@ -189,6 +189,7 @@ def _tiled_launch(rows: sympy.Expr, columns: sympy.Expr) -> dict[str, int]:
     return {"XBLOCK": side(rows), "RBLOCK": side(columns), "num_warps": 4}
 
 
+# identity of each reduction (masked lanes), by kind
 def _identity(kind: str, dtype: torch.dtype) -> str:
     if kind in ("sum", "any"):
         return "0"
@@ -381,18 +382,24 @@ def render_kernel(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.
         from ._template import render_template  # (it builds on this module)
 
         return render_template(kernel, policy, dtypes)
-    launch, writer = _render(kernel, policy, dtypes, frozenset())
+    launch, writer, axis = _render(kernel, policy, dtypes, frozenset(), _UNDECIDED)
     elide = frozenset(s.buffer.name for s in kernel.stages
                       if s.private and (s.buffer.storage or s.buffer.name) not in writer.reloaded)
     if not elide:
         return launch
-    launch, writer = _render(kernel, policy, dtypes, elide)
+    launch, writer, _ = _render(kernel, policy, dtypes, elide, axis)  # the same shape, fewer stores
     launch.registers = elide
     return launch
 
 
+_UNDECIDED = -1  # ``_render``'s ``axis`` when a flat kernel's tiling is still to be decided
+
+
 def _render(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype],
-            elide: frozenset[str]) -> tuple[TritonKernel, _Writer]:
+            elide: frozenset[str], axis: int | None) -> tuple[TritonKernel, _Writer, int | None]:
+    """The kernel, its writer and the variable a flat kernel is tiled along (None: not
+    tiled); ``axis``: that variable, or ``_UNDECIDED`` to decide it from the flat kernel's
+    accesses (``_tile_axis``)."""
     outer_vars = loop_vars("x", len(kernel.outer))
     inner_sets = {s.inner for s in kernel.stages}
     scatter = any(isinstance(s.buffer.body, Scatter) for s in kernel.stages)  # alone in its kernel
@@ -404,29 +411,30 @@ def _render(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]
     body: list[str] = []
     tiles = None
     if flat:
-        writer = _Writer(kernel, policy, elide)
         inner = kernel.stages[0].inner
         variables = (*outer_vars, *loop_vars("r", len(inner)))
         sizes = (*kernel.outer, *inner)
         total = sympy.Mul(*sizes)
-        writer.ones = "[1]"
-        writer.dims.update({v.name: frozenset({"x"}) for v in variables})
-        body += [f"xnumel = {TRITON(total)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",
-                 "xmask = xindex < xnumel", *_decompose(variables, sizes, "xindex")]
-        for stage in kernel.stages:
-            body += scatter_lines(writer, stage) if scatter else writer.pointwise(stage)
-        meta = _flat_launch(total)
-        shape, xnumel, width, columns = "flat", total, None, False
-        writer.symbols |= total.free_symbols
-        axis = None if scatter else _tile_axis(variables, sizes, writer.indices + writer.stores)
+        width, columns = None, False
+        if axis == _UNDECIDED or axis is None:
+            writer = _Writer(kernel, policy, elide)
+            writer.ones = "[1]"
+            writer.dims.update({v.name: frozenset({"x"}) for v in variables})
+            body += [f"xnumel = {TRITON(total)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",
+                     "xmask = xindex < xnumel", *_decompose(variables, sizes, "xindex")]
+            for stage in kernel.stages:
+                body += scatter_lines(writer, stage) if scatter else writer.pointwise(stage)
+            meta, shape, xnumel = _flat_launch(total), "flat", total
+            if axis == _UNDECIDED:
+                axis = None if scatter else _tile_axis(variables, sizes, writer.indices + writer.stores)
         if axis is not None:
             writer, body = _tiled_body(kernel, policy, pid, variables, sizes, axis, elide)
             rows = total / sizes[axis]
             tiles = (sympy.S.One, rows, sizes[axis])
-            meta = _tiled_launch(rows, sizes[axis])
-            shape, xnumel = "tiled", rows
-            writer.symbols |= total.free_symbols
+            meta, shape, xnumel = _tiled_launch(rows, sizes[axis]), "tiled", rows
+        writer.symbols |= total.free_symbols
     else:
+        axis = None
         xnumel = sympy.Mul(*kernel.outer)
         widest = [_static(sympy.Mul(*s.inner)) for s in kernel.stages]
         scans = any(isinstance(s.buffer.body, Scan) for s in kernel.stages)
@@ -448,7 +456,7 @@ def _render(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]
                 writer.symbols |= sympy.sympify(size).free_symbols
     constexprs = ["XBLOCK"] + ([] if shape == "flat" else ["RBLOCK"])
     code, params, checks = _function(kernel, writer, body, constexprs, dtypes)
-    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns, tiles), writer
+    return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns, tiles), writer, axis
 
 
 def _function(kernel: Kernel, writer: _Writer, body: list[str], constexprs: list[str],
