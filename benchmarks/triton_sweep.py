@@ -64,10 +64,12 @@ def candidates(cols: int, itemsize: int) -> list[tuple[str, dict[str, int] | Non
             if xblock * cols // (32 * warps) < 4 or xblock * cols // (32 * warps) > 128:
                 continue
             out.append((f"p x{xblock} w{warps}", {"XBLOCK": xblock, "num_warps": warps}, None))
-    for rblock in (2048, 4096):
+    for rblock in (1024, 2048, 4096, 8192):
         if rblock >= cols:
             continue
-        for warps in (8, 16):
+        for warps in (4, 8, 16, 32):
+            if rblock // (32 * warps) < 2 or rblock // (32 * warps) > 64:
+                continue
             out.append((f"l r{rblock} w{warps}", {"XBLOCK": 1, "RBLOCK": rblock, "num_warps": warps}, cols // 2))
     return out
 
