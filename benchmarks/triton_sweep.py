@@ -136,8 +136,8 @@ def main() -> None:
                 for k, v in r["configs"].items():
                     if not isinstance(v, float):
                         print(f"    {k}: {v}", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"copy": copy, "rows": results}, indent=1))
+                if args.json:  # after every row: a run cut short keeps what it measured
+                    Path(args.json).write_text(json.dumps({"copy": copy, "rows": results}, indent=1))
     print(f"\n{'row':<24} {'eager':>6} {'torch':>6} {'kiln':>6} {'best':>6}  best config")
     for r in results:
         numbers = {k: v for k, v in r["configs"].items() if isinstance(v, float)}

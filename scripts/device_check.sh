@@ -11,7 +11,8 @@
 #   kernels  gpu_bench --quick, the memory-bound rows only ($OUT/kernels.json)
 #   transpose benchmarks/transpose_bench.py: tiled transposing kernels against copy bandwidth
 #   gpt2     gpu_bench: transformers GPT-2 alone, default and reduce-overhead ($OUT/gpt2.json)
-#   sweep    benchmarks/triton_sweep.py: launch configs of the memory-bound rows ($OUT/sweep.json)
+#   sweep    benchmarks/triton_sweep.py: launch configs of the memory-bound rows ($OUT/sweep.json;
+#            its arguments in $SWEEP_ARGS, e.g. "--cols 32768", its time limit in $SWEEP_LIMIT)
 #   matmul   benchmarks/matmul_bench.py: matmul templates against torch's max-autotune ($OUT/matmul.json)
 #   restart  benchmarks/restart_bench.py: cold and warm first calls of a restarted program,
 #            block-bf16-train and gpt2, without the profiler ($OUT/restart.json)
@@ -63,7 +64,7 @@ for step in "${steps[@]}"; do
     transpose) run transpose 200 python3 benchmarks/transpose_bench.py ;;
     gpt2) run gpt2 150 python3 benchmarks/gpu_bench.py --cases gpt2 --modes default,reduce-overhead --rounds 3 \
             --json "$out/gpt2.json" ;;
-    sweep) run sweep 400 python3 benchmarks/triton_sweep.py --json "$out/sweep.json" ;;
+    sweep) run sweep "${SWEEP_LIMIT:-400}" python3 benchmarks/triton_sweep.py ${SWEEP_ARGS:-} --json "$out/sweep.json" ;;
     matmul) run matmul 400 env KILN_LOGS=perf_hints python3 benchmarks/matmul_bench.py --json "$out/matmul.json" ;;
     restart) run restart 400 python3 benchmarks/restart_bench.py --cases block-bf16-train,gpt2 \
                --json "$out/restart.json" ;;
