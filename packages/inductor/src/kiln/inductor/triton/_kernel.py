@@ -255,7 +255,7 @@ class _Writer:
         # a block of pointers (one element: every lane of the row block stores the same value)
         at = TRITON(store) if dims else f"{TRITON(store)} + 0 * xindex"
         line = f"tl.store({target} + ({at}), {tstore(value.name, buffer.dtype)}, {mask})"
-        if buffer.dtype not in HALF_DTYPES:  # a half value's register is not rounded yet
+        if buffer.dtype not in HALF_DTYPES or value.half == buffer.dtype:  # (a half value: rounded already)
             ops.forward(target, store, buffer.dtype, value)
         ops.stored.add(target)
         return line
@@ -263,7 +263,9 @@ class _Writer:
     def pointwise(self, stage: Stage) -> list[str]:
         ops = self.ops()
         buffer = stage.buffer
-        value = ops.to_dtype(buffer.body.loader(stage.index, ops), compute_type(buffer.dtype))
+        # a half value rounded in its register (what a load of its store gives, bit for bit):
+        # later reads in the block take it, so that it too may stay in registers
+        value = ops.to_dtype(buffer.body.loader(stage.index, ops), buffer.dtype)
         target = buffer.into or buffer.storage or buffer.name
         if buffer.name in self.elide:
             # every later read of it is this value (``render_kernel`` checked): no store
