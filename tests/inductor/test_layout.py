@@ -360,3 +360,21 @@ def test_a_convolution_of_a_channels_last_tensor_returns_eagers_layout(which, dt
             expected = conv(x)
         torch.testing.assert_close(got, expected)
         assert got.stride() == expected.stride() == _cl((2, 16, 6, 6))
+
+
+@pytest.mark.parametrize("perm", [(1, 0, 2), (2, 0, 1), (0, 2, 1)])
+def test_dynamic_sizes_keep_eagers_permuted_layout(graphs, perm):
+    # a pointwise op of permuted inputs: eager lays its output out as the inputs are
+    # (TensorIterator), strides the trace gives as symbols ((s1*s2, 1, s1), ...): the C++
+    # kernels' output keeps them at every size the graph is called with (before: contiguous)
+    def f(x, y):
+        return torch.sin(x.permute(*perm)) * 2 + y.permute(*perm)
+
+    compiled = kiln.compile(f, dynamic=True)
+    for n in (5, 7, 12):
+        x, y = torch.randn(n, n + 1, n + 2), torch.randn(n, n + 1, n + 2)
+        expected = f(x, y)
+        actual = compiled(x, y)
+        torch.testing.assert_close(actual, expected)
+        assert actual.stride() == expected.stride(), (n, actual.stride(), expected.stride())
+    assert len(graphs) == 1

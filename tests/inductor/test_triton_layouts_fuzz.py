@@ -74,3 +74,38 @@ def test_random_permuted_chains_against_float64(graphs):
     assert len(graphs) == 24
     assert tiled >= 10 and kept >= 6, (tiled, kept)  # 15 and 11 of the 24: both paths taken
     assert tiled < 24
+
+
+def _grown(t, by):
+    """``t`` with every dimension but those of size 1 grown by ``by``, in the same layout."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))  # outermost first
+    sizes = [n + by if n != 1 else 1 for n in t.shape]
+    return torch.randn(*[sizes[d] for d in order]).to(t.device).permute(*[order.index(d) for d in range(t.dim())])
+
+
+def _layout(t):
+    return [st for st, n in zip(t.stride(), t.shape, strict=True) if n != 1]
+
+
+def test_dynamic_sizes_keep_eagers_layout(graphs):
+    # the traced strides are symbolic ((s1*s2, 1, s1) for a permuted chain): the output is
+    # laid out as eager lays it out, at the sizes compiled for and at other sizes (before,
+    # such outputs came back contiguous: 5 of these 24 programs)
+    permuted = 0
+    for seed in range(24):
+        fn, x, y = _program(random.Random(seed))
+        kiln.reset()
+        compiled = kiln.compile(fn, options=OPTIONS, dynamic=True)
+        for by in (0, 2):
+            a, b = (_grown(x, by), _grown(y, by)) if by else (x, y)
+            a, b = a.to(DEVICE), b.to(DEVICE)
+            with torch.no_grad():
+                expected = fn(a, b)
+                actual = compiled(a, b)
+                exact = fn(a.double(), b.double())
+            eager_error = (expected.double() - exact).abs().max().item()  # as the test above
+            torch.testing.assert_close(actual.double(), exact, rtol=1e-5, atol=2 * eager_error + 1e-6,
+                                       msg=lambda m, s=seed: f"seed {s}: {m}")
+            assert _layout(actual) == _layout(expected), (seed, by, actual.stride(), expected.stride())
+        permuted += not expected.is_contiguous()
+    assert permuted >= 5

@@ -763,15 +763,20 @@ def _is_reduction(node: Node) -> bool:
 
 
 def dense_layout(sizes: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
-    """Whether (sizes, strides) is a permutation of a contiguous layout (static only)."""
-    if not all(isinstance(v, sympy.Integer) for v in (*sizes, *strides)):
-        return False
-    dims = sorted((int(st), int(sz)) for sz, st in zip(sizes, strides, strict=True) if int(sz) != 1)
-    expected = 1
-    for st, sz in dims:
-        if st != expected:
+    """Whether (sizes, strides) is a permutation of a contiguous layout: taken from the
+    innermost, each dimension's stride is the product of the sizes inside it. Symbolic
+    strides count where they are exactly such products (``(s1*s2, 1, s1)`` for sizes
+    ``(s0, s1, s2)``), as the traced strides of a pointwise op over permuted inputs are."""
+    dims = [(sympy.sympify(st), sympy.sympify(sz)) for sz, st in zip(sizes, strides, strict=True) if sz != 1]
+    expected: sympy.Expr = sympy.S.One
+    while dims:
+        at = next((i for i, (st, _) in enumerate(dims) if st == expected), None)
+        if at is None:
+            at = next((i for i, (st, _) in enumerate(dims) if sympy.expand(st - expected) == 0), None)
+        if at is None:
             return False
-        expected *= sz
+        _, size = dims.pop(at)
+        expected = expected * size
     return True
 
 
