@@ -75,41 +75,39 @@ def _product(ctx: LoweringContext, node: Any, a: TensorValue, b: TensorValue) ->
 _RESHAPES = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
 
-def _elementwise_reader(node: Any) -> bool:
-    """Whether an elementwise op (ATen's ``pointwise`` tag) reads the product, directly or
-    through reshapes: an epilogue the template would fuse, which after the vendor library's
-    call is a pass over the result of its own."""
-    stack, seen = list(node.users), set()
+def _readers(node: Any) -> list[Any]:
+    """The nodes reading ``node``, through reshapes (a reshape nothing reads counts as a
+    reader itself)."""
+    stack, seen, found = list(node.users), set(), []
     while stack:
         user = stack.pop()
         if user in seen:
             continue
         seen.add(user)
-        target = getattr(user, "target", None)
-        if target in _RESHAPES:
+        if getattr(user, "target", None) in _RESHAPES and user.users:
             stack.extend(user.users)
-        elif torch.Tag.pointwise in getattr(target, "tags", ()):
-            return True
-    return False
+        else:
+            found.append(user)
+    return found
+
+
+def _pointwise(user: Any) -> bool:
+    return getattr(user, "op", None) != "output" and torch.Tag.pointwise in getattr(getattr(user, "target", None),
+                                                                                   "tags", ())
+
+
+def _elementwise_reader(node: Any) -> bool:
+    """Whether an elementwise op (ATen's ``pointwise`` tag) reads the product, directly or
+    through reshapes: an epilogue the template would fuse, which after the vendor library's
+    call is a pass over the result of its own."""
+    return any(_pointwise(user) for user in _readers(node))
 
 
 def _only_elementwise_readers(node: Any) -> bool:
     """Whether every reader of ``node`` is elementwise (ATen's ``pointwise`` tag), directly or
     through reshapes, and none is the graph's output."""
-    stack, seen = list(node.users), set()
-    while stack:
-        user = stack.pop()
-        if user in seen:
-            continue
-        seen.add(user)
-        target = getattr(user, "target", None)
-        if target in _RESHAPES:
-            if not user.users:
-                return False
-            stack.extend(user.users)
-        elif getattr(user, "op", None) == "output" or torch.Tag.pointwise not in getattr(target, "tags", ()):
-            return False
-    return bool(seen)
+    readers = _readers(node)
+    return bool(readers) and all(_pointwise(user) for user in readers)
 
 
 @register(aten.mm.default, aten.bmm.default)
