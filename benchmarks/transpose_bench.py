@@ -12,9 +12,15 @@ Run on the GPU machine: ``scripts/device_run.sh python3 benchmarks/transpose_ben
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.gpu_bench import copy_bandwidth
 
 
 def _cases(dtype: torch.dtype, n: int) -> dict:
@@ -28,15 +34,6 @@ def _cases(dtype: torch.dtype, n: int) -> dict:
     }
 
 
-def _copy_gbps() -> float:
-    from triton.testing import do_bench
-
-    src = torch.empty(2 * 1024**3 // 4, device="cuda")
-    dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), return_mode="median")
-    return 2 * src.numel() * 4 / ms / 1e6
-
-
 def main() -> None:
     from triton.testing import do_bench
 
@@ -45,7 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=8192)
     args = parser.parse_args()
-    copy_gbps = _copy_gbps()
+    copy_gbps = copy_bandwidth(torch.device("cuda"), 1024, 100)["gbps"]  # as gpu_bench measures it
     print(f"copy bandwidth: {copy_gbps:.0f} GB/s")
     rows = []
     for dtype in (torch.float32, torch.bfloat16):

@@ -48,6 +48,11 @@ def _program(rng: random.Random):
     return fn, x, y
 
 
+def _layout(t):
+    """A tensor's strides, less those of dimensions of size 1 (any stride is theirs)."""
+    return [st for st, n in zip(t.stride(), t.shape, strict=True) if n != 1]
+
+
 def test_random_permuted_chains_against_float64(graphs):
     tiled = kept = 0
     for seed in range(24):
@@ -59,8 +64,7 @@ def test_random_permuted_chains_against_float64(graphs):
             actual = kiln.compile(fn, options=OPTIONS, dynamic=False)(x, y)
             exact = fn(x.double(), y.double())
         assert actual.shape == expected.shape, seed
-        assert [st for st, n in zip(actual.stride(), actual.shape, strict=True) if n != 1] == \
-            [st for st, n in zip(expected.stride(), expected.shape, strict=True) if n != 1], seed  # eager's layout
+        assert _layout(actual) == _layout(expected), seed  # eager's layout
         # a chain of up to eight transcendental functions can be ill-conditioned: eager's own
         # float32 result is then 1e-3 off the float64 one; kiln must be about as near it as
         # eager (twice eager's largest error, and 1e-5 relative for a GPU's approximate
@@ -81,10 +85,6 @@ def _grown(t, by):
     order = sorted(range(t.dim()), key=lambda d: -t.stride(d))  # outermost first
     sizes = [n + by if n != 1 else 1 for n in t.shape]
     return torch.randn(*[sizes[d] for d in order]).to(t.device).permute(*[order.index(d) for d in range(t.dim())])
-
-
-def _layout(t):
-    return [st for st, n in zip(t.stride(), t.shape, strict=True) if n != 1]
 
 
 def test_dynamic_sizes_keep_eagers_layout(graphs):

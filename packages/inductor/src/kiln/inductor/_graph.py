@@ -61,6 +61,7 @@ from ._layout import (
     CHANNELS_LAST,
     LayoutConflict,
     channels_last_call,
+    dense_layout,
     follow_order,
     ordered_strides,
 )
@@ -738,24 +739,6 @@ def _is_reduction(node: Node) -> bool:
     name = getattr(getattr(target, "overloadpacket", None), "__name__", "")
     return name in {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var", "var_mean",
                     "_softmax", "_log_softmax", "native_layer_norm", "logsumexp", "any", "all"}
-
-
-def dense_layout(sizes: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
-    """Whether (sizes, strides) is a permutation of a contiguous layout: taken from the
-    innermost, each dimension's stride is the product of the sizes inside it. Symbolic
-    strides count where they are exactly such products (``(s1*s2, 1, s1)`` for sizes
-    ``(s0, s1, s2)``), as the traced strides of a pointwise op over permuted inputs are."""
-    dims = [(sympy.sympify(st), sympy.sympify(sz)) for sz, st in zip(sizes, strides, strict=True) if sz != 1]
-    expected: sympy.Expr = sympy.S.One
-    while dims:
-        at = next((i for i, (st, _) in enumerate(dims) if st == expected), None)
-        if at is None:
-            at = next((i for i, (st, _) in enumerate(dims) if sympy.expand(st - expected) == 0), None)
-        if at is None:
-            return False
-        _, size = dims.pop(at)
-        expected = expected * size
-    return True
 
 
 def _map(value: Any, env: dict[Node, Any]) -> Any:

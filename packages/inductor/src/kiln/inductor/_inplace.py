@@ -24,8 +24,9 @@ from collections.abc import Sequence
 
 import sympy
 
-from ._graph import LoweredGraph, dense_layout
+from ._graph import LoweredGraph
 from ._ir import Buffer, ComputedBuffer, ExternBuffer, Pointwise, flat_index, loop_vars
+from ._layout import dense_layout
 from ._mutation import returns_alias
 from ._scheduler import Kernel, Stage, extern_reads, output_buffers, reads_of, step_readers
 

@@ -47,7 +47,7 @@ from ._ops import ReadsOps
 from ._policy import FusionPolicy
 
 __all__ = ["CHANNELS_LAST", "LAYOUT_OPS", "LayoutConflict", "OpLayout", "changed_strides", "channels_last_call",
-           "conv_refusal", "follow_order", "ordered_strides"]
+           "conv_refusal", "dense_layout", "follow_order", "ordered_strides"]
 
 aten = torch.ops.aten
 
@@ -157,6 +157,24 @@ def ordered_strides(sizes: Sequence[sympy.Expr], order: Sequence[int]) -> tuple[
         strides[d] = step
         step = step * sizes[d]
     return tuple(strides)
+
+
+def dense_layout(sizes: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> bool:
+    """Whether (sizes, strides) is a permutation of a contiguous layout: taken from the
+    innermost, each dimension's stride is the product of the sizes inside it. Symbolic
+    strides count where they are exactly such products (``(s1*s2, 1, s1)`` for sizes
+    ``(s0, s1, s2)``), as the traced strides of a pointwise op over permuted inputs are."""
+    dims = [(sympy.sympify(st), sympy.sympify(sz)) for sz, st in zip(sizes, strides, strict=True) if sz != 1]
+    expected: sympy.Expr = sympy.S.One
+    while dims:
+        at = next((i for i, (st, _) in enumerate(dims) if st == expected), None)
+        if at is None:
+            at = next((i for i, (st, _) in enumerate(dims) if sympy.expand(st - expected) == 0), None)
+        if at is None:
+            return False
+        _, size = dims.pop(at)
+        expected = expected * size
+    return True
 
 
 def follow_order(value: TensorValue, layouts: dict[str, tuple[int, ...]]) -> tuple[int, ...] | None:
