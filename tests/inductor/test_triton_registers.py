@@ -109,9 +109,10 @@ def _to_bfloat16(x):
     return (x.view(torch.int32) & ~0xFFFF).view(torch.float32).to(torch.bfloat16)  # exact: low bits zero
 
 
-def test_a_half_value_is_read_rounded_from_memory(graphs):
-    # a half buffer's value is rounded by its store: its readers load it, never the unrounded
-    # register. Exact, with no tolerance: products of bfloat16 values are exact in float32 and
+def test_a_half_value_is_kept_rounded_in_registers(graphs):
+    # a half buffer's value is rounded as its store would round it: its readers take the
+    # rounded register (so it need not be stored), never the unrounded one. Exact, with no
+    # tolerance: products of bfloat16 values are exact in float32 and
     # the sums are in the kernel's order, so the float32 values are the same bits here (the
     # reference rounds y once, as the kernel does; eager rounds each op and is not it)
     def f(a, b, c, d):
@@ -128,8 +129,26 @@ def test_a_half_value_is_read_rounded_from_memory(graphs):
     assert not torch.equal(expected, _to_bfloat16(y32 * 2 + y32 * y32))  # the inputs tell the two apart
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
     code = graphs[0].triton_code
-    assert "kept in registers" not in code
-    assert _stores(code) == 2
+    assert "kept in registers" in code
+    assert _stores(code) == 1
+    assert ".to(tl.bfloat16).to(tl.float32)" in code
+
+
+def test_a_half_value_stored_for_another_kernel_is_read_rounded(graphs):
+    # y is an output too: stored, and the later stage reads the rounded value (the register,
+    # rounded as the store rounds), not the float32 sum
+    def f(a, b, c, d):
+        y = a * b + c * d + a * d + b * c
+        return y * 2 + y * y, y
+
+    a, b, c, d = (torch.randn(4096, dtype=torch.bfloat16).to(DEVICE) for _ in range(4))
+    with torch.no_grad():
+        out, y_out = kiln.compile(f, options=OPTIONS)(a, b, c, d)
+    a, b, c, d = (v.float() for v in (a, b, c, d))
+    y = _to_bfloat16(a * b + c * d + a * d + b * c).float()
+    torch.testing.assert_close(y_out.float(), y, rtol=0, atol=0)
+    torch.testing.assert_close(out, _to_bfloat16(y * 2 + y * y), rtol=0, atol=0)
+    assert _stores(graphs[0].triton_code) == 2
 
 
 def test_softmax_of_a_float_view_of_half_input(graphs):

@@ -117,6 +117,20 @@ def shape_env(gm: GraphModule) -> Any:
     return None
 
 
+@dataclass(eq=False)
+class _Call:
+    """An ATen call a lowering rule makes that is no node of the graph (``aten_call``): what
+    an ``ExternBuffer`` reads of its node."""
+
+    target: Any
+    name: str
+    meta: dict[str, Any]
+    users: tuple = ()
+
+    def format_node(self) -> str:
+        return f"{self.name} = {self.target}(...)"
+
+
 class _Lowering(LoweringContext):
     def __init__(self, gm: GraphModule, policy: FusionPolicy,
                  matmul_choice: Callable[[Matmul, tuple[sympy.Expr, ...], torch.dtype, str, bool], bool] | None = None) -> None:
@@ -247,6 +261,14 @@ class _Lowering(LoweringContext):
         if self.policy.matmul_templates == "always" or self._matmul_choice is None:
             return True
         return self._matmul_choice(body, sizes, dtype, self.device, epilogue)
+
+    def aten_call(self, target: Any, node: Node, args: tuple, reason: str) -> Any:
+        """The result of an ATen call of ``target`` on ``args`` (values) that ``node``'s rule
+        makes in its place, with ``node``'s traced result (the same sizes, strides and dtype);
+        ``reason``: why ``target`` is no kernel (``fallbacks``)."""
+        self.fallbacks.setdefault(str(target), reason)
+        return self._extern(_Call(target, f"{node.name}_{target.__name__.split('.')[0]}", {"val": node.meta["val"]}),
+                            args, {})
 
     def fresh(self, value: TensorValue) -> TensorValue:
         """A new buffer holding ``value``'s elements, its own (never shared with another value,

@@ -54,7 +54,8 @@ class LoweringContext(Protocol):
     a window reads and that buffer's offset in its storage, or None), ``fresh(value)`` (a new
     buffer of its own), ``scatter(...)`` (a step writing such a buffer at loaded places) and
     ``scan(...)`` (a new scan buffer), ``matmul(...)`` (a new matrix product buffer) and
-    ``matmul_choice(...)`` (whether a product becomes one: ``_lower_matmul``), ``hint(size)`` (a size's value on the example inputs,
+    ``matmul_choice(...)`` (whether a product becomes one: ``_lower_matmul``), ``aten_call(...)``
+    (an ATen call in the node's place, of another op: ``_lower_matmul``), ``hint(size)`` (a size's value on the example inputs,
     None where none decides it); ``language``: the code generator of the node being lowered
     (``"cpp"`` or ``"triton"``), for the rules whose kernels only C++ has."""
 
@@ -82,6 +83,8 @@ class LoweringContext(Protocol):
     def matmul(self, sizes: Sequence[sympy.Expr], dtype: torch.dtype, body: Any) -> TensorValue: ...
 
     def matmul_choice(self, body: Any, sizes: tuple[sympy.Expr, ...], dtype: torch.dtype, epilogue: bool) -> bool: ...
+
+    def aten_call(self, target: Any, node: Any, args: tuple, reason: str) -> Any: ...
 
 
 def register(*ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -223,10 +223,11 @@ class _Writer:
         self.elide = elide  # private stages whose store is left out (``render_kernel``)
         self.indices: list[sympy.Expr] = []  # the element index of every load
         self.stores: list[sympy.Expr] = []  # the element index of every store
+        self.evict: dict[str, str] | None = None  # the cache hints of the loop being rendered (``_evictions``)
 
     def ops(self) -> TritonOps:
-        return TritonOps(self.dims, self.ones, locals=self.locals, stored=self.stored, _cse=self.cse,
-                         _counter=self.counter)
+        return TritonOps(self.dims, self.ones, locals=self.locals, stored=self.stored, evict=self.evict,
+                         _cse=self.cse, _counter=self.counter)
 
     def absorb(self, ops: TritonOps) -> list[str]:
         self.reads |= ops.reads
@@ -254,7 +255,7 @@ class _Writer:
         # a block of pointers (one element: every lane of the row block stores the same value)
         at = TRITON(store) if dims else f"{TRITON(store)} + 0 * xindex"
         line = f"tl.store({target} + ({at}), {tstore(value.name, buffer.dtype)}, {mask})"
-        if buffer.dtype not in HALF_DTYPES:  # a half value's register is not rounded yet
+        if buffer.dtype not in HALF_DTYPES or value.half == buffer.dtype:  # (a half value: rounded already)
             ops.forward(target, store, buffer.dtype, value)
         ops.stored.add(target)
         return line
@@ -262,7 +263,9 @@ class _Writer:
     def pointwise(self, stage: Stage) -> list[str]:
         ops = self.ops()
         buffer = stage.buffer
-        value = ops.to_dtype(buffer.body.loader(stage.index, ops), compute_type(buffer.dtype))
+        # a half value rounded in its register (what a load of its store gives, bit for bit):
+        # later reads in the block take it, so that it too may stay in registers
+        value = ops.to_dtype(buffer.body.loader(stage.index, ops), buffer.dtype)
         target = buffer.into or buffer.storage or buffer.name
         if buffer.name in self.elide:
             # every later read of it is this value (``render_kernel`` checked): no store
@@ -574,16 +577,17 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
         after: list[str] = []
         inside: list[str] = []
         partner = _online_partner(groups, at)
+        mates = [partner[1]] if partner is not None else _loop_mates(groups, at, merged)
+        merged.update(mates)
+        writer.evict = _evictions(groups, [at, *mates])
         if partner is not None:
             kind, j = partner
             fold = online_softmax if kind == "softmax" else welford
             before, inside, after = fold(writer, group[0], groups[j][0])
-            merged.add(j)
             group = []
         else:
-            for j in _loop_mates(groups, at, merged):
+            for j in mates:
                 group = group + groups[j]
-                merged.add(j)
         for stage in group:
             if isinstance(stage.buffer.body, Reduction):
                 b, block, a = writer.reduction(stage, "rindex", looped=True)
@@ -595,10 +599,27 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
                 inside += writer.pointwise(stage)
         writer.cse.clear()
         writer.cse.update(saved)
+        writer.evict = None
         lines += [f"rnumel = {TRITON(rnumel)}", *before, "for roffset in range(0, rnumel, RBLOCK):",
                   *_indent(head + inside), *after]
         current = None
     return lines
+
+
+def _evictions(groups: list[list[Stage]], loop: list[int]) -> dict[str, str]:
+    """The cache hints of the loads of a looped row kernel's loop over ``groups[i]`` for ``i``
+    in ``loop``: a buffer that a later group outside the loop reads again is loaded
+    ``evict_last`` (a LayerNorm's input, read by the statistics' loop and again by the
+    normalizing one: the second read finds the row in L2), and a buffer an earlier group read
+    ``evict_first`` where this is its last read; a buffer read once has no hint (``TritonOps``
+    adds ``evict_last`` for loads the same for every row, as a norm's weight)."""
+    def names(i: int) -> set[str]:
+        return {r.name for stage in groups[i] for r in reads_of(stage, ())}
+
+    here = set().union(*(names(i) for i in loop))
+    later = set().union(set(), *(names(i) for i in range(loop[0] + 1, len(groups)) if i not in loop))
+    earlier = set().union(set(), *(names(i) for i in range(loop[0])))
+    return {n: "evict_last" if n in later else "evict_first" for n in sorted(here) if n in later or n in earlier}
 
 
 def _loop_mates(groups: list[list[Stage]], at: int, merged: set[int]) -> list[int]:

@@ -140,6 +140,10 @@ class TritonOps:
     indices: list[sympy.Expr] = field(default_factory=list)  # the element index of each load (``_kernel._columns``)
     symbols: set[sympy.Symbol] = field(default_factory=set)
     checks: list[IndexCheck] = field(default_factory=list)
+    # in a looped row kernel's loop, the cache hints by buffer: "evict_last" for what a later
+    # loop of the kernel reads again, "evict_first" for a last read after such a loop
+    # (``_kernel._evictions``); None elsewhere
+    evict: dict[str, str] | None = None
     _cse: dict[str, TritonVar] = field(default_factory=dict)
     _counter: list[int] = field(default_factory=lambda: [0])
 
@@ -192,6 +196,11 @@ class TritonOps:
         dims = self.index_dims(index)
         mask = self.mask(dims)
         masked = f", {mask}, other=0" if mask else ""
+        hint = None if self.evict is None else self.evict.get(name)
+        if hint is None and self.evict is not None and "r" in dims and "x" not in dims:
+            hint = "evict_last"  # the same elements for every row (a norm's weight): kept in L2
+        if hint is not None:
+            masked += f", eviction_policy='{hint}'"
         code = f"tl.load({name} + ({TRITON(index)}){masked})"
         if dtype in HALF_DTYPES:
             return f"{code}.to(tl.float32)", torch.float32, dims
