@@ -16,7 +16,7 @@
 #   matmul   benchmarks/matmul_bench.py: matmul templates against torch's max-autotune ($OUT/matmul.json)
 #   restart  benchmarks/restart_bench.py: cold and warm first calls of a restarted program,
 #            block-bf16-train and gpt2, without the profiler ($OUT/restart.json)
-#   roprof   benchmarks/host_profile.py under reduce-overhead for bert and gpt2, with each
+#   roprof   benchmarks/host_profile.py under reduce-overhead for bert and gpt2 (or $ROPROF_CASES), with each
 #            compiler's 15 kernels of most device time (the reduce-overhead gap's first step)
 #   tests-gpu  the tests that take the GPU path: tests/inductor, tests/aotgrad and the CUDA tests
 #            of tests/compile and tests/e2e (a third of the suite's time; for little device time)
@@ -68,7 +68,7 @@ for step in "${steps[@]}"; do
     matmul) run matmul 400 env KILN_LOGS=perf_hints python3 benchmarks/matmul_bench.py --json "$out/matmul.json" ;;
     restart) run restart 400 python3 benchmarks/restart_bench.py --cases block-bf16-train,gpt2 \
                --json "$out/restart.json" ;;
-    roprof) run roprof 400 python3 benchmarks/host_profile.py --cases bert,gpt2 --mode reduce-overhead \
+    roprof) run roprof 400 python3 benchmarks/host_profile.py --cases "${ROPROF_CASES:-bert,gpt2}" --mode reduce-overhead \
               --device-top 15 ;;
     harness) run harness 240 python3 -m benchmarks run --suite overhead,capture,kernels,models,recompiles \
                --device cuda --out "$out/harness.json" ;;
