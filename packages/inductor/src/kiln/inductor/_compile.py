@@ -23,6 +23,7 @@ graph compiled here is recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -41,6 +42,7 @@ from ._graph_cache import (
     graph_key,
     kernel_params,
     load_compiled,
+    seeds_in_memory,
     store_compiled,
     triton_functions,
 )
@@ -48,7 +50,7 @@ from ._inplace import take_dead_buffers
 from ._layout import changed_strides
 from ._policy import FusionPolicy
 from ._scheduler import Kernel, schedule
-from ._wrapper import render_wrapper, reusable_buffers
+from ._wrapper import SEED_CELL, render_wrapper, reusable_buffers
 from .cpp import HEADER, render_kernel
 from .triton import render_kernel as render_triton
 from .triton._runtime import interpreting, module_source
@@ -84,6 +86,10 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     take_dead_buffers(graph, steps, reusable_buffers(graph, steps))
     dtypes = {b.name: b.dtype for b in graph.buffers}
     kernels = [s for s in steps if isinstance(s, Kernel)]
+    if seeds_in_memory(config) and len({k.device for k in kernels if _language(k, policy) == "triton"}) == 1:
+        # under CUDA graphs the random kernels read the seed from memory (one tensor: one device;
+        # a graph of several devices is never recorded)
+        policy = dataclasses.replace(policy, seeds_in_memory=True)
     sources = [render_kernel(s, policy, dtypes) for s in kernels if _language(s, policy) == "cpp"]
     launches = {s.name: render_triton(s, policy, dtypes) for s in kernels if _language(s, policy) == "triton"}
     _unallocate(kernels, launches)
@@ -106,7 +112,8 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     compiled = CompiledGraph(call, wrapper.code, cpp_code, len(kernels),
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
                              output_strides=changed_strides(gm, graph), triton_code=triton_code,
-                             autotuned=tuned, cudagraph_facts=facts, fused=fused)
+                             autotuned=tuned, cudagraph_facts=facts, fused=fused,
+                             seed=wrapper.globals.get(SEED_CELL))
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
         compiled.cache_key = key
     return with_cudagraphs(compiled, config, group)

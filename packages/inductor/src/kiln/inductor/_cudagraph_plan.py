@@ -5,10 +5,13 @@ recording itself is ``_cudagraphs``.
 - ``cudagraph_facts(gm)``: what an ATen graph allows, decided once when it is compiled (and
   kept in its whole-graph cache record): the inputs it writes, and every reason it cannot be
   recorded at all: a tensor that is not on a CUDA device (input, output, constant or
-  intermediate), tensors on several devices, an op that draws random numbers (a replay would
-  repeat the numbers the recording drew: a wrong answer; an attention with ``dropout_p`` 0 draws
-  none), an op whose result depends on the data (it waits for the host: ``.item()``,
-  ``nonzero``, indexing with a boolean mask; not indexing with integer tensors).
+  intermediate), tensors on several devices, an op whose result depends on the data (it waits
+  for the host: ``.item()``, ``nonzero``, indexing with a boolean mask; not indexing with
+  integer tensors). Random ops are recorded: an ATen call draws from the default CUDA
+  generator, which a capture registers so that each replay draws new numbers (torch's
+  graph-safe generator state; another generator makes the capture fail, and the graph runs
+  as plain launches, logged), and kiln's own random kernels read the call's seed from device
+  memory, which the runner writes before each replay (``_lower_random.SeedCell``).
 - ``flatten``/``unflatten``: a compiled call's inputs (tensors, numbers, None, and tuples of
   them: a tuple the backward gets whole) or outputs as one list of leaves and a structure.
 - ``shape_key``: what one recording is for: per leaf, a tensor's dtype, sizes, strides and
@@ -78,7 +81,7 @@ def _device_name(device: torch.device) -> str:
 
 def cudagraph_facts(gm: GraphModule) -> CudagraphFacts:
     """The ``CudagraphFacts`` of the ATen graph ``gm`` (its nodes' ``meta["val"]`` give the
-    devices; ops' tags say which draw random numbers or depend on the data)."""
+    devices; ops' tags say which depend on the data)."""
     placeholders = gm.graph.find_nodes("placeholder")
     position = {p: k for k, p in enumerate(placeholders)}
     reasons: list[str] = []
@@ -108,8 +111,6 @@ def cudagraph_facts(gm: GraphModule) -> CudagraphFacts:
         if node.op != "call_function":
             continue
         device_of(f"the result of {node.target}", node.meta.get("val"))
-        if _draws_random(node):
-            reasons.append(f"{node.target} draws random numbers (a replay would repeat them)")
         if _waits_for_host(node):
             reasons.append(f"{node.target} depends on the data (it waits for the host)")
         for written in _written_args(node):
@@ -143,15 +144,6 @@ def _argument(node: Node, name: str) -> Any:
             return node.args[k]
         return arg.default_value if arg.has_default_value() else _MISSING
     return _MISSING
-
-
-def _draws_random(node: Node) -> bool:
-    """An op tagged as drawing random numbers does, except an attention whose ``dropout_p`` is 0:
-    it draws none (the tag is for its dropout)."""
-    if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
-        return False
-    p = _argument(node, "dropout_p")
-    return not (isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0)
 
 
 def _waits_for_host(node: Node) -> bool:

@@ -105,7 +105,7 @@ def with_cudagraphs(compiled: Any, config: Any, group: CudagraphGroup | None = N
         _log.warning("cudagraphs: skipped: %s; the graph runs as plain launches", reason)
         return compiled
     compiled.call = CudaGraphRunner(compiled.call, facts.mutated, config.cudagraph_max_shapes, CudaRecorder(),
-                                    group=group or CudagraphGroup())
+                                    group=group or CudagraphGroup(), seed=compiled.seed)
     return compiled
 
 
@@ -193,6 +193,8 @@ class _Recording:
                     s.fill(x)
             for k in self.by_address:
                 self.statics[k] = leaves[k]
+            if runner.seed is not None:
+                runner.seed.draw()  # this call's seed, where the recorded kernels read it
             try:
                 self.replay()
             finally:
@@ -234,9 +236,12 @@ class CudaGraphRunner:
     off: str | None = None
     logged: set[str] = field(default_factory=set)
     group: CudagraphGroup = field(default_factory=CudagraphGroup)  # whose lent memory it reads in place
+    seed: Any = None  # the graph's seed in device memory (``_lower_random.SeedCell``), drawn here per call
 
     def __post_init__(self) -> None:
         self.group.join(self)
+        if self.seed is not None:
+            self.seed.managed = True
 
     def __call__(self, args: list[Any]) -> Any:
         if self.off is not None or self.recorder.capturing():  # inside the caller's own capture: plain
@@ -265,6 +270,8 @@ class CudaGraphRunner:
 
     def _plain(self, args: list[Any]) -> Any:
         self.stats.plain_calls += 1
+        if self.seed is not None:
+            self.seed.draw()
         return self.call(args)
 
     def _note(self, message: str) -> None:
@@ -325,6 +332,8 @@ class CudaGraphRunner:
         warm = list(statics)
         for k in written_slots:  # the warm-up writes copies: a call writes its inputs once
             warm[k] = StaticInput.of(k, statics[k], borrow=False).static
+        if self.seed is not None:
+            self.seed.draw()  # the warm-up's seed, outside the capture (which must draw none)
         replay, result, keep = self.recorder.record(lambda: self.call(unflatten(warm, structure)),
                                                     lambda: self.call(unflatten(statics, structure)),
                                                     device, [s.static for s in inputs])

@@ -55,6 +55,7 @@ from ._config import InductorConfig, cache_root
 from ._cudagraph_plan import CudagraphFacts
 from ._cudagraphs import CudagraphGroup, with_cudagraphs
 from ._entries import EntryStore
+from ._lower_random import SeedCell
 from .triton._launch import Launch
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "kernel_params",
     "load_compiled",
     "record_of",
+    "seeds_in_memory",
     "source_digest",
     "store_compiled",
 ]
@@ -109,6 +111,8 @@ class CompiledGraph:
     cudagraph_facts: CudagraphFacts | None = None
     # per kernel, by name: the ATen nodes its stages compute, in order (what it fused)
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the seed its Triton kernels read from memory (``_lower_random.SeedCell``; None: none does)
+    seed: Any = None
 
 
 class Uncacheable(Exception):
@@ -292,8 +296,17 @@ def graph_description(gm: GraphModule, describer: GraphDescriber | None = None, 
 
 
 def _config_fields(config: InductorConfig) -> dict[str, Any]:
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-            if f.name not in ("cache_dir", "graph_cache", "cudagraphs", "cudagraph_max_shapes")}
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+              if f.name not in ("cache_dir", "graph_cache", "cudagraphs", "cudagraph_max_shapes")}
+    if seeds_in_memory(config):  # the Triton kernels of random ops read their seed from memory
+        fields["seeds_in_memory"] = True
+    return fields
+
+
+def seeds_in_memory(config: InductorConfig) -> bool:
+    """Whether Triton kernels computing random ops read the seed from device memory
+    (``_lower_random.SeedCell``): under CUDA graphs, which keep a launch's arguments."""
+    return config.cudagraphs and config.random_in_kernels
 
 
 @functools.cache
@@ -355,6 +368,8 @@ def graph_key(gm: GraphModule, config: InductorConfig) -> str | None:
 def _encode_global(obj: Any, kernel_names: dict[int, str]) -> list[Any]:
     if id(obj) in kernel_names:
         return ["kernel", kernel_names[id(obj)]]
+    if isinstance(obj, SeedCell):  # a new cell per load: its seed is drawn per call
+        return ["seed"]
     if isinstance(obj, Launch) and id(obj.fn) in kernel_names:  # made again around the loaded kernel
         return ["launch", kernel_names[id(obj.fn)], obj.names, obj.kinds, obj.meta]
     if isinstance(obj, (torch.dtype, torch.layout, torch.memory_format)):
@@ -382,6 +397,8 @@ def _decode_global(entry: list[Any], functions: dict[str, Any]) -> Any:
         return functions[entry[1]]
     if kind == "launch":
         return Launch(functions[entry[1]], *entry[2:])
+    if kind == "seed":
+        return SeedCell()
     if kind == "torch":
         return getattr(torch, entry[1])
     if kind == "device":
@@ -485,7 +502,8 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
     facts = CudagraphFacts.from_json(record["cudagraph"]) if record.get("cudagraph") is not None else None
     return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
                          dict(record["fallbacks"]), key, True, strides, record["triton"], cudagraph_facts=facts,
-                         fused={name: tuple(nodes) for name, nodes in record.get("fused", {}).items()})
+                         fused={name: tuple(nodes) for name, nodes in record.get("fused", {}).items()},
+                         seed=next((v for v in namespace.values() if isinstance(v, SeedCell)), None))
 
 
 def _strides_of(entry: Any) -> Any:

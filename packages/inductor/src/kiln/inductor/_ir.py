@@ -33,7 +33,7 @@ from typing import Any
 import sympy
 import torch
 
-__all__ = ["SEED", "Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Matmul", "Pointwise",
+__all__ = ["SEED", "SEED_PTR", "Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Matmul", "Pointwise",
            "Reduction",
            "RuntimeScalar", "Scan", "Scatter", "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
 
@@ -42,6 +42,10 @@ Loader = Callable[[Sequence[sympy.Expr], Any], Any]
 # The graph call's random seed (``ops.random``, ``_lower_random``): an int64 argument of the
 # kernels computing random ops, drawn by the wrapper from torch's default generator per call.
 SEED = sympy.Symbol("kiln_seed", integer=True)
+# Under CUDA graphs the Triton kernels read the seed from device memory instead (a recorded
+# launch keeps its arguments: ``_lower_random.SeedCell``): this pointer parameter, loaded
+# into ``kiln_seed`` at the kernel's start.
+SEED_PTR = "kiln_seed_ptr"
 
 
 def sym(value: Any) -> sympy.Expr:

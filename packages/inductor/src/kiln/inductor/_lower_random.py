@@ -10,7 +10,10 @@ whichever thread computes it, in whatever loop order, and however often (a value
 into two readers gives both the same numbers; the threads setting changes nothing). The
 seed is one int64 per call of the compiled graph, drawn by the wrapper from torch's default
 generator (``draw_seed``): ``torch.manual_seed(s)`` before a call makes it reproducible,
-successive calls differ, and the generator's state advances. A graph's random op ``k`` is
+successive calls differ, and the generator's state advances. Under CUDA graphs
+(``inductor.cudagraphs``) a recorded launch would keep the seed it was recorded with, so
+there the Triton kernels load it from device memory (``SeedCell``), which the runner writes
+with a new seed before each replay. A graph's random op ``k`` is
 its ``k``-th node tagged ``nondeterministic_seeded``; the index of an element is its flat
 index in the op's result, row-major over its sizes (not its memory layout).
 
@@ -37,7 +40,7 @@ from ._ir import TensorValue, contiguous_strides, flat_index, sym
 from ._lowering import EXPENSIVE, KERNEL_DTYPES, Fallback, LoweringContext, register
 from ._ops import compute_type
 
-__all__ = ["draw_seed", "random_value"]
+__all__ = ["SeedCell", "draw_seed", "random_value"]
 
 aten = torch.ops.aten
 _FLOAT = frozenset({torch.float32, torch.float64, torch.bfloat16, torch.float16})
@@ -47,6 +50,42 @@ def draw_seed() -> int:
     """The seed of one call of a compiled graph: an int64 in [0, 2**63 - 1) drawn from torch's
     default CPU generator (so ``torch.manual_seed`` decides it, and the generator advances)."""
     return int(torch.randint(0, 2**63 - 1, (), dtype=torch.int64))
+
+
+class SeedCell:
+    """A compiled graph's seed in device memory, for Triton kernels recorded into CUDA graphs
+    (``_ir.SEED_PTR``): one int64 tensor per device, holding ``value``.
+
+    The wrapper's ``take(device)`` gives the kernels the tensor; unless ``managed``, it first
+    draws a new seed (one per call, as the int seed). A CUDA graph runner manages the cell
+    (``_cudagraphs``): it calls ``draw()`` before each call, replay or plain, outside any
+    capture, so a replay's kernels read that call's seed; ``take`` then draws nothing (inside
+    a capture a draw would be recorded once and repeated). A tensor made by ``take`` starts at
+    ``value``, the seed drawn last."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.drawn = False
+        self.managed = False
+        self.tensors: dict[torch.device, torch.Tensor] = {}
+
+    def draw(self) -> None:
+        """A new seed, written into every tensor of the cell."""
+        self.value, self.drawn = draw_seed(), True
+        for t in self.tensors.values():
+            t.fill_(self.value)
+
+    def take(self, device: str) -> torch.Tensor:
+        """The seed tensor the kernels on ``device`` read."""
+        if not self.managed or not self.drawn:
+            self.draw()
+        where = torch.device(device)
+        if where.type == "cuda" and where.index is None:
+            where = torch.device("cuda", torch.cuda.current_device())
+        t = self.tensors.get(where)
+        if t is None:
+            t = self.tensors[where] = torch.full((), self.value, dtype=torch.int64, device=where)
+        return t
 
 
 def random_value(sizes: Sequence[sympy.Expr], dtype: torch.dtype, distribution: str, offset: int) -> TensorValue:

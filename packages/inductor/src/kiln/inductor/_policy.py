@@ -34,6 +34,9 @@ class FusionPolicy:
     random_in_kernels: bool = field(default=False, metadata={
         "help": "random ops are computed in the kernels from the graph call's seed (``_lower_random``); "
                 "False: they are ATen calls (InductorConfig.random_in_kernels)"})
+    seeds_in_memory: bool = field(default=False, metadata={
+        "help": "Triton kernels of random ops load the seed from device memory (``_ir.SEED_PTR``) rather "
+                "than take it as an argument: under CUDA graphs, whose replays keep a launch's arguments"})
     triton_persistent_max: int = field(default=32768, metadata={
         "help": "a Triton kernel whose stages' inner ranges are known sizes of at most this many elements "
                 "holds a whole row in registers (one pass over memory for a softmax or a norm); above, or for "

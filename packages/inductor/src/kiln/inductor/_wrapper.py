@@ -4,7 +4,9 @@ buffer of the same layout: ``_Pool``), calls the kernels (through ctypes) and th
 in order, deletes every other buffer after its last reader (memory is released as early as
 in eager code), and returns the outputs with their traced sizes and strides. When a kernel
 computes random numbers, the call first draws its seed from torch's default generator
-(``kiln_seed``, an argument of those kernels; ``_lower_random``).
+(``kiln_seed``, an argument of those kernels; ``_lower_random``), or, for Triton kernels
+recorded into CUDA graphs, takes the device tensor holding it (``kiln_seed_ptr``, from the
+graph's ``_lower_random.SeedCell``).
 
 The source is readable (``KILN_LOGS=output_code``): one statement per step, buffers by name.
 ``call(args)`` takes one list, which it empties (the caller's references go with it); an
@@ -23,15 +25,15 @@ import sympy
 import torch
 
 from ._graph import InductorUnsupported, LoweredGraph
-from ._ir import SEED, ExternBuffer, InputBuffer, RuntimeScalar, TensorValue, sym
-from ._lower_random import draw_seed
+from ._ir import SEED, SEED_PTR, ExternBuffer, InputBuffer, RuntimeScalar, TensorValue, sym
+from ._lower_random import SeedCell, draw_seed
 from ._mutation import returns_alias
 from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
 from .cpp._kernel import ERROR_PARAM
 from .triton._launch import Launch, launch_state
 
-__all__ = ["WrapperSource", "render_wrapper", "reusable_buffers"]
+__all__ = ["SEED_CELL", "WrapperSource", "render_wrapper", "reusable_buffers"]
 
 
 pyexpr = PYTHON  # a size expression as Python
@@ -101,6 +103,9 @@ def _literal(value: Any, glob: _Globals, by_name: dict[str, Any] | None = None) 
     return glob.ref(value, type(value).__name__.lower())
 
 
+SEED_CELL = "_seed_cell"  # the wrapper's global holding its ``SeedCell`` (the graph's ``seed``)
+
+
 def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], kernels: dict[str, Any],
                    params: dict[str, list[Any]], launches: dict[str, Any] | None = None) -> WrapperSource:
     """The source of ``call(args)`` for ``graph`` run as ``steps``; ``kernels``: the loaded
@@ -131,6 +136,12 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
         # the call's random seed, from torch's default generator (``_lower_random``)
         glob.values["_seed"] = draw_seed
         lines.append(f"{SEED.name} = _seed()")
+    seeded = {s.device for s in steps if isinstance(s, Kernel) and any(p.name == SEED_PTR for p in params[s.name])}
+    if seeded:  # the seed in device memory (Triton kernels under CUDA graphs: ``_lower_random.SeedCell``)
+        if len(seeded) > 1:
+            raise AssertionError(f"random kernels on several devices read one seed tensor: {sorted(seeded)}")
+        glob.values[SEED_CELL] = SeedCell()
+        lines.append(f"{SEED_PTR} = {SEED_CELL}.take({next(iter(seeded))!r})")
     if any(p.name == ERROR_PARAM for ps in params.values() for p in ps):
         # where kernels report an index out of range: one pair of slots for the call (a
         # report raises at once, so the slots are clear again for the next kernel)

@@ -56,7 +56,7 @@ import sympy
 import torch
 
 from .._entries import EntryStore
-from .._ir import SEED, Buffer, InputBuffer
+from .._ir import SEED, SEED_PTR, Buffer, InputBuffer
 from ._kernel import TritonKernel, _next_pow2
 from ._precompile import compile_in_parallel
 from ._runtime import HEADER, interpreting
@@ -222,8 +222,8 @@ def _key(launch: TritonKernel, device: str, buffers: dict[str, Buffer], hint: Ca
     code = re.sub(rf"\bdef {re.escape(launch.name)}\(", "def kernel(", launch.code, count=1)
     layouts: list[Any] = []
     for p in launch.params:
-        if p.name == SEED.name:
-            layouts.append("seed")
+        if p.name in (SEED.name, SEED_PTR):
+            layouts.append("seed" if p.name == SEED.name else "seed in memory")
         elif p.kind == "size":
             layouts.append(hint(p.name))
         else:
@@ -352,6 +352,7 @@ def tune(launch: TritonKernel, fn: Any, device: str, buffers: dict[str, Buffer],
 
     def make_args() -> list[Any]:
         return [_SCRATCH_SEED if p.name == SEED.name else hint(p.name) if p.kind == "size"
+                else torch.full((), _SCRATCH_SEED, dtype=torch.int64, device=device) if p.name == SEED_PTR
                 else _scratch(buffers[p.name], hint, device) for p in launch.params]
 
     key = _key(launch, device, buffers, hint, cands)

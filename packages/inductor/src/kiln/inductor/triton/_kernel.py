@@ -44,7 +44,17 @@ import torch
 
 from kiln.symshapes import FloorDiv
 
-from .._ir import SEED, ComputedBuffer, Pointwise, Reduction, Scan, Scatter, flat_index, loop_vars
+from .._ir import (
+    SEED,
+    SEED_PTR,
+    ComputedBuffer,
+    Pointwise,
+    Reduction,
+    Scan,
+    Scatter,
+    flat_index,
+    loop_vars,
+)
 from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage, reads_of
@@ -458,14 +468,15 @@ def _render(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]
             for size in s.inner:
                 writer.symbols |= sympy.sympify(size).free_symbols
     constexprs = ["XBLOCK"] + ([] if shape == "flat" else ["RBLOCK"])
-    code, params, checks = _function(kernel, writer, body, constexprs, dtypes)
+    code, params, checks = _function(kernel, writer, body, constexprs, dtypes, policy)
     return TritonKernel(kernel.name, code, params, meta, shape, xnumel, width, checks, columns, tiles), writer, axis
 
 
 def _function(kernel: Kernel, writer: _Writer, body: list[str], constexprs: list[str],
-              dtypes: dict[str, torch.dtype]) -> tuple[str, list[Param], bool]:
+              dtypes: dict[str, torch.dtype], policy: FusionPolicy) -> tuple[str, list[Param], bool]:
     """The ``@triton.jit`` function of ``body``: its source, its parameters (the buffers it
-    writes, then those it reads, then its size symbols), and whether it checks indices."""
+    writes, then those it reads, then its size symbols; under ``policy.seeds_in_memory`` the
+    seed's pointer in the seed's place), and whether it checks indices."""
     for size in kernel.outer:
         writer.symbols |= sympy.sympify(size).free_symbols
     loop_names = {v for v in writer.symbols if v.name in writer.dims}
@@ -473,6 +484,9 @@ def _function(kernel: Kernel, writer: _Writer, body: list[str], constexprs: list
     params = [Param(n, "out", d) for n, d in sorted(writer.writes.items())]
     params += [Param(n, "in", dtypes[n]) for n in sorted(writer.reads - set(writer.writes))]
     params += [Param(v.name, "size") for v in symbols]
+    if policy.seeds_in_memory and SEED in symbols:  # the seed read from memory (``_lower_random.SeedCell``)
+        params = [Param(SEED_PTR, "in", torch.int64) if p.name == SEED.name else p for p in params]
+        body = [f"{SEED.name} = tl.load({SEED_PTR})", *body]
     signature = ", ".join([*(p.name for p in params), *(f"{c}: tl.constexpr" for c in constexprs)])
     options = []
     checks = any("kiln_index_check" in line for line in body)

@@ -10,7 +10,7 @@ threads, through triton's ``warmup`` (which compiles for given arguments without
   allocator's are), or as a one-element tensor at the input's offset where an input starts
   off that alignment (an input or ATen result at an offset); a size parameter is its value on the example inputs (triton
   specializes integers equal to 1 and multiples of 16); the seed is left unspecialized
-  (``do_not_specialize``), so any int64 will do;
+  (``do_not_specialize``), so any int64 will do (a seed read from memory is an int64 tensor);
 - the threads compile at once where triton lets them: with ``AsyncCompileMode`` (triton's
   compile of a warmed-up kernel goes to the pool; the next warmup starts at once), else a
   thread per ``warmup`` call. (Triton's front end holds the GIL, so they overlap only in
@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from .._ir import SEED
+from .._ir import SEED, SEED_PTR
 
 __all__ = ["compile_in_parallel", "precompile", "warmup_args"]
 
@@ -161,6 +161,8 @@ def warmup_args(launch: Any, buffers: dict[str, Any], hint: Callable[[Any], int]
     for p in launch.params:
         if p.name == SEED.name:
             args.append(_STAND_IN_SEED)
+        elif p.name == SEED_PTR:  # the seed in memory: an int64 tensor the allocator aligned
+            args.append(torch.int64)
         elif p.kind == "size":
             args.append(hint(p.name))
         else:

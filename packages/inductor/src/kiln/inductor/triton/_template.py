@@ -96,7 +96,8 @@ def render_template(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torc
     batch, m, n = tiles(kernel)
     dtype = kernel.stages[0].buffer.body.operand_dtype
     writer, body = _body(kernel, policy)
-    code, params, checks = _function(kernel, writer, body, ["XBLOCK", "RBLOCK", "KBLOCK", "GROUP_M"], dtypes)
+    code, params, checks = _function(kernel, writer, body, ["XBLOCK", "RBLOCK", "KBLOCK", "GROUP_M"], dtypes,
+                                     policy)
     meta = template_launch(_static(m), _static(n), dtype)
     return TritonKernel(kernel.name, code, params, meta, "template", batch * m, None, checks, False, (batch, m, n),
                         dtype)
