@@ -171,13 +171,15 @@ def test_only_random_kernels_under_cuda_graphs_change_the_cache_key():
 
 
 # ------------------------------------------------------------------------------- on a GPU
-@pytest.mark.parametrize("in_kernels", [False, True], ids=["aten", "kernels"])
+@pytest.mark.parametrize("in_kernels,autotune", [(False, False), (True, False), (True, True)],
+                         ids=["aten", "kernels", "kernels-autotuned"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-def test_random_graphs_are_recorded_on_cuda(graphs, in_kernels):
-    """Dropout (an ATen call, or computed in kiln's kernel) recorded into a CUDA graph: each
-    replay draws a new mask."""
-    options = {"inductor.cudagraphs": True, "inductor.random_in_kernels": in_kernels}
+def test_random_graphs_are_recorded_on_cuda(graphs, in_kernels, autotune, tmp_path):
+    """Dropout (an ATen call, or computed in kiln's kernel, its launch measured or not)
+    recorded into a CUDA graph: each replay draws a new mask."""
+    options = {"inductor.cudagraphs": True, "inductor.random_in_kernels": in_kernels,
+               "inductor.max_autotune": autotune, "inductor.cache_dir": str(tmp_path)}
     compiled = kiln.compile(lambda t: F.dropout(t, 0.5, training=True) + 0, options=options)
     x = torch.ones(4096, device="cuda")
     outs = [compiled(x).clone() for _ in range(4)]
