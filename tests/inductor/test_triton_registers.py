@@ -12,7 +12,7 @@ import re
 
 import pytest
 import torch
-from triton_support import CUDA, DEVICE, OPTIONS
+from triton_support import DEVICE, OPTIONS
 from triton_support import run_like_eager as _run
 
 import kiln
@@ -102,11 +102,9 @@ def test_an_output_value_is_still_stored(graphs):
 
 
 def _to_bfloat16(x):
-    """float32 to bfloat16 as the kernels convert: to nearest on a GPU; under triton's
-    interpreter by truncation (its cast passes no rounding mode to the conversion)."""
-    if CUDA:
-        return x.to(torch.bfloat16)
-    return (x.view(torch.int32) & ~0xFFFF).view(torch.float32).to(torch.bfloat16)  # exact: low bits zero
+    """float32 to bfloat16 as the kernels convert: to nearest, ties to even (triton's
+    interpreter too: this folder's conftest gives it the GPU's rounding)."""
+    return x.to(torch.bfloat16)
 
 
 def test_a_half_value_is_kept_rounded_in_registers(graphs):
