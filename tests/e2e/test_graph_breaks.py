@@ -487,3 +487,33 @@ def test_a_super_object_the_trace_made_is_rebuilt_in_two_argument_form(counting)
     torch.testing.assert_close(y, expected_y)
     assert len(counting.graphs) == 1
     assert breaks() == []
+
+
+_TABLE = [("neg", torch.neg), ("tanh", torch.tanh)]
+
+
+def test_a_function_from_a_table_of_tuples_is_traced_not_broken(counting):
+    """``_TABLE[k][1](x)``: a global list of (name, function) tuples indexed by a Python int.
+    The tuple's item keeps its tracker (and source), so the call is traced in one graph and
+    guarded by identity: another function in the table recompiles. (Before, the tuple's item was
+    folded into a value made at trace time, which cannot be tracked: a graph break, where
+    torch.compile traces it.)"""
+
+    def fn(x, k, steps):
+        for name, j in steps:
+            x = _TABLE[j][1](x) if name == "u" else x * 2
+        return _TABLE[k][1](x)
+
+    compiled = kiln.compile(fn, backend=counting, fullgraph=True)
+    x = torch.randn(5)
+    steps = [("u", 1), ("m", 0), ("u", 0)]
+    assert_same(compiled(x, 1, steps), fn(x, 1, steps))
+    assert_same(compiled(x, 1, steps), fn(x, 1, steps))
+    assert len(counting.graphs) == 1 and breaks() == []
+    old = _TABLE[1]
+    _TABLE[1] = ("sin", torch.sin)
+    try:
+        assert_same(compiled(x, 1, steps), fn(x, 1, steps))
+    finally:
+        _TABLE[1] = old
+    assert len(counting.graphs) == 2

@@ -434,8 +434,11 @@ def _getitem(tx, args, kwargs):
         return numpy_operator(tx, operator.getitem, args)
     if isinstance(obj, TensorVariable):
         return tx.output.call_function(operator.getitem, [obj, key], {})
-    if obj.is_constant() and key.is_constant() and not _holds_symbolic(obj):
+    if obj.is_constant() and key.is_constant() and not _holds_symbolic(obj) \
+            and not isinstance(obj, (TupleVariable, ListVariable)):
         return _fold(operator.getitem, args, kwargs)
+    # a tuple or list: its item's own tracker (a function in a table of them, ``OPS[k][1]``,
+    # keeps its source; folded, it would be a value made at trace time, which cannot be tracked)
     return obj.call_method(tx, "__getitem__", [key], {})
 
 
