@@ -127,3 +127,36 @@ def test_an_aten_result_of_other_sizes_written_over_is_viewed_as_the_buffer(grap
     (graph,) = graphs
     result = re.search(r"(buf\d+) = _aten_mm", graph.wrapper_code).group(1)
     assert re.search(rf"buf\d+ = _reinterpret\({result}, \(2, 17, 64\), \(1088, 64, 1\), 0\)", graph.wrapper_code)
+
+
+def _tanh_of_x_abs_x_minus_y(x, y):
+    return torch.tanh(x * x.abs()) - y
+
+
+def _gradients(fn, x, y, w):
+    x, y = x.clone().requires_grad_(), y.clone().requires_grad_()
+    return torch.autograd.grad(fn(x, y), (x, y), w)
+
+
+def test_an_aten_result_that_is_its_argument_is_neither_written_nor_reused(graphs, monkeypatch):
+    """``conj_physical`` (in tanh's backward) is a CompositeImplicitAutograd op: its schema
+    promises a new tensor, its kernel returns a real tensor itself. As an ATen call, its result
+    is the memory of its argument: the wrapper once wrote x's gradient into it in place and
+    handed the argument's memory to y's gradient, so x's gradient came back as y's (found by
+    fuzzing). Composite ops may alias their arguments (``_mutation.returns_alias``), checked
+    here with conj_physical kept an ATen call; lowered, it is a copy in the kernel."""
+    from kiln.inductor import _lowering
+    from kiln.inductor._mutation import returns_alias
+
+    assert returns_alias(torch.ops.aten.conj_physical.default, unknown=False)
+    assert returns_alias(torch.ops.aten.type_as.default, unknown=False)
+    assert not returns_alias(torch.ops.aten.mm.default, unknown=False)
+    g = torch.Generator().manual_seed(0)
+    x, y, w = (torch.randn(4, 8, generator=g) for _ in range(3))
+    expected = _gradients(_tanh_of_x_abs_x_minus_y, x, y, w)
+    torch.testing.assert_close(_gradients(kiln.compile(_tanh_of_x_abs_x_minus_y), x, y, w), expected)
+    assert not any("conj_physical" in op for g in graphs for op in g.fallbacks)  # lowered: a kernel's copy
+    kiln.reset()
+    monkeypatch.delitem(_lowering.lowering_rules, torch.ops.aten.conj_physical.default)
+    torch.testing.assert_close(_gradients(kiln.compile(_tanh_of_x_abs_x_minus_y), x, y, w), expected)
+    assert any("conj_physical" in op for op in graphs[-1].fallbacks)  # an ATen call, read as an alias

@@ -503,6 +503,17 @@ def _copy(ctx: LoweringContext, node: Any, x: TensorValue, *args: Any, **kwargs:
     return TensorValue(x.sizes, dtype, loader, None, x.ops_count + 1)
 
 
+@register(aten.conj_physical.default, aten.resolve_conj.default, aten.resolve_neg.default)
+def _conj(ctx: LoweringContext, node: Any, x: TensorValue) -> TensorValue:
+    """Of a real tensor: ``conj_physical`` a copy (eager returns the tensor itself, its schema
+    a new one: either reads the same values), ``resolve_conj``/``resolve_neg`` the tensor."""
+    if x.dtype.is_complex or x.dtype not in KERNEL_DTYPES:
+        raise Fallback(f"{node.target} of {x.dtype}")
+    if node.target is aten.conj_physical.default:
+        return TensorValue(x.sizes, x.dtype, x.loader, None, x.ops_count)
+    return x
+
+
 @register(aten.full.default, aten.scalar_tensor.default)
 def _full(ctx: LoweringContext, node: Any, size: Any, value: Any = None, **kwargs: Any) -> TensorValue:
     if node.target is aten.scalar_tensor.default:

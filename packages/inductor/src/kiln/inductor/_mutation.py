@@ -28,12 +28,26 @@ def is_input_copy(node: Node) -> bool:
 
 
 def returns_alias(target: Any, unknown: bool) -> bool:
-    """Whether ``target``'s result may share memory with an argument (its schema says so);
+    """Whether ``target``'s result may share memory with an argument: its schema says so, or
+    it is a CompositeImplicitAutograd op, whose kernel is other ops' calls and may return an
+    argument itself whatever its schema promises (``conj_physical`` and ``type_as`` of a real
+    tensor return it: a result taken for fresh memory was written in place, or its argument's
+    memory handed to another buffer, a wrong gradient of ``tanh(x * x.abs()) - y``);
     ``unknown``: the answer for a target without a schema."""
     schema = getattr(target, "_schema", None)
     if schema is None:
         return unknown
-    return any(r.alias_info is not None for r in schema.returns)
+    if any(r.alias_info is not None for r in schema.returns):
+        return True
+    return _composite(target)
+
+
+def _composite(target: Any) -> bool:
+    name = getattr(target, "name", None)
+    try:
+        return callable(name) and torch._C._dispatch_has_kernel_for_dispatch_key(name(), "CompositeImplicitAutograd")
+    except RuntimeError:  # not an operator the dispatcher knows
+        return False
 
 
 def _aliases(graph: Graph, target: Node) -> set[Node]:
