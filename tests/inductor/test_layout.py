@@ -378,3 +378,30 @@ def test_dynamic_sizes_keep_eagers_permuted_layout(graphs, perm):
         torch.testing.assert_close(actual, expected)
         assert actual.stride() == expected.stride(), (n, actual.stride(), expected.stride())
     assert len(graphs) == 1
+
+
+def _output_read_again(x, y, w):
+    v = torch.tanh(x) - y  # x transposed, y not: eager lays v out as x is
+    return v, v.t().contiguous().t() * 1.5, v @ w, v.sum(0)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_an_output_other_nodes_read_keeps_eagers_layout(graphs, backend):
+    """A value returned to the caller and read by later nodes (a reduction, an ATen call, a
+    copy) is in memory before the output is reached: it is computed in the output's traced
+    strides (eager's), not contiguously (found by fuzzing: strides (8, 1) where eager's are
+    (1, 17))."""
+    from triton_support import DEVICE, OPTIONS
+
+    if backend == "triton":
+        pytest.importorskip("triton")
+    device, options = (DEVICE, OPTIONS) if backend == "triton" else ("cpu", None)
+    x = torch.randn(8, 17, device=device).t()
+    y, w = torch.randn(17, 8, device=device), torch.randn(8, 5, device=device)
+    expected = _output_read_again(x, y, w)
+    with torch.no_grad():
+        actual = kiln.compile(_output_read_again, options=options)(x, y, w)
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a, e)
+        assert a.stride() == e.stride()
+    assert expected[0].stride() == (1, 17)

@@ -40,6 +40,7 @@ from . import (  # noqa: F401 - they register their rules
     _lower_scatter,
     _lower_views,
 )
+from ._graph_outputs import GraphOutput, OutputsMixin
 from ._ir import (
     Buffer,
     ComputedBuffer,
@@ -73,19 +74,6 @@ from ._policy import FusionPolicy
 __all__ = ["GraphOutput", "InductorUnsupported", "LoweredGraph", "lower_graph", "shape_env"]
 
 _log = logging.getLogger("kiln")
-
-
-@dataclass(slots=True)
-class GraphOutput:
-    """An output: ``buffer`` read with ``sizes``/``strides``/``offset`` (a view of it), or
-    ``constant`` (a number, None, a size expression) when ``buffer`` is None."""
-
-    buffer: str | None
-    sizes: tuple[sympy.Expr, ...] = ()
-    strides: tuple[sympy.Expr, ...] = ()
-    offset: sympy.Expr = sympy.S.Zero
-    constant: Any = None
-    items: list[GraphOutput] | None = None  # a tuple output (a multi-output op's result, saved whole)
 
 
 @dataclass(slots=True)
@@ -131,7 +119,7 @@ class _Call:
         return f"{self.name} = {self.target}(...)"
 
 
-class _Lowering(LoweringContext):
+class _Lowering(OutputsMixin, LoweringContext):
     def __init__(self, gm: GraphModule, policy: FusionPolicy,
                  matmul_choice: Callable[[Matmul, tuple[sympy.Expr, ...], torch.dtype, str, bool], bool] | None = None) -> None:
         self.gm = gm
@@ -142,6 +130,8 @@ class _Lowering(LoweringContext):
         self.fallbacks: dict[str, str] = {}
         self.current: Node | None = None
         self.realized: dict[int, tuple[TensorValue, TensorValue]] = {}  # id(value) -> (value, its buffer)
+        # id(value) -> (value, strides): the values of outputs, realized in eager's strides (``realize``)
+        self.eager_values: dict[int, tuple[TensorValue, tuple[sympy.Expr, ...]]] = {}
         # layout optimization (``_layout``): the memory order of each buffer laid out other than
         # contiguously that values follow (channels-last ones), and which of them this pass laid
         # out so (eager's would be NCHW: nothing may read their storage by eager's strides)
@@ -197,8 +187,14 @@ class _Lowering(LoweringContext):
             return known[1]
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
                                           origins=self._origin()), value)
-        self.realized[id(value)] = (value, buffer.value())
-        return self.realized[id(value)][1]
+        realized = buffer.value()
+        eager = self.eager_values.get(id(value))
+        if eager is not None and eager[0] is value and dense_layout(value.sizes, eager[1]) \
+                and eager[1] != contiguous_strides(value.sizes):  # an output's value: eager's layout
+            buffer.layout_strides = eager[1]
+            realized = TensorValue.strided(buffer.name, value.sizes, eager[1], sympy.S.Zero, value.dtype)
+        self.realized[id(value)] = (value, realized)
+        return realized
 
     def realize_ordered(self, value: TensorValue, order: tuple[int, ...]) -> TensorValue:
         """``value`` in memory with its dimensions laid out in ``order`` (the outermost first):
@@ -311,6 +307,12 @@ class _Lowering(LoweringContext):
         owners: dict[int, Node] = {}
         self.devices = {str(v.device) for node in self.gm.graph.nodes
                         for v in _tensors(node.meta.get("val"))}
+        out = self.gm.graph.output_node
+        free = set(out.meta.get("free_layout", ())) if out is not None else set()
+        # outputs the caller sees: realized before the output (for other readers), in eager's strides
+        eager_strides = {v: tuple(sym(s) for s in v.meta["val"].stride())
+                         for k, v in enumerate(out.args[0] if out is not None else ())
+                         if k not in free and isinstance(v, Node) and isinstance(v.meta.get("val"), torch.Tensor)}
         for node in self.gm.graph.nodes:
             for inp in node.all_input_nodes:
                 reads[inp] = reads.get(inp, 0) + 1
@@ -336,6 +338,8 @@ class _Lowering(LoweringContext):
             elif node.op == "call_function":
                 self.device = next((str(v.device) for v in _tensors(node.meta.get("val"))), self.device)
                 env[node] = self._call(node, env)
+                if node in eager_strides and isinstance(env[node], TensorValue):
+                    self.eager_values[id(env[node])] = (env[node], eager_strides[node])
                 env[node] = self._maybe_realize(env[node], reads.get(node, 0), node)
             elif node.op == "output":
                 # outputs only the backward reads, whose layout is free (kiln.aotgrad marks them)
@@ -577,69 +581,6 @@ class _Lowering(LoweringContext):
         first = min(node.users, key=self.position.__getitem__, default=None)
         return first is not None and is_input_copy(first) and first not in self.overwritten \
             and len(first.args) > 1 and first.args[1] is node and first.args[0] not in self.shared_inputs
-
-    def _output(self, v: Any, env: dict[Node, Any], saved: bool) -> GraphOutput:
-        """Output ``v``; ``saved``: one only the backward reads (its layout is free)."""
-        value = env[v] if isinstance(v, Node) else v
-        if isinstance(value, tuple) and isinstance(v, Node):
-            vals = v.meta.get("val")
-            return GraphOutput(None, items=[self._output_value(item, val, saved)
-                                            for item, val in zip(value, vals, strict=True)])
-        return self._output_value(value, v.meta.get("val") if isinstance(v, Node) else None, saved)
-
-    def _output_value(self, value: Any, val: Any, saved: bool) -> GraphOutput:
-        if not isinstance(value, TensorValue):
-            return GraphOutput(None, constant=sym(value) if isinstance(value, torch.SymInt) else value)
-
-        strides = tuple(sym(s) for s in val.stride()) if isinstance(val, torch.Tensor) else contiguous_strides(value.sizes)
-        self.device = str(val.device) if isinstance(val, torch.Tensor) else self._device_of(value)
-        if value.view is None:
-            order = follow_order(value, self.layouts) if saved else None
-            if order is None and self.layouts and value.ndim == 4 and strides == ordered_strides(value.sizes,
-                                                                                               CHANNELS_LAST):
-                order = CHANNELS_LAST  # eager's layout is channels-last too: computed in that order
-            value = self.realize_ordered(value, order) if order is not None else self._realize_as(value, strides)
-        elif value.view[0] in self.moved and not saved:
-            if tuple(value.view[1]) != strides:
-                value = self._eager_copy(value, strides)
-            else:
-                self.direct_views.add(value.view[0])
-        name, view_strides, offset = value.view
-        return GraphOutput(name, value.sizes, tuple(view_strides), offset)
-
-    def _eager_copy(self, value: TensorValue, strides: tuple[sympy.Expr, ...]) -> TensorValue:
-        """A copy with eager's (dense) ``strides`` of an output read from a buffer laid out
-        channels-last (one per buffer and strides)."""
-        name = value.view[0]
-        if not dense_layout(value.sizes, strides) or value.view[2] != 0 \
-                or sympy.Mul(*value.sizes) != sympy.Mul(*self.by_name[name].sizes):
-            raise LayoutConflict(f"an output views part of {name}, laid out channels-last")
-        known = self.eager_copies.get((name, strides))
-        if known is not None:
-            return known
-        buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
-                                          origins=[f"{name} in eager's layout"]), value)
-        if strides != contiguous_strides(value.sizes):
-            buffer.layout_strides = strides
-        copy = self.eager_copies[(name, strides)] = buffer.value()
-        return copy
-
-    def _check_output_copies(self) -> None:
-        """Outputs the user sees that view one buffer share its memory, as in eager, unless
-        one is a copy in eager's layout (``_eager_copy``) and another the buffer itself: refused."""
-        copied = {name for name, _ in self.eager_copies}
-        if copied & self.direct_views:
-            raise LayoutConflict(f"outputs share {sorted(copied & self.direct_views)[0]}, laid out channels-last")
-
-    def _realize_as(self, value: TensorValue, strides: tuple[sympy.Expr, ...]) -> TensorValue:
-        """An output not in memory, computed into a buffer with the traced strides when they
-        are dense (eager's layout), else contiguous."""
-        realized = self.realize(value)
-        if dense_layout(value.sizes, strides) and strides != contiguous_strides(value.sizes):
-            buffer = self.by_name[realized.view[0]]
-            buffer.layout_strides = strides
-            return TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
-        return realized
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
