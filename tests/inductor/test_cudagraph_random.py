@@ -113,17 +113,16 @@ def test_a_replay_reads_the_seed_the_runner_drew_for_it(runners, draws):
         assert values == [(_words(seed, 0, i)[0] >> 8) / 2**24 for i in range(80)]
 
 
-def test_a_training_step_with_dropout_is_recorded_and_its_gradients_follow_its_mask(runners):
+def _dropout_steps(rows: int, d_in: int, d_out: int, device: str, options: dict) -> list[torch.Tensor]:
+    """Three training steps of ``dropout(x @ w, 0.25)`` compiled with ``options``, each
+    checked against its own mask (read off the output): the output, and ``w``'s gradient;
+    the masks."""
     torch.manual_seed(0)
-    w = torch.randn(16, 32, device=DEVICE, requires_grad=True)
-
-    def step(x):
-        return F.dropout(x @ w, 0.25, training=True)
-
-    compiled = kiln.compile(step, options=RECORDED)
+    w = torch.randn(d_in, d_out, device=device, requires_grad=True)
+    compiled = kiln.compile(lambda x: F.dropout(x @ w, 0.25, training=True), options=options)
     masks = []
     for _ in range(3):
-        x = torch.randn(6, 16, device=DEVICE)
+        x = torch.randn(rows, d_in, device=device)
         y = compiled(x)
         y.sum().backward()
         mask = (y != 0).float()
@@ -131,7 +130,12 @@ def test_a_training_step_with_dropout_is_recorded_and_its_gradients_follow_its_m
         torch.testing.assert_close(w.grad, x.t() @ mask / 0.75)
         w.grad = None
         masks.append(mask)
-        del y
+        del y  # (an output held at the next call is copied out of the recording from then on)
+    return masks
+
+
+def test_a_training_step_with_dropout_is_recorded_and_its_gradients_follow_its_mask(runners):
+    masks = _dropout_steps(6, 16, 32, DEVICE, RECORDED)
     # (the backward's recordings are left uncounted here: triton's interpreter holds the last
     # kernel's arguments until its next launch, so the forward's output looks still in use)
     assert [(r.stats.replays, r.stats.plain_calls) for r in runners] == [(3, 0), (3, 0)]
@@ -195,19 +199,6 @@ def test_random_graphs_are_recorded_on_cuda(graphs, in_kernels, autotune, tmp_pa
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_a_training_step_with_dropout_is_recorded_on_cuda(graphs):
-    torch.manual_seed(0)
-    w = torch.randn(64, 128, device="cuda", requires_grad=True)
-    compiled = kiln.compile(lambda x: F.dropout(x @ w, 0.25, training=True),
-                            options={"inductor.cudagraphs": True, "inductor.random_in_kernels": True})
-    masks = []
-    for _ in range(3):
-        x = torch.randn(32, 64, device="cuda")
-        y = compiled(x)
-        y.sum().backward()
-        mask = (y != 0).float()
-        torch.testing.assert_close(y, (x @ w).detach() * mask / 0.75)
-        torch.testing.assert_close(w.grad, x.t() @ mask / 0.75)
-        w.grad = None
-        masks.append(mask)
+    masks = _dropout_steps(32, 64, 128, "cuda", {"inductor.cudagraphs": True, "inductor.random_in_kernels": True})
     assert all(isinstance(g.call, CudaGraphRunner) and g.call.stats.replays == 3 for g in graphs)
     assert not torch.equal(masks[0], masks[1])
