@@ -48,9 +48,10 @@ from ._graph_cache import (
 )
 from ._inplace import take_dead_buffers
 from ._layout import changed_strides
+from ._lower_random import SEED_CELL
 from ._policy import FusionPolicy
 from ._scheduler import Kernel, schedule
-from ._wrapper import SEED_CELL, render_wrapper, reusable_buffers
+from ._wrapper import render_wrapper, reusable_buffers
 from .cpp import HEADER, render_kernel
 from .triton import render_kernel as render_triton
 from .triton._runtime import interpreting, module_source

@@ -175,7 +175,7 @@ class _Lowering(OutputsMixin, LoweringContext):
         """The node being lowered, for the comments of the buffers made for it."""
         return [self.current.name] if self.current is not None else []
 
-    def realize(self, value: TensorValue) -> TensorValue:
+    def realize(self, value: TensorValue, strides: tuple[sympy.Expr, ...] | None = None) -> TensorValue:
         """``value`` in memory: a buffer computing it, made once per value (the same value
         handed to two ATen calls is computed once; it holds the elements of when it was first
         realized, which is what the value is: a later write of what it reads first computes
@@ -188,13 +188,23 @@ class _Lowering(OutputsMixin, LoweringContext):
         buffer = self._add(ComputedBuffer(self._new_name("buf"), value.sizes, value.dtype, Pointwise(value.loader),
                                           origins=self._origin()), value)
         realized = buffer.value()
-        eager = self.eager_values.get(id(value))
-        if eager is not None and eager[0] is value and dense_layout(value.sizes, eager[1]) \
-                and eager[1] != contiguous_strides(value.sizes):  # an output's value: eager's layout
-            buffer.layout_strides = eager[1]
-            realized = TensorValue.strided(buffer.name, value.sizes, eager[1], sympy.S.Zero, value.dtype)
+        if strides is None:  # an output's value: eager's strides (``eager_values``)
+            eager = self.eager_values.get(id(value))
+            strides = eager[1] if eager is not None and eager[0] is value else None
+        if strides is not None and dense_layout(value.sizes, strides) and strides != contiguous_strides(value.sizes):
+            buffer.layout_strides = strides
+            realized = TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
         self.realized[id(value)] = (value, realized)
         return realized
+
+    def _eager_layouts(self, value: Any, val: Any) -> None:
+        """Records the traced strides of an output's value (each item of a tuple's) for
+        ``realize``."""
+        if isinstance(value, tuple) and isinstance(val, (tuple, list)):
+            for v, t in zip(value, val, strict=True):
+                self._eager_layouts(v, t)
+        elif isinstance(value, TensorValue) and isinstance(val, torch.Tensor):
+            self.eager_values[id(value)] = (value, tuple(sym(s) for s in val.stride()))
 
     def realize_ordered(self, value: TensorValue, order: tuple[int, ...]) -> TensorValue:
         """``value`` in memory with its dimensions laid out in ``order`` (the outermost first):
@@ -308,11 +318,11 @@ class _Lowering(OutputsMixin, LoweringContext):
         self.devices = {str(v.device) for node in self.gm.graph.nodes
                         for v in _tensors(node.meta.get("val"))}
         out = self.gm.graph.output_node
+        # outputs only the backward reads, whose layout is free (kiln.aotgrad marks them)
         free = set(out.meta.get("free_layout", ())) if out is not None else set()
-        # outputs the caller sees: realized before the output (for other readers), in eager's strides
-        eager_strides = {v: tuple(sym(s) for s in v.meta["val"].stride())
-                         for k, v in enumerate(out.args[0] if out is not None else ())
-                         if k not in free and isinstance(v, Node) and isinstance(v.meta.get("val"), torch.Tensor)}
+        # the outputs the caller sees: realized before the output is reached (for other
+        # readers), their values take eager's strides (``realize``)
+        seen = {v for k, v in enumerate(out.args[0] if out is not None else ()) if k not in free and isinstance(v, Node)}
         for node in self.gm.graph.nodes:
             for inp in node.all_input_nodes:
                 reads[inp] = reads.get(inp, 0) + 1
@@ -338,12 +348,10 @@ class _Lowering(OutputsMixin, LoweringContext):
             elif node.op == "call_function":
                 self.device = next((str(v.device) for v in _tensors(node.meta.get("val"))), self.device)
                 env[node] = self._call(node, env)
-                if node in eager_strides and isinstance(env[node], TensorValue):
-                    self.eager_values[id(env[node])] = (env[node], eager_strides[node])
+                if node in seen:
+                    self._eager_layouts(env[node], node.meta.get("val"))
                 env[node] = self._maybe_realize(env[node], reads.get(node, 0), node)
             elif node.op == "output":
-                # outputs only the backward reads, whose layout is free (kiln.aotgrad marks them)
-                free = set(node.meta.get("free_layout", ()))
                 outputs = [self._output(v, env, k in free) for k, v in enumerate(node.args[0])]
                 self._check_output_copies()
                 return LoweredGraph(inputs, self.buffers, outputs, constants, self.fallbacks)

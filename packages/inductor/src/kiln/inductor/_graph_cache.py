@@ -55,7 +55,7 @@ from ._config import InductorConfig, cache_root
 from ._cudagraph_plan import CudagraphFacts
 from ._cudagraphs import CudagraphGroup, with_cudagraphs
 from ._entries import EntryStore
-from ._lower_random import SeedCell
+from ._lower_random import SEED_CELL, SeedCell
 from .triton._launch import Launch
 
 __all__ = [
@@ -503,7 +503,7 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
     return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
                          dict(record["fallbacks"]), key, True, strides, record["triton"], cudagraph_facts=facts,
                          fused={name: tuple(nodes) for name, nodes in record.get("fused", {}).items()},
-                         seed=next((v for v in namespace.values() if isinstance(v, SeedCell)), None))
+                         seed=namespace.get(SEED_CELL))
 
 
 def _strides_of(entry: Any) -> Any:

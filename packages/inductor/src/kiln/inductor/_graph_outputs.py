@@ -2,7 +2,7 @@
 buffer read through a view, or a constant; the caller sees eager's strides.
 
 - An output computed only for the output is realized in its traced strides where they are
-  dense (eager's layout, a permutation of a contiguous one: ``_realize_as``), else
+  dense (eager's layout, a permutation of a contiguous one: ``realize(value, strides)``), else
   contiguously; one only the backward reads (``saved``: ``free_layout``) follows the layout
   of what it reads (channels-last).
 - An output read by other nodes is in memory before the output is reached: ``_Lowering.realize``
@@ -66,7 +66,7 @@ class OutputsMixin:
             if order is None and self.layouts and value.ndim == 4 and strides == ordered_strides(value.sizes,
                                                                                                CHANNELS_LAST):
                 order = CHANNELS_LAST  # eager's layout is channels-last too: computed in that order
-            value = self.realize_ordered(value, order) if order is not None else self._realize_as(value, strides)
+            value = self.realize_ordered(value, order) if order is not None else self.realize(value, strides)
         elif value.view[0] in self.moved and not saved:
             if tuple(value.view[1]) != strides:
                 value = self._eager_copy(value, strides)
@@ -98,13 +98,3 @@ class OutputsMixin:
         copied = {name for name, _ in self.eager_copies}
         if copied & self.direct_views:
             raise LayoutConflict(f"outputs share {sorted(copied & self.direct_views)[0]}, laid out channels-last")
-
-    def _realize_as(self, value: TensorValue, strides: tuple[sympy.Expr, ...]) -> TensorValue:
-        """An output not in memory, computed into a buffer with the traced strides when they
-        are dense (eager's layout), else contiguous."""
-        realized = self.realize(value)
-        if dense_layout(value.sizes, strides) and strides != contiguous_strides(value.sizes):
-            buffer = self.by_name[realized.view[0]]
-            buffer.layout_strides = strides
-            return TensorValue.strided(buffer.name, value.sizes, strides, sympy.S.Zero, value.dtype)
-        return realized

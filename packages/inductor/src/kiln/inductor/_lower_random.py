@@ -40,7 +40,7 @@ from ._ir import TensorValue, contiguous_strides, flat_index, sym
 from ._lowering import EXPENSIVE, KERNEL_DTYPES, Fallback, LoweringContext, register
 from ._ops import compute_type
 
-__all__ = ["SeedCell", "draw_seed", "random_value"]
+__all__ = ["SEED_CELL", "SeedCell", "draw_seed", "random_value"]
 
 aten = torch.ops.aten
 _FLOAT = frozenset({torch.float32, torch.float64, torch.bfloat16, torch.float16})
@@ -50,6 +50,9 @@ def draw_seed() -> int:
     """The seed of one call of a compiled graph: an int64 in [0, 2**63 - 1) drawn from torch's
     default CPU generator (so ``torch.manual_seed`` decides it, and the generator advances)."""
     return int(torch.randint(0, 2**63 - 1, (), dtype=torch.int64))
+
+
+SEED_CELL = "_seed_cell"  # the wrapper's global holding its ``SeedCell`` (the graph's ``seed``)
 
 
 class SeedCell:
@@ -65,19 +68,18 @@ class SeedCell:
 
     def __init__(self) -> None:
         self.value = 0
-        self.drawn = False
         self.managed = False
         self.tensors: dict[torch.device, torch.Tensor] = {}
 
     def draw(self) -> None:
         """A new seed, written into every tensor of the cell."""
-        self.value, self.drawn = draw_seed(), True
+        self.value = draw_seed()
         for t in self.tensors.values():
             t.fill_(self.value)
 
     def take(self, device: str) -> torch.Tensor:
         """The seed tensor the kernels on ``device`` read."""
-        if not self.managed or not self.drawn:
+        if not self.managed:
             self.draw()
         where = torch.device(device)
         if where.type == "cuda" and where.index is None:

@@ -26,14 +26,14 @@ import torch
 
 from ._graph import InductorUnsupported, LoweredGraph
 from ._ir import SEED, SEED_PTR, ExternBuffer, InputBuffer, RuntimeScalar, TensorValue, sym
-from ._lower_random import SeedCell, draw_seed
+from ._lower_random import SEED_CELL, SeedCell, draw_seed
 from ._mutation import returns_alias
 from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
 from .cpp._kernel import ERROR_PARAM
 from .triton._launch import Launch, launch_state
 
-__all__ = ["SEED_CELL", "WrapperSource", "render_wrapper", "reusable_buffers"]
+__all__ = ["WrapperSource", "render_wrapper", "reusable_buffers"]
 
 
 pyexpr = PYTHON  # a size expression as Python
@@ -101,9 +101,6 @@ def _literal(value: Any, glob: _Globals, by_name: dict[str, Any] | None = None) 
     if isinstance(value, tuple):
         return "(" + ", ".join(_literal(v, glob, by_name) for v in value) + ("," if len(value) == 1 else "") + ")"
     return glob.ref(value, type(value).__name__.lower())
-
-
-SEED_CELL = "_seed_cell"  # the wrapper's global holding its ``SeedCell`` (the graph's ``seed``)
 
 
 def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], kernels: dict[str, Any],
