@@ -133,6 +133,31 @@ def test_bias_gradient_of_a_symbolic_batch_needs_no_guard():
     assert _train(model, lambda s: torch.randn([6, 1, 2][s], 4), dynamic=True) == 1
 
 
+def test_a_size_the_shape_env_renamed_after_a_dead_input():
+    """``x + y`` makes ``y``'s sizes ``x``'s symbols in the shape env; the sum is dead, so ``x``
+    is no input of the graph, and the product names ``x``'s symbol: it is ``y``'s size
+    (aotgrad refused the graph: "the size s1 comes from no input of the graph")."""
+    kiln.reset()
+    backend = _Counting()
+
+    def f(x, y):
+        unused = x + y  # noqa: F841
+        return y * y.shape[-1]
+
+    compiled = kiln.compile(f, backend=backend, dynamic=True, fullgraph=True)
+    for rows, cols in [(5, 8), (7, 3)]:
+        x = torch.randn(rows, cols, requires_grad=True)
+        y = torch.randn(rows, cols, requires_grad=True)
+        y_ref = y.detach().clone().requires_grad_()
+        out, expected = compiled(x, y), f(x, y_ref)
+        torch.testing.assert_close(out, expected)
+        out.backward(torch.ones_like(out))
+        expected.backward(torch.ones_like(expected))
+        torch.testing.assert_close(y.grad, y_ref.grad)
+        assert x.grad is None
+    assert backend.graphs == 1
+
+
 def test_inference_under_no_grad_runs_one_forward_graph():
     kiln.reset()
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.BatchNorm1d(8))

@@ -179,7 +179,7 @@ class _Recorder(TorchDispatchMode):
     def symbol_node(self, sym: sympy.Symbol) -> Node:
         source = self._symbols.get(sym)
         if source is None:
-            raise AotUnsupported(f"the size {sym} comes from no input of the graph")
+            source = self._symbols[sym] = self._replaced_by(sym)
         if isinstance(source, Node):
             return source
         tensor_node, dim = source
@@ -188,6 +188,16 @@ class _Recorder(TorchDispatchMode):
         node.meta["phase"] = "forward"
         self._symbols[sym] = node
         return node
+
+    def _replaced_by(self, sym: sympy.Symbol) -> Any:
+        """The source of an input's size that the shape env replaced with ``sym``: a guard made
+        them equal (``x + y``, sizes ``s0`` and ``s2``: ``s2`` is ``s0`` from then on), and the
+        ops after it name ``sym``, whose own input may not be in the graph (a dead ``x``)."""
+        if self.shape_env is not None:
+            for known, source in self._symbols.items():
+                if self.shape_env.simplify(known) == sym:
+                    return source
+        raise AotUnsupported(f"the size {sym} comes from no input of the graph")
 
     # -- ops ------------------------------------------------------------------------------
     def _call(self, target: Any, args: tuple, kwargs: dict, val: Any) -> Node:
