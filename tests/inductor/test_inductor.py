@@ -293,6 +293,41 @@ def test_dynamic_reshape_through_floor_division(graphs):
     assert len(graphs) == 1
 
 
+def test_a_float_of_sizes_is_computed_by_the_wrapper(graphs):
+    """``x.shape[1] / 3`` is a float of the sizes (a SymFloat the graph computes): the wrapper
+    computes it for each call's sizes (kiln.inductor failed on the graph: "an ATen call
+    without a traced value")."""
+    def fn(x):
+        return x * (2.0 / (x.shape[0] - 1)) + x.shape[1] / 3
+
+    compiled = kiln.compile(fn, dynamic=True, fullgraph=True)
+    for rows, cols in ((5, 8), (7, 11), (2, 3)):
+        x = torch.randn(rows, cols)
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert len(graphs) == 1
+    assert "(2.0 / (" in graphs[0].wrapper_code
+
+
+def test_a_variances_gradient_with_a_symbolic_count(graphs):
+    """The backward of ``var`` over a symbolic count scales by ``2.0 / (s0 - 1)``: aotgrad
+    builds that float (it refused the graph: "a size expression kiln cannot compute in the
+    graph: 2.0"), and the wrapper computes it."""
+    def fn(x):
+        return torch.var(x, 0) * 3
+
+    compiled = kiln.compile(fn, dynamic=True, fullgraph=True)
+    for rows in (5, 9, 2):
+        x = torch.randn(rows, 6, requires_grad=True)
+        x_ref = x.detach().clone().requires_grad_()
+        out, expected = compiled(x), fn(x_ref)
+        torch.testing.assert_close(out, expected)
+        weight = torch.randn(6)
+        out.backward(weight)
+        expected.backward(weight)
+        torch.testing.assert_close(x.grad, x_ref.grad)
+    assert len(graphs) == 2  # the forward and the backward, for every size
+
+
 def test_expand_of_a_size_guarded_to_be_1_broadcasts(graphs):
     # after a recompile every size is a symbol; expand's guard makes the middle one 1
     def fn(x, n):

@@ -375,6 +375,8 @@ class _ExprBuilder:
     def build(self, expr: sympy.Basic) -> Any:
         if expr.is_Integer:
             return int(expr)
+        if expr.is_Float and not self.integer:  # a float's constant (``2.0 / (s0 - 1)``: a variance's gradient)
+            return float(expr)
         if isinstance(expr, sympy.Symbol):
             return self.recorder.symbol_node(expr)
         numerator, denominator = sympy.fraction(sympy.together(expr))

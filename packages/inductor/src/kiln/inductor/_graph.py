@@ -42,6 +42,7 @@ from . import (  # noqa: F401 - they register their rules
 )
 from ._graph_outputs import GraphOutput, OutputsMixin
 from ._ir import (
+    SCALAR_OPS,
     Buffer,
     ComputedBuffer,
     ExternBuffer,
@@ -52,6 +53,7 @@ from ._ir import (
     RuntimeScalar,
     Scan,
     Scatter,
+    SizeScalar,
     TensorValue,
     contiguous_strides,
     flat_index,
@@ -395,6 +397,9 @@ class _Lowering(OutputsMixin, LoweringContext):
         kwargs = _map(node.kwargs, env)
         if node.target is operator.getitem:
             return args[0][args[1]]
+        scalar = _size_scalar(node, args, kwargs)
+        if scalar is not None:
+            return scalar
         _refuse_unsupported(node)
         if is_input_copy(node):
             if node in self.overwritten:
@@ -628,12 +633,34 @@ _INPLACE_VIEWS = frozenset({"unsqueeze", "squeeze", "transpose", "t", "as_stride
                             "resize", "resize_as"})
 
 
+def _size_scalar(node: Node, args: Any, kwargs: dict) -> SizeScalar | None:
+    """A Python operation on numbers whose result is not a size: a float or bool of sizes
+    and numbers (``s1 / 3``), or of numbers known only at run time, that the wrapper computes
+    (``SizeScalar``); None for anything else (sizes are ``_size_arithmetic``'s). A size
+    symbol no input has (data-dependent, ``u0``) is refused as for any node."""
+    target = node.target
+    name = "sym_float" if target is torch.sym_float else getattr(target, "__name__", None)
+    if kwargs or name not in SCALAR_OPS or (target is not torch.sym_float and getattr(operator, name, None)
+                                             is not target):
+        return None
+    if isinstance(node.meta.get("val"), (torch.SymInt, int)) or not all(
+            isinstance(a, (int, float, sympy.Basic, torch.SymInt, RuntimeScalar, SizeScalar)) for a in args):
+        return None
+    if _size_arithmetic(node, args, kwargs) is not None:
+        return None  # (a size, or a number the trace knows)
+    exprs = [sym(a) if isinstance(a, torch.SymInt) else a for a in args]
+    if any(str(f).startswith("u") for e in exprs if isinstance(e, sympy.Basic) for f in e.free_symbols):
+        return None
+    return SizeScalar(name, tuple(exprs))
+
+
 def _runtime_scalars(args: Any, kwargs: dict) -> bool:
-    """Whether any argument is a ``RuntimeScalar`` (then the node is an ATen call)."""
+    """Whether any argument is a ``RuntimeScalar`` or ``SizeScalar`` (then the node is an
+    ATen call)."""
     stack: list[Any] = [args, kwargs]
     while stack:
         value = stack.pop()
-        if isinstance(value, RuntimeScalar):
+        if isinstance(value, (RuntimeScalar, SizeScalar)):
             return True
         if isinstance(value, (list, tuple)):
             stack.extend(value)

@@ -33,9 +33,9 @@ from typing import Any
 import sympy
 import torch
 
-__all__ = ["SEED", "SEED_PTR", "Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader", "Matmul", "Pointwise",
-           "Reduction",
-           "RuntimeScalar", "Scan", "Scatter", "TensorValue", "contiguous_strides", "flat_index", "loop_vars", "sym"]
+__all__ = ["SCALAR_OPS", "SEED", "SEED_PTR", "Buffer", "ComputedBuffer", "ExternBuffer", "InputBuffer", "Loader",
+           "Matmul", "Pointwise", "Reduction", "RuntimeScalar", "Scan", "Scatter", "SizeScalar", "TensorValue",
+           "contiguous_strides", "flat_index", "loop_vars", "sym"]
 
 Loader = Callable[[Sequence[sympy.Expr], Any], Any]
 
@@ -239,6 +239,26 @@ class RuntimeScalar:
     lowering rule computes with it (the node is an ATen call)."""
 
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SizeScalar:
+    """A number Python computes from sizes and numbers when the graph runs: ``operator``'s
+    ``op`` (one of ``SCALAR_OPS``) of ``args`` (ints, floats, size expressions, other such
+    numbers), a float or bool the trace could not make a constant (``s1 / 3``; a variance's
+    gradient, ``2.0 / (s0 - 1.0)``). The wrapper writes it where it is used; as for a
+    ``RuntimeScalar``, no lowering rule computes with it."""
+
+    op: str
+    args: tuple[Any, ...]
+
+
+# the Python operations a ``SizeScalar`` is made of, each as a format of its operands
+SCALAR_OPS = {
+    "add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "truediv": "({} / {})", "floordiv": "({} // {})",
+    "mod": "({} % {})", "pow": "({} ** {})", "neg": "(-{})", "eq": "({} == {})", "ne": "({} != {})",
+    "lt": "({} < {})", "le": "({} <= {})", "gt": "({} > {})", "ge": "({} >= {})", "sym_float": "float({})",
+}
 
 
 @dataclass(slots=True, eq=False)

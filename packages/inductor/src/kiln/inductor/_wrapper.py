@@ -25,7 +25,17 @@ import sympy
 import torch
 
 from ._graph import InductorUnsupported, LoweredGraph
-from ._ir import SEED, SEED_PTR, ExternBuffer, InputBuffer, RuntimeScalar, TensorValue, sym
+from ._ir import (
+    SCALAR_OPS,
+    SEED,
+    SEED_PTR,
+    ExternBuffer,
+    InputBuffer,
+    RuntimeScalar,
+    SizeScalar,
+    TensorValue,
+    sym,
+)
 from ._lower_random import SEED_CELL, SeedCell, draw_seed
 from ._mutation import returns_alias
 from ._printer import PYTHON
@@ -77,6 +87,8 @@ class _Globals:
 def _literal(value: Any, glob: _Globals, by_name: dict[str, Any] | None = None) -> str:
     if isinstance(value, RuntimeScalar):
         return value.name  # the wrapper's argument
+    if isinstance(value, SizeScalar):  # computed where it is used, from the sizes bound above
+        return SCALAR_OPS[value.op].format(*(_literal(a, glob, by_name) for a in value.args))
     if isinstance(value, (torch.SymFloat, torch.SymBool)):
         # never a constant: the traced object's value is the example's, not this call's
         raise InductorUnsupported(f"a traced number {value!r} the wrapper cannot name")
