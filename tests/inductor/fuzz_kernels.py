@@ -77,8 +77,9 @@ def _op_wide(k: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The second family: matrix products, gathers and scatters (duplicate targets among
     them), argmax ties, integer arithmetic, sorts, pads, 3-d views and whole-tensor sums."""
     rows, cols = a.shape
-    # indices made of values only in float32: a bfloat16 chain that eager rounds after each op
-    # and kiln once ties or crosses an integer elsewhere (an argmax of two values an ulp apart)
+    # indices and masks made of values only in float32: a bfloat16 chain that eager rounds
+    # after each op and kiln once, or in another order, ties or crosses a threshold elsewhere
+    # (an argmax of two values an ulp apart; seed 5's ``v > 0.5`` at 0.5 against 0.5039)
     exact = a.dtype == torch.float32
     if k == 0:
         return (a @ b.t()) @ a / cols
@@ -93,7 +94,8 @@ def _op_wide(k: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         index = (a.abs() * 3).long().clamp(max=cols - 1) if exact else (a * 0).long()
         return torch.zeros_like(a).scatter_add(1, index, b)
     if k == 5:
-        return a.masked_fill(b > 0.5, -1.0)
+        mask = b > 0.5 if exact else (torch.arange(cols, device=a.device) % 3 == 0).expand(rows, cols)
+        return a.masked_fill(mask, -1.0)
     if k == 6:
         return torch.logsumexp(a, -1, keepdim=True) - b
     if k == 7:
