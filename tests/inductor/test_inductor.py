@@ -328,6 +328,26 @@ def test_a_variances_gradient_with_a_symbolic_count(graphs):
     assert len(graphs) == 2  # the forward and the backward, for every size
 
 
+def test_cumprods_gradient_with_symbolic_sizes_is_compiled(graphs):
+    """cumprod's backward scatters into a tensor and reads it again: aotgrad rebuilds the read
+    as an ``as_strided`` of the written storage, holding the same traced tensor as the
+    scatter, which kiln.inductor took for the record of an in-place view op and refused."""
+    def fn(x):
+        return torch.sigmoid(x).cumprod(-1) + x
+
+    compiled = kiln.compile(fn, dynamic=True, fullgraph=True)
+    for rows, cols, transposed in ((2, 130, False), (7, 134, True)):
+        x = torch.randn(cols, rows).t() if transposed else torch.randn(rows, cols)
+        x, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+        out, expected = compiled(x), fn(x_ref)
+        torch.testing.assert_close(out, expected)
+        weight = torch.randn(rows, cols)
+        out.backward(weight)
+        expected.backward(weight)
+        torch.testing.assert_close(x.grad, x_ref.grad)
+    assert len(graphs) == 4  # a forward and a backward for each layout (the transposed one recompiles)
+
+
 def test_expand_of_a_size_guarded_to_be_1_broadcasts(graphs):
     # after a recompile every size is a symbol; expand's guard makes the middle one 1
     def fn(x, n):

@@ -161,9 +161,14 @@ class _Recorder(TorchDispatchMode):
     def _view_of_base(self, storage: _Storage, fake: Any) -> Node:
         base = storage.base
         offset = fake.storage_offset() - base.storage_offset()
-        return self._call(_aten.as_strided.default,
+        node = self._call(_aten.as_strided.default,
                           (storage.node, self.node_of(list(fake.shape)), self.node_of(list(fake.stride())),
                            self.node_of(offset)), {}, fake)
+        # ``fake`` as it is now, which an earlier node may hold too (the op that wrote it in
+        # place): not the record of an in-place view op, whose earlier nodes' sizes would not
+        # be their own (kiln.inductor refuses those)
+        node.meta["view_of_base"] = True
+        return node
 
     def _expr_node(self, expr: sympy.Basic, kind: type) -> Any:
         """A Node computing ``expr`` from the inputs' sizes (a constant stays a number)."""

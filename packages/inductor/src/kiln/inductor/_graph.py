@@ -330,7 +330,7 @@ class _Lowering(OutputsMixin, LoweringContext):
                 reads[inp] = reads.get(inp, 0) + 1
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
-                if id(val) in owners and _changes_metadata(node):
+                if id(val) in owners and _changes_metadata(node) and not node.meta.get("view_of_base"):
                     # aotgrad's record of an in-place view op (unsqueeze_, t_): both nodes hold the
                     # tensor with its final sizes, so the first node's sizes are not its own
                     raise InductorUnsupported(f"{owners[id(val)].name} and {node.name} share one traced tensor")
