@@ -27,14 +27,18 @@ def _kernels_only(graphs, *ops):
     return code
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.float16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.float16,
+                                   torch.bfloat16])
 def test_scatter_add_and_index_add(graphs, dtype):
+    """Half types fold in float32 atomics, rounded once (bfloat16 has no atomic add but on
+    Hopper; eager's CUDA kernels round after each add, hence the half types' tolerances)."""
     x = torch.randn(6, 9).mul(4).to(dtype)
     index = torch.randint(0, 9, (5, 9))  # duplicates: atomic adds meet
     src = torch.randn(5, 9).mul(4).to(dtype)
     rows = torch.randint(0, 6, (7,))
     more = torch.randn(7, 9).mul(4).to(dtype)
-    tol = {"atol": 2e-2, "rtol": 2e-3} if dtype == torch.float16 else {}
+    tol = {"atol": 2e-2, "rtol": 2e-3} if dtype == torch.float16 else \
+        {"atol": 1.5e-1, "rtol": 1.6e-2} if dtype == torch.bfloat16 else {}
     _run(lambda x, i, s, r, m: (torch.scatter_add(x, 1, i, s) * 2, x.index_add(0, r, m)), x, index, src, rows, more,
          **tol)
     code = _kernels_only(graphs, "scatter_add", "index_add")
@@ -79,13 +83,10 @@ def test_scatter_reduce_sum_and_mean_without_self(graphs):
     _kernels_only(graphs, "scatter_reduce")
 
 
-def test_other_folds_and_bfloat16_sums_stay_aten_calls(graphs):
+def test_other_folds_stay_aten_calls(graphs):
     x, index, src = torch.randn(6, 4), torch.tensor([[0, 1, 1, 3]]), torch.randn(1, 4)
     _run(lambda x, i, s: x.scatter_reduce(0, i, s, "amax") * 2, x, index, src)
     assert any("folding by max" in why for g in graphs for why in g.fallbacks.values())
-    b = x.to(torch.bfloat16)
-    _run(lambda x, i, s: torch.scatter_add(x, 0, i, s) * 2, b, index, src.to(torch.bfloat16))
-    assert any("atomic add of torch.bfloat16" in why for why in graphs[-1].fallbacks.values())
 
 
 def test_deterministic_algorithms_keep_scatters_aten_calls(graphs):
