@@ -101,8 +101,8 @@ def _op_wide(k: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if k == 7:
         var, mean = torch.var_mean(a, 0, keepdim=True)
         return (a - mean) * torch.rsqrt(var + 1) + b
-    if k == 8:
-        top = a.max(-1, keepdim=True)
+    if k == 8:  # (in bfloat16 no gradient through the maximum: which of two tied values it is decides it)
+        top = (a if exact else a.detach()).max(-1, keepdim=True)
         return top.values * b + (top.indices.to(a.dtype) if exact else 0)
     if k == 9:
         return F.softplus(a) * (b >= 0).to(a.dtype)
