@@ -103,18 +103,29 @@ class _Recorder(TorchDispatchMode):
             self._alive.append(fake.fake_storage)
         self._nodes[id(fake)] = (node, storage.version)
 
-    def bind_symbols(self, fake: Any, node: Node) -> None:
-        """The symbols among ``fake``'s sizes are ``sym_size`` of ``node`` (made when used)."""
+    def bind_symbols(self, fake: Any, node: Node, data_dependent: bool = False) -> None:
+        """The symbols among ``fake``'s sizes are ``sym_size`` of ``node`` (made when used);
+        ``data_dependent``: only those no input has (``u0``: an op's result, ``nonzero``'s
+        size). A size of the inputs is read from an input, never from an op's result: one of
+        the backward would be read in the forward (the sizes of ``tangents * x``, where the
+        shape env renamed ``x``'s sizes to those of a dead input)."""
         if isinstance(fake, torch.Tensor):
             for d, size in enumerate(fake.shape):
                 if isinstance(size, torch.SymInt):
                     expr = size.node.expr
-                    if isinstance(expr, sympy.Symbol) and expr not in self._symbols:
+                    if isinstance(expr, sympy.Symbol) and expr not in self._symbols \
+                            and (not data_dependent or self._data_dependent(expr)):
                         self._symbols[expr] = (node, d)
         elif isinstance(fake, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             expr = fake.node.expr
-            if isinstance(expr, sympy.Symbol) and expr not in self._symbols:
+            if isinstance(expr, sympy.Symbol) and expr not in self._symbols \
+                    and (not data_dependent or self._data_dependent(expr)):
                 self._symbols[expr] = node
+
+    def _data_dependent(self, sym: sympy.Symbol) -> bool:
+        """Whether ``sym`` is a size no input has (an unbacked symbol: ``u0``, ``u1``...)."""
+        is_unbacked = getattr(self.shape_env, "is_unbacked", None)
+        return is_unbacked(sym) if is_unbacked is not None else sym.name.startswith("u")
 
     def node_of(self, value: Any) -> Any:
         """The graph value for an argument: a Node for a tensor or symbolic number, the
@@ -298,16 +309,16 @@ class _Recorder(TorchDispatchMode):
 
     def _bind_outputs(self, node: Node, out: Any) -> None:
         if isinstance(out, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            self.bind_symbols(out, node)  # a data-dependent number (``.item()``) is this node
+            self.bind_symbols(out, node, True)  # a data-dependent number (``.item()``) is this node
         if isinstance(out, torch.Tensor):
             self.bind(out, node)
-            self.bind_symbols(out, node)  # data-dependent sizes (``nonzero``) are read from it
+            self.bind_symbols(out, node, True)  # data-dependent sizes (``nonzero``) are read from it
         elif isinstance(out, (tuple, list)):
             for i, item in enumerate(out):
                 if isinstance(item, torch.Tensor):
                     value = self._getitem_val(node, i, item)
                     self.bind(item, value)
-                    self.bind_symbols(item, value)
+                    self.bind_symbols(item, value, True)
                 elif isinstance(item, (list, tuple)):
                     inner = self._getitem_val(node, i, item)
                     for j, t in enumerate(item):
