@@ -244,6 +244,7 @@ if __name__ == "__main__":
     backend, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     family = sys.argv[4] if len(sys.argv) > 4 else "basic"
     kiln.config.raise_internal_errors = True  # kiln's own errors fail the program, not fall back
+    import conftest  # noqa: F401  (under TRITON_INTERPRET=1: the GPU's bfloat16 rounding, as in the tests)
     fallbacks = _Fallbacks()
     logging.getLogger("kiln").addHandler(fallbacks)
     failures = []
