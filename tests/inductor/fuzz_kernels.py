@@ -105,7 +105,7 @@ def _op_wide(k: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         top = (a if exact else a.detach()).max(-1, keepdim=True)
         return top.values * b + (top.indices.to(a.dtype) if exact else 0)
     if k == 9:
-        return F.softplus(a) * (b >= 0).to(a.dtype)
+        return F.softplus(a) * ((b >= 0).to(a.dtype) if exact else b.sigmoid())
     if k == 10:
         return torch.pow(a.abs() + 0.5, 1.5) - b
     if k == 11:
