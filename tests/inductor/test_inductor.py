@@ -348,6 +348,18 @@ def test_cumprods_gradient_with_symbolic_sizes_is_compiled(graphs):
     assert len(graphs) == 4  # a forward and a backward for each layout (the transposed one recompiles)
 
 
+def test_an_aten_argument_named_by_a_python_keyword(graphs):
+    """``uniform``'s ``from``: the wrapper passes it in a ``**`` dict (``from=-1.0`` was a
+    SyntaxError once kiln.inductor took this graph, which aotgrad's ``as_strided`` of the
+    written tensor had kept from it before)."""
+    def fn(x):
+        return x + torch.empty_like(x).uniform_(-1.0, 1.0) * 0
+
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(kiln.compile(fn, fullgraph=True)(x), x)
+    assert len(graphs) == 1 and "**{'from': -1.0}" in graphs[0].wrapper_code
+
+
 def test_expand_of_a_size_guarded_to_be_1_broadcasts(graphs):
     # after a recompile every size is a symbol; expand's guard makes the middle one 1
     def fn(x, n):

@@ -17,6 +17,7 @@ kernel reads it (the kernels index memory by the traced strides).
 from __future__ import annotations
 
 import ctypes
+import keyword
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -358,8 +359,12 @@ def _extern(buffer: ExternBuffer, glob: _Globals, by_name: dict[str, Any]) -> li
     node = buffer.node
     op = glob.ref(node.target, str(node.target).replace(".", "_"))
     args, kwargs = node.meta["inductor_args"]
+    named = {k: _literal(v, glob, by_name) for k, v in kwargs.items()}
+    # an argument named by a Python keyword (``uniform``'s ``from``) goes in a ``**`` dict
+    keywords = {k: v for k, v in named.items() if keyword.iskeyword(k)}
     call = ", ".join([*(_literal(a, glob, by_name) for a in args),
-                      *(f"{k}={_literal(v, glob, by_name)}" for k, v in kwargs.items())])
+                      *(f"{k}={v}" for k, v in named.items() if k not in keywords),
+                      *([f"**{{{', '.join(f'{k!r}: {v}' for k, v in keywords.items())}}}"] if keywords else [])])
     if buffer.item is None:
         lines = [f"{buffer.name} = {op}({call})"]
     else:
