@@ -10,6 +10,8 @@
 #            gpu_bench --quick in every mode ($OUT/gpu_bench.json)
 #   kernels  gpu_bench --quick, the memory-bound rows only ($OUT/kernels.json)
 #   transpose benchmarks/transpose_bench.py: tiled transposing kernels against copy bandwidth
+#   exp      benchmarks/exp_precision.py: the layout fuzz test's program 21 on the GPU, and its
+#            exponential through tl.exp and libdevice.exp against float64
 #   gpt2     gpu_bench: transformers GPT-2 alone, default and reduce-overhead ($OUT/gpt2.json)
 #   sweep    benchmarks/triton_sweep.py: launch configs of the memory-bound rows ($OUT/sweep.json;
 #            its arguments in $SWEEP_ARGS, e.g. "--cols 32768", its time limit in $SWEEP_LIMIT)
@@ -62,6 +64,7 @@ for step in "${steps[@]}"; do
     kernels) run kernels 200 python3 benchmarks/gpu_bench.py --quick --cases softmax,layernorm,rmsnorm,add_ln_gelu \
                --json "$out/kernels.json" ;;
     transpose) run transpose 200 python3 benchmarks/transpose_bench.py ;;
+    exp) run exp 120 python3 benchmarks/exp_precision.py ;;
     gpt2) run gpt2 150 python3 benchmarks/gpu_bench.py --cases gpt2 --modes default,reduce-overhead --rounds 3 \
             --json "$out/gpt2.json" ;;
     sweep) run sweep "${SWEEP_LIMIT:-400}" python3 benchmarks/triton_sweep.py ${SWEEP_ARGS:-} --json "$out/sweep.json" ;;
