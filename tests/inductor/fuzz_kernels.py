@@ -4,9 +4,9 @@ and in-place-free concatenation, on ``[rows, cols]`` inputs (one maybe transpose
 float32 or bfloat16, sometimes with dynamic sizes (called at two sizes) and sometimes with
 gradients; each compiled by kiln (C++ or Triton) and compared with eager: values, dtypes,
 sizes, strides, and the inputs' gradients. The tolerances are the dtypes' rounding: kiln
-computes a fused chain in float32 and reduces in another order than eager, so float32 values
+computes a fused chain in float32 (rounding each half op as eager) and reduces in another order than eager, so float32 values
 agree to about 1e-4 after up to seven ops (exp, std, cumsum over 130 elements), and bfloat16
-ones (8 bits of mantissa, rounded per op by eager, once per store by kiln) to a few of its
+ones (8 bits of mantissa; reductions and transcendental functions in another order or library) to a few of its
 2**-8 ulps, 5e-2; gradients, a second chain as long, get ten times those. A value outside
 them passes only if it is as close to the program's float64 value as eager's is
 (``_as_accurate_as_eager``: eager's rounding of intermediates is itself off where a sum cancels).

@@ -108,11 +108,10 @@ def _to_bfloat16(x):
 
 
 def test_a_half_value_is_kept_rounded_in_registers(graphs):
-    # a half buffer's value is rounded as its store would round it: its readers take the
-    # rounded register (so it need not be stored), never the unrounded one. Exact, with no
-    # tolerance: products of bfloat16 values are exact in float32 and
-    # the sums are in the kernel's order, so the float32 values are the same bits here (the
-    # reference rounds y once, as the kernel does; eager rounds each op and is not it)
+    # each half op's value is rounded as eager rounds it (its store would round it so): its
+    # readers take the rounded register (so it need not be stored), never the unrounded one.
+    # Exact, with no tolerance: products and sums of bfloat16 values computed in float32 and
+    # rounded after each op are eager's bits
     def f(a, b, c, d):
         y = a * b + c * d + a * d + b * c  # read twice, and too long to recompute: realized
         return y * 2 + y * y
@@ -120,11 +119,10 @@ def test_a_half_value_is_kept_rounded_in_registers(graphs):
     a, b, c, d = (torch.randn(4096, dtype=torch.bfloat16).to(DEVICE) for _ in range(4))
     with torch.no_grad():
         actual = kiln.compile(f, options=OPTIONS)(a, b, c, d)
-    a, b, c, d = (v.float() for v in (a, b, c, d))
-    y32 = a * b + c * d + a * d + b * c
-    y = _to_bfloat16(y32).float()
-    expected = _to_bfloat16(y * 2 + y * y)
-    assert not torch.equal(expected, _to_bfloat16(y32 * 2 + y32 * y32))  # the inputs tell the two apart
+        expected = f(a, b, c, d)
+    a32, b32, c32, d32 = (v.float() for v in (a, b, c, d))
+    y32 = a32 * b32 + c32 * d32 + a32 * d32 + b32 * c32
+    assert not torch.equal(expected, _to_bfloat16(y32 * 2 + y32 * y32))  # the inputs tell rounding apart
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
     code = graphs[0].triton_code
     assert "kept in registers" in code
@@ -134,7 +132,7 @@ def test_a_half_value_is_kept_rounded_in_registers(graphs):
 
 def test_a_half_value_stored_for_another_kernel_is_read_rounded(graphs):
     # y is an output too: stored, and the later stage reads the rounded value (the register,
-    # rounded as the store rounds), not the float32 sum
+    # rounded as the store rounds), not the float32 sum: eager's bits, both outputs
     def f(a, b, c, d):
         y = a * b + c * d + a * d + b * c
         return y * 2 + y * y, y
@@ -142,10 +140,9 @@ def test_a_half_value_stored_for_another_kernel_is_read_rounded(graphs):
     a, b, c, d = (torch.randn(4096, dtype=torch.bfloat16).to(DEVICE) for _ in range(4))
     with torch.no_grad():
         out, y_out = kiln.compile(f, options=OPTIONS)(a, b, c, d)
-    a, b, c, d = (v.float() for v in (a, b, c, d))
-    y = _to_bfloat16(a * b + c * d + a * d + b * c).float()
-    torch.testing.assert_close(y_out.float(), y, rtol=0, atol=0)
-    torch.testing.assert_close(out, _to_bfloat16(y * 2 + y * y), rtol=0, atol=0)
+        expected, y = f(a, b, c, d)
+    torch.testing.assert_close(y_out, y, rtol=0, atol=0)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
     assert _stores(graphs[0].triton_code) == 2
 
 

@@ -181,7 +181,8 @@ def pointwise(node: Any, fn: Callable[..., Any], *args: Any, dtype: torch.dtype 
               comparison: bool = False, cost: int = 1) -> TensorValue:
     """The elementwise ``fn(ops, *handles)`` of ``args`` (values and numbers), broadcast,
     each operand converted to the compute dtype (``dtype``, else ``compute_dtype``; float32
-    for a half type, some operands rounded to it first: ``_rounding``)."""
+    for a half type, some operands rounded to it first: ``_rounding``); a half result is
+    rounded to its type in the register, as eager rounds each op."""
     traced = dtype or compute_dtype(node, args, comparison)
     result = torch.bool if comparison else (dtype if dtype is not None else out_dtype(node))
     for d in (result, traced):
@@ -200,7 +201,12 @@ def pointwise(node: Any, fn: Callable[..., Any], *args: Any, dtype: torch.dtype 
             if rounding is not None:
                 h = ops.to_dtype(h, rounding)
             handles.append(h if d == compute else ops.to_dtype(h, compute))
-        return fn(ops, *handles)
+        value = fn(ops, *handles)
+        # a half result rounded as eager stores it: the same bits whether a reader computes it
+        # inline or loads it from a buffer (an amin's gradient compares the recomputed value
+        # with the saved minimum: a sigmoid inline in the forward and stored in the backward
+        # made them differ, no element was the minimum, and the gradient was 0 / 0)
+        return ops.to_dtype(value, result) if result in HALF_DTYPES else value
 
     return TensorValue(sizes, result, loader, None, cost + sum(o.ops_count for o in operands))
 
@@ -220,7 +226,7 @@ def _rounding(operand: TensorValue, traced: torch.dtype, comparison: bool) -> to
 
 def retype(value: TensorValue, dtype: torch.dtype) -> TensorValue:
     """``value``, computed in ``compute_type(dtype)``, as a value of ``dtype`` (a half type:
-    rounded only where stored or converted)."""
+    rounded where stored or converted; each pointwise op rounds its own half result)."""
     if compute_type(dtype) != value.dtype:
         raise ValueError(f"a {value.dtype} value is not computed as {dtype} is")
     if dtype == value.dtype:
