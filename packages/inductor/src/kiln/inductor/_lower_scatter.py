@@ -27,7 +27,7 @@ import torch
 
 from ._ir import TensorValue
 from ._lower_indexing import advanced_index, checked_sizes, index_tensor, wrap_dim
-from ._lowering import Fallback, LoweringContext, broadcast, out_dtype, register, scalar
+from ._lowering import Fallback, LoweringContext, broadcast, converted, out_dtype, register, scalar
 from ._ops import HALF_DTYPES, IndexCheck, compute_type
 
 aten = torch.ops.aten
@@ -95,7 +95,7 @@ def _scatter(ctx: LoweringContext, node: Any, x: TensorValue, sizes: Sequence[sy
         # folded in float32, rounded once at the end: eager's CPU scatter_add and CUDA
         # index_put (accumulating) fold in float32 too; a half buffer would round every step
         # (a bfloat16 sum of 36 values 0.07 off, 10 of its ulps)
-        x = _as_dtype(x, torch.float32)
+        x = converted(x, torch.float32)
     if ctx.language != "cpp":
         _check_triton(x.dtype, mode)
     dest = ctx.fresh(x)
@@ -108,19 +108,8 @@ def _scatter(ctx: LoweringContext, node: Any, x: TensorValue, sizes: Sequence[sy
 
         ctx.scatter(dest, sizes, identity, target, None)
     ctx.scatter(dest, sizes, loader, target, mode)
-    return _as_dtype(dest, result_dtype)
+    return converted(dest, result_dtype)
 
-
-def _as_dtype(x: TensorValue, dtype: torch.dtype) -> TensorValue:
-    """``x`` converted to ``dtype`` (itself where it has it)."""
-    if x.dtype == dtype:
-        return x
-    load = x.loader
-
-    def loader(idx: Sequence[sympy.Expr], ops: Any) -> Any:
-        return ops.to_dtype(load(idx, ops), dtype)
-
-    return TensorValue(x.sizes, dtype, loader, None, x.ops_count + 1)
 
 
 # what tl.atomic_add adds (bool and the small integers have no atomic add; bfloat16's is

@@ -32,7 +32,8 @@ from ._ir import TensorValue, sym
 from ._ops import HALF_DTYPES, compute_type
 from ._policy import FusionPolicy
 
-__all__ = ["Fallback", "LoweringContext", "broadcast", "lowering_rules", "nonzero", "pointwise", "register", "retype"]
+__all__ = ["Fallback", "LoweringContext", "broadcast", "converted", "lowering_rules", "nonzero", "pointwise", "register",
+           "retype"]
 
 aten = torch.ops.aten
 lowering_rules: dict[Any, Callable[..., Any]] = {}
@@ -501,6 +502,13 @@ def _copy(ctx: LoweringContext, node: Any, x: TensorValue, *args: Any, **kwargs:
         return x  # eager returns the tensor itself
     if dtype == x.dtype:
         return TensorValue(x.sizes, x.dtype, x.loader, None, x.ops_count)
+    return converted(x, dtype)
+
+
+def converted(x: TensorValue, dtype: torch.dtype) -> TensorValue:
+    """``x``'s elements converted to ``dtype`` (as torch converts; ``x`` itself where it has it)."""
+    if x.dtype == dtype:
+        return x
     load = x.loader
 
     def loader(index: Sequence[sympy.Expr], ops: Any) -> Any:
