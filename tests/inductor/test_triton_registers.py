@@ -128,6 +128,19 @@ def test_a_half_value_is_kept_rounded_in_registers(graphs):
     assert "kept in registers" in code
     assert _stores(code) == 1
     assert ".to(tl.bfloat16).to(tl.float32)" in code
+    # without contraction: on an H100 (triton 3.6) LLVM narrowed the roundings' float32 ops to
+    # bfloat16 ones and fused each product with its sum into one fma, the product never
+    # rounded (44% of the elements an ulp from eager's; benchmarks/half_rounding.py)
+    assert "enable_fp_fusion=False" in graphs[0].wrapper_code
+
+
+def test_only_a_kernel_that_rounds_a_half_value_in_registers_is_compiled_without_contraction(graphs):
+    # float32 arithmetic keeps triton's default (contraction on, as torch.compile's kernels),
+    # bfloat16 inputs read into it too
+    _run(lambda x: torch.tanh(x * 2 + 1) * x, torch.randn(4096))
+    _run(lambda x: (x.float() * 3 + 1).sum(-1), torch.randn(8, 512, dtype=torch.bfloat16))
+    _run(lambda x: x * 2 + x * x, torch.randn(4096, dtype=torch.bfloat16))
+    assert ["enable_fp_fusion=False" in g.wrapper_code for g in graphs] == [False, False, True]
 
 
 def test_a_half_value_stored_for_another_kernel_is_read_rounded(graphs):

@@ -308,9 +308,9 @@ def _triton_launch(fn: Any, launch: Any, device: str, glob: _Globals) -> list[st
     args = [p.name for p in launch.params]
     kinds = ["seed" if p.name == SEED.name else "int" if p.kind == "size" else "tensor" for p in launch.params]
     launcher = f"_launch_{launch.name}"  # (kernel names are unique; no other global starts so)
-    glob.values[launcher] = Launch(fn, args, kinds, launch.meta)
+    glob.values[launcher] = Launch(fn, args, kinds, launch.launch_meta)
     programs = sympy.sympify(launch.programs)
-    meta = ", ".join(f"{k}={v}" for k, v in launch.meta.items())
+    meta = ", ".join(f"{k}={v}" for k, v in launch.launch_meta.items())
     call = f"{launcher}({_state_name(device)}, {', '.join([pyexpr(programs), *args])})  # {meta}"
     if programs.is_Integer:
         return [call] if int(programs) > 0 else []

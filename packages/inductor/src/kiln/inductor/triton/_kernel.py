@@ -38,6 +38,7 @@ block sizes and warps chosen from the sizes (``_flat_launch``, ``_rows_launch``)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import sympy
 import torch
@@ -59,7 +60,7 @@ from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage, reads_of
 from ._online import online_softmax, welford
-from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, tstore
+from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, compile_options, tstore
 from ._scan import scan_lines
 from ._scatter import scatter_lines
 
@@ -96,6 +97,12 @@ class TritonKernel:
     tiles: tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None = None
     dot_dtype: torch.dtype | None = None  # a template's operands' dtype
     registers: frozenset[str] = frozenset()  # private stages it never stores (their values stay in registers)
+
+    @property
+    def launch_meta(self) -> dict[str, Any]:
+        """What its launches pass triton: ``meta`` and the compile options its code needs
+        (``_ops.compile_options``)."""
+        return {**self.meta, **compile_options(self.code)}
 
     @property
     def programs(self) -> sympy.Expr:
