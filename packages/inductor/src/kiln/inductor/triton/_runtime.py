@@ -240,7 +240,7 @@ def _interpreted() -> type:
         return staticmethod(lambda *args: _Interpreted._wrap(fn, *args))
 
     for name, fn in {
-        "log": np.log, "cos": np.cos, "expm1": np.expm1, "log1p": np.log1p, "log10": np.log10, "sqrt": np.sqrt, "rsqrt": lambda a: 1 / np.sqrt(a),
+        "exp": np.exp, "log": np.log, "cos": np.cos, "expm1": np.expm1, "log1p": np.log1p, "log10": np.log10, "sqrt": np.sqrt, "rsqrt": lambda a: 1 / np.sqrt(a),
         "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
         "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
         "erfc": np.vectorize(math.erfc, otypes=[float]), "lgamma": np.vectorize(math.lgamma, otypes=[float]),
