@@ -5,7 +5,10 @@ gradient of an ATen ``conj_physical`` that returned its argument), seed 14 an ou
 nodes read, with ``x`` transposed (eager's strides); 21 and 40 are others. Of the wide family:
 252 sums 36 bfloat16 values into one place (kiln's bfloat16 buffer rounded after every add),
 572 takes the gradient of a maximum whose sizes the shape env renamed to a dead input's
-(aotgrad read them from a node of the backward in the forward: a KeyError)."""
+(aotgrad read them from a node of the backward in the forward: a KeyError), 1150 the
+gradient of an ``amin`` of a normalized value (the forward's kernel fused the mean's product
+into its use, the backward recomputed it from the rounded mean: no element equal to the
+minimum, NaN gradients; kernels are now compiled without contraction)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from fuzz_kernels import check
 
 
 @pytest.mark.parametrize(("family", "seed"), [("basic", 3), ("basic", 14), ("basic", 21), ("basic", 40),
-                                              ("wide", 252), ("wide", 572)])
+                                              ("wide", 252), ("wide", 572), ("wide", 1150)])
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_fuzzed_programs_match_eager(fresh_kiln, backend, family, seed):
     if backend == "triton":

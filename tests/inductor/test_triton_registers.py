@@ -134,13 +134,12 @@ def test_a_half_value_is_kept_rounded_in_registers(graphs):
     assert "enable_fp_fusion=False" in graphs[0].wrapper_code
 
 
-def test_only_a_kernel_that_rounds_a_half_value_in_registers_is_compiled_without_contraction(graphs):
-    # float32 arithmetic keeps triton's default (contraction on, as torch.compile's kernels),
-    # bfloat16 inputs read into it too
+def test_every_kernel_is_compiled_without_contraction(graphs):
+    # float32 too: a value must have the same bits inline as stored (the C++ kernels' rule:
+    # tests/inductor/test_kernel_fuzz.py, wide seed 1150), and the launch says so
     _run(lambda x: torch.tanh(x * 2 + 1) * x, torch.randn(4096))
     _run(lambda x: (x.float() * 3 + 1).sum(-1), torch.randn(8, 512, dtype=torch.bfloat16))
-    _run(lambda x: x * 2 + x * x, torch.randn(4096, dtype=torch.bfloat16))
-    assert ["enable_fp_fusion=False" in g.wrapper_code for g in graphs] == [False, False, True]
+    assert all("enable_fp_fusion=False" in g.wrapper_code for g in graphs) and len(graphs) == 2
 
 
 def test_a_half_value_stored_for_another_kernel_is_read_rounded(graphs):

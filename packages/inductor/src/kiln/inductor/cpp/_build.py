@@ -63,9 +63,15 @@ __all__ = [
 _FORMAT_VERSION = 1
 
 # No -ffast-math (results must match eager closely) and no -march=native (the ISA is in the
-# key, so a cache copied to another machine of the same ISA stays valid).
+# key, so a cache copied to another machine of the same ISA stays valid). No contraction
+# (g++ fuses ``a * b + c`` into an fma by default where the ISA has one): a value must have the
+# same bits used inline as stored and loaded by another kernel. A forward kernel fused the
+# mean's product into ``y - sum * (1 / n)`` while the backward recomputed it from the
+# rounded mean it saved; ``amin``'s backward (``x == amin(x)``) then found no minimum and
+# divided 0 by 0 (NaN gradients; tests/inductor/test_kernel_fuzz.py, wide seed 1150).
 _BASE_FLAGS = (
     "-O3", "-shared", "-fPIC", "-std=c++17", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
+    "-ffp-contract=off",
 )
 _ISA_FLAGS: dict[str, tuple[str, ...]] = {
     "default": (),

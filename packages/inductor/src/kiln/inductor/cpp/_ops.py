@@ -156,20 +156,26 @@ static inline int64_t kiln_pmod(int64_t a, int64_t b) {  // Python's %, of sizes
 // 2^n * exp(r), n = round(x / ln 2) (by adding and subtracting 1.5 * 2^23), r = x - n ln 2
 // (ln 2 in two parts, exact products), exp(r) by its Taylor polynomial to r^7 (|r| <= ln 2 / 2:
 // truncation below 2e-8, relative), 2^n applied in two halves so results down to the
-// subnormals stay exact; inf, -inf and NaN as std::exp.
+// subnormals stay exact; inf, -inf and NaN as std::exp. The polynomial's steps are fused
+// multiply-adds where the ISA has them (kernels are built without contraction: -ffp-contract=off).
+#ifdef __FMA__
+#define KILN_FMAF(a, b, c) __builtin_fmaf(a, b, c)
+#else
+#define KILN_FMAF(a, b, c) ((a) * (b) + (c))
+#endif
 static inline float kiln_expf(float x) {
   float xc = x != x ? 0.0f : (x > 88.8f ? 88.8f : (x < -104.0f ? -104.0f : x));
   float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = xc - n * 0.693145751953125f;
   r = r - n * 1.42860682030941723212e-6f;
   float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  p = KILN_FMAF(p, r, 1.0f / 720.0f);
+  p = KILN_FMAF(p, r, 1.0f / 120.0f);
+  p = KILN_FMAF(p, r, 1.0f / 24.0f);
+  p = KILN_FMAF(p, r, 1.0f / 6.0f);
+  p = KILN_FMAF(p, r, 0.5f);
+  p = KILN_FMAF(p, r, 1.0f);
+  p = KILN_FMAF(p, r, 1.0f);
   int32_t k = static_cast<int32_t>(n);  // in [-150, 129]
   int32_t k1 = k >> 1;
   int32_t k2 = k - k1;

@@ -60,7 +60,7 @@ from .._ops import HALF_DTYPES, compute_type
 from .._policy import FusionPolicy
 from .._scheduler import Kernel, Stage, reads_of
 from ._online import online_softmax, welford
-from ._ops import TL_TYPES, TRITON, TritonOps, TritonVar, compile_options, tstore
+from ._ops import COMPILE_OPTIONS, TL_TYPES, TRITON, TritonOps, TritonVar, tstore
 from ._scan import scan_lines
 from ._scatter import scatter_lines
 
@@ -100,9 +100,9 @@ class TritonKernel:
 
     @property
     def launch_meta(self) -> dict[str, Any]:
-        """What its launches pass triton: ``meta`` and the compile options its code needs
-        (``_ops.compile_options``)."""
-        return {**self.meta, **compile_options(self.code)}
+        """What its launches pass triton: ``meta`` and the compile options
+        (``_ops.COMPILE_OPTIONS``)."""
+        return {**self.meta, **COMPILE_OPTIONS}
 
     @property
     def programs(self) -> sympy.Expr:

@@ -23,7 +23,6 @@ assert, as eager's CUDA kernels make) and read as element 0 when out of range.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +43,7 @@ from .._ops import (
 )
 from .._printer import SizePrinter
 
-__all__ = ["TL_TYPES", "TRITON", "TritonOps", "TritonVar", "compile_options", "tconst", "tstore"]
+__all__ = ["COMPILE_OPTIONS", "TL_TYPES", "TRITON", "TritonOps", "TritonVar", "tconst", "tstore"]
 
 TL_TYPES: dict[torch.dtype, str] = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64", torch.int32: "tl.int32",
@@ -117,20 +116,15 @@ def tstore(value: str, dtype: torch.dtype) -> str:
 
 
 
-# A half op's result rounded in its register (``TritonOps.to_dtype``). LLVM narrows the float32
-# arithmetic between such roundings to bfloat16 (float16) instructions, exactly; with
-# floating-point contraction on (triton's default on a GPU) it then fuses a product and the sum
-# that reads it into one half-type fma, whose product is never rounded: on an H100 (triton
-# 3.6) ``a*b + c*d + a*d + b*c`` in bfloat16 became ``mul.bf16x2`` and three
-# ``fma.rn.bf16x2``, 44% of its elements an ulp from eager's (benchmarks/half_rounding.py).
-_HALF_ROUNDING = re.compile(r"\.to\(tl\.(?:bfloat16|float16)\)\.to\(tl\.float32\)")
-
-
-def compile_options(code: str) -> dict[str, Any]:
-    """Triton's compile options for a kernel of source ``code``: without contraction where it
-    rounds a half value in a register (each op rounded, as eager rounds it); none (triton's
-    defaults) elsewhere. Under the interpreter, options are ignored."""
-    return {"enable_fp_fusion": False} if _HALF_ROUNDING.search(code) else {}
+# Triton's compile options for every kernel: no floating-point contraction (triton's default
+# on a GPU fuses a product and the sum reading it into one fma, the product unrounded), so a
+# value has the same bits used inline as stored and loaded by another kernel (as the C++
+# kernels: ``cpp._build``), and each half op is rounded as eager rounds it. With contraction,
+# LLVM narrowed the float32 ops between a bfloat16 chain's roundings to bfloat16 ones and
+# fused them: on an H100 (triton 3.6) ``a*b + c*d + a*d + b*c`` became ``mul.bf16x2`` and
+# three ``fma.rn.bf16x2``, 44% of its elements an ulp from eager's
+# (benchmarks/half_rounding.py). Under the interpreter, options are ignored.
+COMPILE_OPTIONS: dict[str, Any] = {"enable_fp_fusion": False}
 
 @dataclass(frozen=True, slots=True)
 class TritonVar:
@@ -274,7 +268,7 @@ class TritonOps:
             if x.half == dtype:
                 return x
             f = self.to_dtype(x, torch.float32)  # through float, as torch converts
-            # (a kernel that rounds so is compiled without contraction: ``compile_options``)
+            # (kernels are compiled without contraction, which would skip it: ``COMPILE_OPTIONS``)
             return self._emit(f"{f.name}.to({TL_TYPES[dtype]}).to(tl.float32)", torch.float32, x.dims, dtype)
         if x.dtype == dtype:
             return x
