@@ -26,6 +26,7 @@ pytest.importorskip("triton")
 from kiln.inductor._entries import EntryStore
 from kiln.inductor.triton import _autotune
 from kiln.inductor.triton._kernel import TritonKernel, _rows_launch
+from kiln.inductor.triton._ops import COMPILE_OPTIONS
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -233,8 +234,10 @@ def test_a_second_process_measures_nothing(tmp_path):
     assert len(list((tmp_path / "autotune").glob("*.json"))) == 1
 
 
-# the sizes' heuristic launch of the 10 x 33 softmax (``_kernel._rows_launch``)
-_HEURISTIC = "  # {}\n".format(", ".join(f"{k}={v}" for k, v in _rows_launch(sympy.Integer(10), 33, True).items()))
+# the sizes' heuristic launch of the 10 x 33 softmax (``_kernel._rows_launch``), as the
+# wrapper's comment shows it (with the compile options)
+_HEURISTIC = "  # {}\n".format(", ".join(f"{k}={v}" for k, v in {**_rows_launch(sympy.Integer(10), 33, True),
+                                                                  **COMPILE_OPTIONS}.items()))
 
 
 def test_without_max_autotune_the_heuristic_launch(graphs, timed, tmp_path):

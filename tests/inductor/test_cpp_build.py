@@ -173,7 +173,7 @@ def test_key_covers_source_flags_and_isa(tmp_path, monkeypatch):
 
     assert compile_flags("default") == (
         "-O3", "-shared", "-fPIC", "-std=c++17", "-fopenmp", "-fno-math-errno",
-        "-fno-trapping-math")
+        "-fno-trapping-math", "-ffp-contract=off")
     assert compile_flags("avx2")[-3:] == ("-mavx2", "-mfma", "-mf16c")
     assert "-mavx512f" in compile_flags("avx512")
     assert not any(flag in ("-ffast-math", "-march=native") for flag in compile_flags())

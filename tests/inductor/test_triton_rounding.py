@@ -44,17 +44,18 @@ def test_exp_is_eagers_over_float32s_range(graphs):
     """A kernel's ``exp`` is libdevice's, eager's on a GPU (bit for bit there): triton's
     ``tl.exp`` was up to 63 ulps from float64 over this range on an H100, where eager's is
     within 1.9 (benchmarks/exp_precision.py). Under the interpreter, numpy's float32 ``exp``
-    against torch's CPU one: each within an ulp of the exact value, so two apart at most."""
+    against torch's CPU one: each within an ulp of the exact value, so two apart at most.
+    ``sigmoid``, ``1 / (1 + exp(-x))``, rounds twice more, and triton's float32 division is
+    approximate (``div.full``, 2 ulps; eager's is IEEE): within float32's default tolerance."""
     noise = torch.randn(10_000, generator=torch.Generator().manual_seed(0)) * 10
     x = torch.cat([torch.linspace(-87.0, 88.0, 100_000), noise,
                    torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 89.0, -104.0])])
     fn = lambda x: (torch.exp(x), torch.sigmoid(-x))  # noqa: E731
-    got = kiln.compile(fn, options=OPTIONS)(x.to(DEVICE))
-    expected = fn(x.to(DEVICE))
+    got, sigmoid = kiln.compile(fn, options=OPTIONS)(x.to(DEVICE))
+    expected, expected_sigmoid = fn(x.to(DEVICE))
     assert "libdevice.exp(" in graphs[0].triton_code and "tl.exp(" not in graphs[0].triton_code
-    # (sigmoid, 1 / (1 + exp(-x)), rounds twice more after the exponential: four ulps apart)
-    for g, e, ulps in zip(got, expected, (2, 4), strict=True):
-        if DEVICE == "cuda":
-            assert torch.equal(g.isnan(), e.isnan()) and torch.equal(g[~g.isnan()], e[~e.isnan()])
-        else:
-            torch.testing.assert_close(g, e, rtol=ulps * 1.2e-7, atol=0, equal_nan=True)
+    if DEVICE == "cuda":
+        assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got[~got.isnan()], expected[~expected.isnan()])
+    else:
+        torch.testing.assert_close(got, expected, rtol=2.4e-7, atol=0, equal_nan=True)
+    torch.testing.assert_close(sigmoid, expected_sigmoid, equal_nan=True)
