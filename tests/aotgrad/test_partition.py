@@ -100,3 +100,44 @@ def test_recomputed_ops_run_just_before_their_first_use_in_backward():
         assert first_user == i + 1, (nodes[i].name, [n.name for n in nodes[i:first_user + 1]])
     first_backward_op = next(i for i, n in enumerate(nodes) if n.op == "call_function")
     assert gelus[0] > first_backward_op
+
+
+def test_a_value_the_backward_compares_for_equality_is_saved_not_recomputed():
+    # amax's backward finds its maximum with ``x == amax(x)``: recomputed in another kernel,
+    # ``tanh(x * 1.3 + y)`` had other bits (glibc's vector tanhf in one loop, its scalar one in
+    # another's tail: 33 x 7), no element equalled the saved maximum, and the gradient was
+    # 0 / 0 (NaN) in 27 of 54 such programs (tanh, sin, erf, gelu, ...); torch.compile in none
+    def f(x, y):
+        v = torch.tanh(x * 1.3 + y)
+        return v.sum() + (v.amax(0, keepdim=True) + v * 0.5).sum() + v.amin(-1).sum()
+
+    torch.manual_seed(0)
+    x, y = torch.randn(33, 7, requires_grad=True), torch.randn(33, 7, requires_grad=True)
+    x_eager, y_eager = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+    kiln.reset()
+    grads = torch.autograd.grad(kiln.compile(f)(x, y), (x, y))
+    expected = torch.autograd.grad(f(x_eager, y_eager), (x_eager, y_eager))
+    for got, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(got, want)
+
+    def backend(gm, example_inputs):
+        graphs.append((gm, example_inputs, kiln.compile_context()))
+        return gm.forward
+
+    graphs = []
+    kiln.reset()
+    kiln.compile(f, backend=backend)(x, y)
+    gm, example_inputs, context = graphs[0]
+    result, _ = trace(gm, _fresh_fakes(example_inputs, context), backward=True)
+    parts = partition(result)
+    compared = [n for n in parts.backward.nodes if n.op == "call_function" and n.target == torch.ops.aten.eq.Tensor]
+    assert len(compared) == 2
+    moves = {"detach", "view", "expand", "alias", "unsqueeze", "squeeze"}  # no arithmetic
+
+    def root(n):
+        while n.op == "call_function" and n.target.overloadpacket.__name__ in moves:
+            n = n.all_input_nodes[0]
+        return n
+
+    for node in compared:  # v and the extremes, as the forward computed them: saved
+        assert [root(a).op for a in node.all_input_nodes] == ["placeholder", "placeholder"], node.format_node()

@@ -29,7 +29,7 @@ import torch
 
 from kiln.fxgraph import Node
 
-__all__ = ["min_cut_saved"]
+__all__ = ["exact_reads", "min_cut_saved"]
 
 _INF = float("inf")
 # cheap ops that are not tagged pointwise but only move or re-view data, or compute sizes
@@ -151,9 +151,29 @@ class _Flow:
         return seen
 
 
-def min_cut_saved(forward_nodes: list[Node], needed: list[Node], free: set[Node]) -> list[Node]:
+# comparisons whose result changes with the last bit of an operand
+_EXACT = frozenset({"eq", "ne"})
+
+
+def exact_reads(backward_nodes: set[Node]) -> frozenset[Node]:
+    """The forward values the backward compares for equality (``amax``'s and ``amin``'s
+    backward: ``x == amax(x)``, with the saved result). Recomputed, such a value may not have
+    the bits the forward reduced: another kernel computes it (a vectorized loop against a
+    scalar one: glibc's vector ``tanhf`` and its scalar one differ in an ulp), and no element
+    equals the saved extreme; the gradient divides 0 by 0."""
+    found = set()
+    for node in backward_nodes:
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload) and target.overloadpacket.__name__ in _EXACT:
+            found.update(a for a in node.all_input_nodes if a not in backward_nodes)
+    return frozenset(found)
+
+
+def min_cut_saved(forward_nodes: list[Node], needed: list[Node], free: set[Node],
+                  pinned: frozenset[Node] = frozenset()) -> list[Node]:
     """The forward nodes to save (in graph order) so that every node of ``needed`` can be
-    had in backward from them by recomputable ops; ``free`` nodes cost nothing to save."""
+    had in backward from them by recomputable ops; ``free`` nodes cost nothing to save;
+    ``pinned`` ones are never recomputed (their forward bits are needed: ``exact_reads``)."""
     flow = _Flow()
     source, sink = flow.vertex(), flow.vertex()
     ends: dict[Node, tuple[int, int]] = {}
@@ -162,7 +182,7 @@ def min_cut_saved(forward_nodes: list[Node], needed: list[Node], free: set[Node]
     for node in forward_nodes:
         v_in, v_out = ends[node]
         flow.edge(v_in, v_out, 0 if node in free else _bytes(node))
-        if node.op != "call_function" or not _recomputable(node):
+        if node.op != "call_function" or not _recomputable(node) or node in pinned:
             flow.edge(source, v_in, _INF)
         for user in node.users:
             if user in ends:

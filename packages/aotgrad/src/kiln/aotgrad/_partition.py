@@ -18,7 +18,7 @@ import torch
 
 from kiln.fxgraph import Graph, Node, eliminate_dead_code, map_arg
 
-from ._mincut import min_cut_saved
+from ._mincut import exact_reads, min_cut_saved
 from ._trace import TraceResult
 
 __all__ = ["Partition", "partition"]
@@ -59,7 +59,7 @@ def partition(result: TraceResult, partitioner: str = "min_cut") -> Partition:
     else:
         free = {n for n in forward_nodes if n.op == "placeholder"}
         free.update(v for v in forward_values if isinstance(v, Node))
-        cut = set(min_cut_saved(forward_nodes, needed, free))
+        cut = set(min_cut_saved(forward_nodes, needed, free, exact_reads(backward_nodes)))
         saved, recompute = _closure(forward_nodes, needed, cut)
     forward = _copy(joint, lambda n: n.op != "output" and n not in backward_nodes, forward_values + saved,
                     written_inputs=written)
