@@ -320,8 +320,10 @@ class _Lowering(OutputsMixin, LoweringContext):
         self.devices = {str(v.device) for node in self.gm.graph.nodes
                         for v in _tensors(node.meta.get("val"))}
         out = self.gm.graph.output_node
-        # outputs only the backward reads, whose layout is free (kiln.aotgrad marks them)
+        # outputs only the backward reads, whose layout is free (kiln.aotgrad marks them), where
+        # another layout can be reported to the backward (``changed_strides``: integer strides)
         free = set(out.meta.get("free_layout", ())) if out is not None else set()
+        free = {k for k in free if _integer_strides(out.args[0][k].meta.get("val"))}
         # the outputs the caller sees: realized before the output is reached (for other
         # readers), their values take eager's strides (``realize``)
         seen = {v for k, v in enumerate(out.args[0] if out is not None else ()) if k not in free and isinstance(v, Node)}
@@ -621,6 +623,16 @@ def _refuse_unsupported(node: Node) -> None:
         if isinstance(v, (torch.SymFloat, torch.SymBool)) or any(
                 str(f).startswith("u") for e in exprs for f in getattr(e, "free_symbols", ())):
             raise InductorUnsupported(f"{node.target} gives a data-dependent value or size")
+
+
+def _integer_strides(val: Any) -> bool:
+    """Whether a traced value's strides (every item's, for a tuple) are plain integers: what
+    ``_layout.changed_strides`` can report. A saved value whose traced strides are symbolic
+    keeps them (laid out contiguously instead, the backward read it transposed: a wrong
+    gradient of ``sigmoid(x).cumprod(-1)`` with ``x`` transposed and dynamic sizes)."""
+    if isinstance(val, (tuple, list)):
+        return all(_integer_strides(v) for v in val)
+    return not isinstance(val, torch.Tensor) or all(type(s) is int for s in val.stride())
 
 
 def _changes_metadata(node: Node) -> bool:

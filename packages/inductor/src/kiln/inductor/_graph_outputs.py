@@ -72,6 +72,11 @@ class OutputsMixin:
                 value = self._eager_copy(value, strides)
             else:
                 self.direct_views.add(value.view[0])
+        if saved and tuple(value.view[1]) != strides \
+                and not all(isinstance(s, sympy.Integer) for s in value.view[1]):
+            # another layout than traced, which the backward could not be told of (symbolic
+            # strides: ``_layout.changed_strides``): the traced one, copied
+            value = self._eager_copy(value, strides)
         name, view_strides, offset = value.view
         return GraphOutput(name, value.sizes, tuple(view_strides), offset)
 
