@@ -550,3 +550,24 @@ def test_a_float_made_dynamic_is_read_at_run_time(graphs):
         torch.testing.assert_close(grad, x.grad)
         x.grad = None
     assert any(g.externs for g in graphs)  # the ops reading the number are ATen calls
+
+
+@pytest.mark.parametrize("fn", [torch.tanh, torch.sin, nn.functional.gelu], ids=["tanh", "sin", "gelu"])
+@pytest.mark.parametrize("shape", [(33, 7), (5, 37)])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_a_maximum_is_an_element_of_what_it_reduced(fn, shape, dim):
+    """``v == v.amax()`` holds somewhere in every row: ``v`` has the same bits wherever a kernel
+    computes it. glibc's vector ``tanhf`` and its scalar one (a vectorized loop's tail) differ
+    in an ulp, so ``v`` is computed once (or in loops of the same shape), never by two kernels
+    that map elements to lanes differently (the backward's recomputation did:
+    tests/aotgrad/test_partition.py)."""
+    def f(x, y):
+        v = fn(x * 1.3 + y)
+        m = v.amax(dim, keepdim=True)
+        return (v == m).sum(dim), v * 2, m
+
+    torch.manual_seed(0)
+    x, y = torch.randn(*shape), torch.randn(*shape)
+    hits, twice, m = kiln.compile(f)(x, y)
+    assert hits.min().item() >= 1
+    assert ((twice / 2) == m).any(dim).all()  # the stored v too
