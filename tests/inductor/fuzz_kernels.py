@@ -15,11 +15,17 @@ It found, in its first runs: a wrong gradient (an ATen ``conj_physical`` returni
 argument, ``test_inplace.py``), output strides other than eager's (``test_layout.py``), and
 bfloat16 rounding in triton's interpreter (``test_triton_rounding.py``).
 
-``check(seed, backend)`` returns None or the failure as text; ``test_kernel_fuzz.py`` runs a
-few seeds. A longer run::
+The ``extremes`` family (transcendental functions into maxima, minima and comparisons, at
+sizes whose loops leave scalar tails) found NaN gradients of ``amax`` (seed 144: aotgrad
+recomputed the value its backward compared with the saved maximum, in a loop glibc's scalar
+``erff`` ran where the forward's had run the vector one).
+
+``check(seed, backend, family)`` returns None or the failure as text; ``test_kernel_fuzz.py``
+runs a few seeds. A longer run::
 
     TRITON_INTERPRET=1 python tests/inductor/fuzz_kernels.py triton 0 200
     python tests/inductor/fuzz_kernels.py cpp 0 200
+    python tests/inductor/fuzz_kernels.py cpp 0 300 extremes
 """
 
 from __future__ import annotations
@@ -127,7 +133,51 @@ def _op_wide(k: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(a).cumprod(-1) + b
 
 
-FAMILIES = {"basic": (_OPS, _op), "wide": (_WIDE_OPS, _op_wide)}
+_EXTREME_OPS = 12
+
+
+def _op_extremes(k: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The third family: functions whose vector and scalar versions differ in an ulp (glibc's
+    libm in a vectorized loop's body and in its scalar tail), and the extremes and comparisons
+    that read their bits: a value computed by two kernels must be the same value (amax's
+    backward looks for ``x == amax(x)``; it once recomputed ``x`` elsewhere: NaN gradients).
+    In bfloat16 the extremes take no gradient (ties: which of two equal values is the maximum
+    decides it) and no mask is made of values."""
+    exact = a.dtype == torch.float32
+
+    def extreme(v: torch.Tensor) -> torch.Tensor:
+        return v if exact else v.detach()
+
+    if k == 0:
+        return torch.tanh(a * 1.3 + b)
+    if k == 1:
+        return torch.sin(a) * b
+    if k == 2:
+        return torch.erf(a) - b
+    if k == 3:
+        return F.gelu(a) + torch.sigmoid(b)
+    if k == 4:
+        return torch.atan(a) * torch.cos(b)
+    if k == 5:
+        return torch.log1p(a.abs()) + b
+    if k == 6:
+        return extreme(a).amax(0, keepdim=True) + b
+    if k == 7:
+        return extreme(a).amin(-1, keepdim=True) * b
+    if k == 8:
+        return torch.maximum(a, b) if exact else torch.maximum(a.detach(), b.detach()) + a - a.detach()
+    if k == 9:
+        return extreme(a).max(-1, keepdim=True).values - b
+    if k == 10:
+        return a - extreme(a).amax(-1, keepdim=True)
+    return torch.where(a == a.amax(0, keepdim=True), b, a) if exact else a * b
+
+
+FAMILIES = {"basic": (_OPS, _op), "wide": (_WIDE_OPS, _op_wide), "extremes": (_EXTREME_OPS, _op_extremes)}
+# rows and columns a family draws from (others: 2-64 by 3-130): the extremes' are narrower
+# than a vector of floats or leave a tail, so loops of one kernel run scalar where another's
+# are vectorized
+_SIZES = {"extremes": ([5, 17, 33], [3, 7, 9, 37])}
 
 
 def program(rng: random.Random, family: str = "basic"):
@@ -195,7 +245,8 @@ def check(seed: int, backend: str, family: str = "basic") -> str | None:
     dtype = rng.choice([torch.float32, torch.float32, torch.bfloat16])
     dynamic, grad = rng.random() < 0.4, rng.random() < 0.4
     f, steps, outs = program(rng, family)
-    sizes = [(rng.choice([2, 5, 17, 64]), rng.choice([3, 8, 33, 130]))]
+    row_sizes, col_sizes = _SIZES.get(family, ([2, 5, 17, 64], [3, 8, 33, 130]))
+    sizes = [(rng.choice(row_sizes), rng.choice(col_sizes))]
     if dynamic:
         sizes.append((sizes[0][0] + rng.randint(1, 9), sizes[0][1] + rng.randint(1, 9)))
     cuda = backend == "triton" and torch.cuda.is_available()
