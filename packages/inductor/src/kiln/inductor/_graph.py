@@ -66,6 +66,7 @@ from ._layout import (
     channels_last_call,
     dense_layout,
     follow_order,
+    integer_strides,
     ordered_strides,
 )
 from ._lowering import KERNEL_DTYPES, Fallback, LoweringContext, broadcast, lowering_rules, scalar
@@ -323,7 +324,7 @@ class _Lowering(OutputsMixin, LoweringContext):
         # outputs only the backward reads, whose layout is free (kiln.aotgrad marks them), where
         # another layout can be reported to the backward (``changed_strides``: integer strides)
         free = set(out.meta.get("free_layout", ())) if out is not None else set()
-        free = {k for k in free if _integer_strides(out.args[0][k].meta.get("val"))}
+        free = {k for k in free if integer_strides(out.args[0][k].meta.get("val"))}
         # the outputs the caller sees: realized before the output is reached (for other
         # readers), their values take eager's strides (``realize``)
         seen = {v for k, v in enumerate(out.args[0] if out is not None else ()) if k not in free and isinstance(v, Node)}
@@ -623,16 +624,6 @@ def _refuse_unsupported(node: Node) -> None:
         if isinstance(v, (torch.SymFloat, torch.SymBool)) or any(
                 str(f).startswith("u") for e in exprs for f in getattr(e, "free_symbols", ())):
             raise InductorUnsupported(f"{node.target} gives a data-dependent value or size")
-
-
-def _integer_strides(val: Any) -> bool:
-    """Whether a traced value's strides (every item's, for a tuple) are plain integers: what
-    ``_layout.changed_strides`` can report. A saved value whose traced strides are symbolic
-    keeps them (laid out contiguously instead, the backward read it transposed: a wrong
-    gradient of ``sigmoid(x).cumprod(-1)`` with ``x`` transposed and dynamic sizes)."""
-    if isinstance(val, (tuple, list)):
-        return all(_integer_strides(v) for v in val)
-    return not isinstance(val, torch.Tensor) or all(type(s) is int for s in val.stride())
 
 
 def _changes_metadata(node: Node) -> bool:

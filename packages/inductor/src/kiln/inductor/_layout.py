@@ -47,7 +47,7 @@ from ._ops import ReadsOps
 from ._policy import FusionPolicy
 
 __all__ = ["CHANNELS_LAST", "LAYOUT_OPS", "LayoutConflict", "OpLayout", "changed_strides", "channels_last_call",
-           "conv_refusal", "dense_layout", "follow_order", "ordered_strides"]
+           "conv_refusal", "dense_layout", "follow_order", "integer_strides", "ordered_strides"]
 
 aten = torch.ops.aten
 
@@ -201,6 +201,17 @@ def follow_order(value: TensorValue, layouts: dict[str, tuple[int, ...]]) -> tup
     return None
 
 
+def integer_strides(val: Any) -> bool:
+    """Whether a traced value's strides (every item's, for a tuple) are plain integers: where
+    ``changed_strides`` can report another layout to the backward. A saved value whose traced
+    strides are symbolic keeps them (``_graph``: laid out contiguously instead, the backward
+    read it transposed, a wrong gradient of ``sigmoid(x).cumprod(-1)`` with ``x`` transposed
+    and dynamic sizes)."""
+    if isinstance(val, (tuple, list)):
+        return all(integer_strides(v) for v in val)
+    return not isinstance(val, torch.Tensor) or all(type(s) is int for s in val.stride())
+
+
 def changed_strides(gm: Any, graph: Any) -> tuple[Any, ...]:
     """Per output of ``graph`` (``gm`` lowered): the strides it is returned with where they
     are not the traced ones (outputs of ``meta["free_layout"]`` laid out here), per item for a
@@ -209,9 +220,8 @@ def changed_strides(gm: Any, graph: Any) -> tuple[Any, ...]:
         if out.items is not None and isinstance(val, (tuple, list)):
             items = tuple(changed(o, v) for o, v in zip(out.items, val, strict=True))
             return items if any(i is not None for i in items) else None
-        if out.buffer is None or not isinstance(val, torch.Tensor) \
-                or not all(isinstance(s, sympy.Integer) for s in out.strides) \
-                or not all(type(s) is int for s in val.stride()):
+        if out.buffer is None or not isinstance(val, torch.Tensor) or not integer_strides(val) \
+                or not all(isinstance(s, sympy.Integer) for s in out.strides):
             return None
         strides = tuple(int(s) for s in out.strides)
         return strides if strides != tuple(val.stride()) else None

@@ -308,9 +308,10 @@ def _triton_launch(fn: Any, launch: Any, device: str, glob: _Globals) -> list[st
     args = [p.name for p in launch.params]
     kinds = ["seed" if p.name == SEED.name else "int" if p.kind == "size" else "tensor" for p in launch.params]
     launcher = f"_launch_{launch.name}"  # (kernel names are unique; no other global starts so)
-    glob.values[launcher] = Launch(fn, args, kinds, launch.launch_meta)
+    launch_meta = launch.launch_meta()
+    glob.values[launcher] = Launch(fn, args, kinds, launch_meta)
     programs = sympy.sympify(launch.programs)
-    meta = ", ".join(f"{k}={v}" for k, v in launch.launch_meta.items())
+    meta = ", ".join(f"{k}={v}" for k, v in launch_meta.items())
     call = f"{launcher}({_state_name(device)}, {', '.join([pyexpr(programs), *args])})  # {meta}"
     if programs.is_Integer:
         return [call] if int(programs) > 0 else []

@@ -58,7 +58,6 @@ import torch
 from .._entries import EntryStore
 from .._ir import SEED, SEED_PTR, Buffer, InputBuffer
 from ._kernel import TritonKernel, _next_pow2
-from ._ops import COMPILE_OPTIONS
 from ._precompile import compile_in_parallel
 from ._runtime import HEADER, interpreting
 from ._template import template_candidates
@@ -299,7 +298,7 @@ def _gpu_times(fn: Any, launch: TritonKernel, grid: Grid, args: list[Any], cands
     """On a GPU: the candidates compiled in parallel, then each timed (median milliseconds)."""
     import triton.testing
 
-    cands = [{**meta, **COMPILE_OPTIONS} for meta in cands]  # as its launches compile it
+    cands = [launch.launch_meta(meta) for meta in cands]  # as its launches compile it
     _compile_all(fn, grid, args, cands, policy)
     times: list[float | None] = []
     for meta in cands:

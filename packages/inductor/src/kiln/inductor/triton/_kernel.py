@@ -98,11 +98,10 @@ class TritonKernel:
     dot_dtype: torch.dtype | None = None  # a template's operands' dtype
     registers: frozenset[str] = frozenset()  # private stages it never stores (their values stay in registers)
 
-    @property
-    def launch_meta(self) -> dict[str, Any]:
-        """What its launches pass triton: ``meta`` and the compile options
-        (``_ops.COMPILE_OPTIONS``)."""
-        return {**self.meta, **COMPILE_OPTIONS}
+    def launch_meta(self, meta: dict[str, int] | None = None) -> dict[str, Any]:
+        """What a launch with ``meta`` (default: its own) passes triton: the launch
+        configuration and the compile options (``_ops.COMPILE_OPTIONS``)."""
+        return {**(self.meta if meta is None else meta), **COMPILE_OPTIONS}
 
     @property
     def programs(self) -> sympy.Expr:

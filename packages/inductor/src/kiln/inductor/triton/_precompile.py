@@ -197,7 +197,7 @@ def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dic
             _log.debug("kiln.inductor: %s is compiled at its first launch", name, exc_info=True)
             continue
         grid = (max(1, hint(launch.programs)),)
-        fn, meta = functions[name], launch.launch_meta
+        fn, meta = functions[name], launch.launch_meta()
         by_device.setdefault(index, []).append(lambda fn=fn, args=args, grid=grid, meta=meta:
                                                fn.warmup(*args, grid=grid, **meta))
     for index, calls in by_device.items():
