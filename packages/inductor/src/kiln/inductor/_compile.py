@@ -108,7 +108,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     wrapper = render_wrapper(graph, steps, functions,
                              {**{k.name: k.params for k in sources}, **{n: k.params for n, k in launches.items()}},
                              launches)
-    seed_launches(wrapper.globals, functions, precompiled)
+    seed_launches(wrapper.globals, precompiled)
     call = exec_wrapper(wrapper.code, wrapper.globals)
     if _code_log.isEnabledFor(logging.INFO):
         _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, (cpp_code + triton_code) or "(none)")

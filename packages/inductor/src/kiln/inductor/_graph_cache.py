@@ -494,23 +494,24 @@ def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any],
 def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph:
     params = record["params"]
     functions = bind_kernels(builder_of(config, builders).load(record["cpp"]), params) if params else {}
-    loaded: dict[str, list[tuple[tuple, Any]]] = {}
+    loaded: dict[str, list[tuple[tuple, Any]]] = {}  # by the wrapper global of a Launch
     if record["triton"]:
         loaded = _load_static(record.get("triton_static"))
-        launched = {e[1] for e in record["globals"].values() if e[0] == "launch"}
+        launches = {g: e[1] for g, e in record["globals"].items() if e[0] == "launch"}  # global: function
         direct = {e[1] for e in record["globals"].values() if e[0] == "kernel"} - set(params)
         load = functools.cache(lambda: _triton_module(record, config))
-        if launched and not direct and all(name in loaded for name in launched):
+        if launches and not direct and all(g in loaded for g in launches):
             # the module is imported only if a launch needs triton's JIT
             from .triton._static import Deferred
 
-            functions.update({name: Deferred(name, loaded[name][0][1].src.fn.arg_names, load) for name in launched})
+            arg_names = {fn: loaded[g][0][1].src.fn.arg_names for g, fn in launches.items()}
+            functions.update({fn: Deferred(fn, names, load) for fn, names in arg_names.items()})
         else:
             functions.update(load())
     namespace = {name: _decode_global(entry, functions) for name, entry in record["globals"].items()}
-    for name, entry in record["globals"].items():
-        if entry[0] == "launch":
-            for launch_key, kernel in loaded.get(entry[1], ()):
+    for name, kernels in loaded.items():
+        if isinstance(namespace.get(name), Launch):
+            for launch_key, kernel in kernels:
                 namespace[name].seed(launch_key, kernel)
     call = exec_wrapper(record["wrapper"], namespace)
     if _code_log.isEnabledFor(logging.INFO):
@@ -535,21 +536,25 @@ def _triton_module(record: dict[str, Any], config: InductorConfig) -> dict[str, 
     return kernels
 
 
-def seed_launches(wrapper_globals: dict[str, Any], functions: dict[str, Any],
-                  precompiled: dict[str, tuple[tuple, Any]]) -> None:
-    """Hand each ``Launch`` among ``wrapper_globals`` the kernel ``precompiled`` holds for its
-    function (by name in ``functions``) under its key: its first call launches it directly."""
-    by_fn = {id(functions[name]): value for name, value in precompiled.items() if name in functions}
-    for obj in wrapper_globals.values():
-        if isinstance(obj, Launch) and id(obj.fn) in by_fn:
-            obj.seed(*by_fn[id(obj.fn)])
+def seed_launches(wrapper_globals: dict[str, Any], precompiled: dict[str, tuple[tuple, Any]]) -> None:
+    """Hand the ``Launch`` of each kernel in ``precompiled`` (by kernel name: the key of its
+    first call's arguments and the kernel compiled for them) that kernel under that key: its
+    first call launches it directly."""
+    from ._wrapper import launch_global
+
+    for name, (launch_key, kernel) in precompiled.items():
+        launch = wrapper_globals.get(launch_global(name))
+        if isinstance(launch, Launch):
+            launch.seed(launch_key, kernel)
 
 
 def _static_record(precompiled: dict[str, tuple[tuple, Any]]) -> dict[str, Any]:
-    """The record of the kernels compiled for the first call (``triton._static``): by name, a
-    list of entries, each with the identity of its device's compile."""
+    """The record of the kernels compiled for the first call (``triton._static``): by the
+    wrapper global of their ``Launch`` (a launch's kernel was compiled with its launch
+    configuration), a list of entries, each with the identity of its device's compile."""
     if not precompiled:
         return {}
+    from ._wrapper import launch_global
     from .triton._static import identity, static_entry
 
     out: dict[str, Any] = {}
@@ -557,7 +562,7 @@ def _static_record(precompiled: dict[str, tuple[tuple, Any]]) -> dict[str, Any]:
         entry = static_entry(kernel, launch_key)
         ident = identity(launch_key[0]) if entry is not None else None
         if ident is not None:
-            out[name] = [{**entry, "identity": ident}]
+            out[launch_global(name)] = [{**entry, "identity": ident}]
     return out
 
 
