@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import functools
 import json
+import re
 import statistics
 import sys
 import time
@@ -64,7 +65,7 @@ def candidates(cols: int, itemsize: int) -> list[tuple[str, dict[str, int] | Non
             if xblock * cols // (32 * warps) < 4 or xblock * cols // (32 * warps) > 128:
                 continue
             out.append((f"p x{xblock} w{warps}", {"XBLOCK": xblock, "num_warps": warps}, None))
-    for rblock in (1024, 2048, 4096, 8192):
+    for rblock in (1024, 2048, 4096, 8192, 16384):
         if rblock >= cols:
             continue
         for warps in (4, 8, 16, 32):
@@ -75,7 +76,7 @@ def candidates(cols: int, itemsize: int) -> list[tuple[str, dict[str, int] | Non
 
 
 def run_row(op: str, dtype: str, cols: int, rows_mib: float, rep_ms: float, copy_gbps: float,
-            with_torch: bool) -> dict[str, Any]:
+            with_torch: bool, only: re.Pattern[str] | None = None) -> dict[str, Any]:
     fn, n_inputs, n_params = KERNELS[op]
     dt = DTYPES[dtype]
     rows = max(1, int(rows_mib * 2**20) // (cols * dt.itemsize))
@@ -95,6 +96,8 @@ def run_row(op: str, dtype: str, cols: int, rows_mib: float, rep_ms: float, copy
             compiled(*args)
             result["torch"] = gbps(kernel_ms(lambda: compiled(*args), torch.device("cuda"), rep_ms)) / copy_gbps
         for name, meta, persistent_max in candidates(cols, dt.itemsize):
+            if only is not None and name != "default" and not only.fullmatch(name):
+                continue
             kiln.reset()
             try:
                 with forced(meta, persistent_max):
@@ -118,6 +121,8 @@ def main() -> None:
     parser.add_argument("--rep-ms", type=float, default=40)
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--json", default="")
+    parser.add_argument("--configs", default="", help="a regular expression: only the candidates it matches "
+                        "(and the default), e.g. 'p x1 w32|l r(4096|8192) w(16|32)'")
     args = parser.parse_args()
     start = time.perf_counter()
     copy = copy_bandwidth(torch.device("cuda"), 1024, 100)
@@ -126,7 +131,8 @@ def main() -> None:
     for op in args.ops.split(","):
         for dtype in args.dtypes.split(","):
             for cols in (int(c) for c in args.cols.split(",")):
-                r = run_row(op, dtype, cols, args.rows_mib, args.rep_ms, copy["gbps"], not args.no_torch)
+                r = run_row(op, dtype, cols, args.rows_mib, args.rep_ms, copy["gbps"], not args.no_torch,
+                            re.compile(args.configs) if args.configs else None)
                 results.append(r)
                 numbers = {k: v for k, v in r["configs"].items() if isinstance(v, float)}
                 best = max(numbers, key=numbers.get) if numbers else "-"

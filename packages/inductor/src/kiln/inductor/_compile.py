@@ -51,6 +51,7 @@ from ._layout import changed_strides
 from ._lower_random import SEED_CELL
 from ._policy import FusionPolicy
 from ._scheduler import Kernel, schedule
+from ._twins import twins
 from ._wrapper import render_wrapper, reusable_buffers
 from .cpp import HEADER, render_kernel
 from .triton import render_kernel as render_triton
@@ -94,16 +95,22 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     sources = [render_kernel(s, policy, dtypes) for s in kernels if _language(s, policy) == "cpp"]
     launches = {s.name: render_triton(s, policy, dtypes) for s in kernels if _language(s, policy) == "triton"}
     _unallocate(kernels, launches)
-    cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in sources) if sources else ""
+    # one C++ function per program (``_twins``): a kernel with an earlier twin is not compiled
+    # (Triton kernels are each compiled: twins there are not yet measured on a GPU)
+    twin_of = twins({k.name: k.code for k in sources}, "//")
+    unique_sources = [k for k in sources if k.name not in twin_of]
+    cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in unique_sources) if sources else ""
     triton_code = module_source([k.code for k in launches.values()]) if launches else ""
-    params = kernel_params(sources)
+    params = kernel_params(unique_sources)
     functions = bind_kernels(builder_of(config, builders).load(cpp_code), params) if sources else {}
     if launches:
         functions.update(triton_functions(triton_code, config))
     tuned = _autotune(gm, graph, kernels, launches, functions, config) if config.max_autotune and launches else []
     if launches and config.compile_threads != 1 and not interpreting():
         _precompile(gm, graph, kernels, launches, functions, config)
-    wrapper = render_wrapper(graph, steps, functions,
+    # every kernel's function by name (the record names only the functions compiled: ``functions``)
+    called = {**functions, **{name: functions[twin] for name, twin in twin_of.items()}}
+    wrapper = render_wrapper(graph, steps, called,
                              {**{k.name: k.params for k in sources}, **{n: k.params for n, k in launches.items()}},
                              launches)
     call = exec_wrapper(wrapper.code, wrapper.globals)

@@ -1,0 +1,91 @@
+"""Kernels that differ only in names share one compiled function (inductor/_twins.py).
+
+A model of repeated layers compiles one C++ function per distinct program and gives eager's
+results, also when loaded from the disk cache; kernels that differ in anything but names (a
+constant, which argument goes where, a type) are never twins."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+
+import kiln
+from kiln.inductor import _api
+from kiln.inductor._twins import canonical, twins
+
+GELU = '''extern "C" void {name}(float* __restrict__ {a}, const float* __restrict__ {b}, int64_t kiln_threads)
+{{
+    #pragma omp simd
+    for (int64_t r0 = 0; r0 < 512; ++r0)
+    {{
+        // {c}: pointwise of view_{n}
+        float tmp0 = {b}[r0];
+        float {acc} = tmp0 * float({k});
+        {a}[r0] = {acc} - {b}[r0];
+    }}
+}}'''
+
+
+def _kernel(name, a="buf3", b="arg0", c="buf4", n=1, k="0.5", acc="val_buf4"):
+    return GELU.format(name=name, a=a, b=b, c=c, n=n, k=k, acc=acc)
+
+
+def test_kernels_that_differ_in_names_and_comments_are_twins():
+    codes = {"kernel0": _kernel("kernel0"),
+             "kernel1": _kernel("kernel1", a="buf17", b="buf12", c="buf18", n=7, acc="val_buf18"),
+             "kernel2": _kernel("kernel2", k="0.25"),  # another constant
+             "kernel3": _kernel("kernel3", a="arg1", b="buf9", c="buf2", n=3, acc="val_buf2")}
+    assert twins(codes, "//") == {"kernel1": "kernel0", "kernel3": "kernel0"}
+    assert "KERNEL(float* __restrict__ v0, const float* __restrict__ v1" in canonical(codes["kernel1"], "kernel1", "//")
+
+
+def test_kernels_that_use_their_arguments_differently_are_not_twins():
+    """Same text up to which parameter a use names: another program."""
+    swapped = _kernel("kernel1").replace("float tmp0 = arg0[r0];", "float tmp0 = buf3[r0];")
+    typed = _kernel("kernel2").replace("const float*", "const double*")
+    same_buffer = _kernel("kernel3", c="buf3", acc="val_buf3")  # a local named after the output: still a twin
+    codes = {"kernel0": _kernel("kernel0"), "kernel1": swapped, "kernel2": typed, "kernel3": same_buffer}
+    assert twins(codes, "//") == {}
+
+
+def _functions(code):
+    return len(re.findall(r'extern "C" void kernel\d+\(', code))
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d)
+        self.up = torch.nn.Linear(d, 2 * d)
+        self.down = torch.nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(self.norm(x)), approximate="tanh"))
+
+
+def test_repeated_layers_compile_one_function_per_program(monkeypatch, fresh_kiln, tmp_path):
+    graphs = []
+    original = _api.compile_graph
+
+    def record(gm, config=None, builders=None, group=None):
+        graphs.append(original(gm, config, builders, group))
+        return graphs[-1]
+
+    monkeypatch.setattr(_api, "compile_graph", record)
+    monkeypatch.setattr(kiln.config, "graph_cache", True)  # (the captured frames' disk cache off)
+    monkeypatch.setattr(kiln.config, "frame_cache", False)
+    kiln.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[_Block(32) for _ in range(6)]).eval()
+    x = torch.randn(4, 8, 32)
+    options = {"inductor.cache_dir": str(tmp_path)}
+    with torch.no_grad():
+        expected = model(x)
+        torch.testing.assert_close(kiln.compile(model, options=options)(x), expected)
+        (graph,) = graphs
+        assert (graph.kernels, _functions(graph.cpp_code)) == (13, 5)  # the first layer, its last kernel, the rest twins
+        kiln.reset()  # a new session: the graph is rebuilt from the disk cache, each twin's call its function's
+        torch.testing.assert_close(kiln.compile(model, options=options)(x), expected)
+        assert (kiln.session().graph_cache.hits, kiln.session().graph_cache.misses) == (1, 0)
