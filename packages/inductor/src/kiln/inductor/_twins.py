@@ -11,9 +11,11 @@ still each compiled (their twins need a measurement on a GPU first).
 The invariant: a kernel stands for another only where their sources are the same program up to
 a renaming of identifiers, so that the same arguments in the same order compute the same values.
 The comparison is of the texts with whole-line comments dropped, the kernel's own name made
-``KERNEL``, and each buffer name (``buf<N>``, ``arg<N>``, also where it is part of a longer
-identifier such as ``val_buf3``) made ``v<K>``, K its order of first appearance: equal texts mean
-a one-to-one renaming takes one kernel into the other, parameters in the same positions.
+``<kernel>``, and each buffer name (``buf<N>``, ``arg<N>``, also where it is part of a longer
+identifier such as ``val_buf3``) made ``<K>``, K its order of first appearance: equal texts mean
+a one-to-one renaming takes one kernel into the other, parameters in the same positions. The
+replacements hold ``<`` and ``>``, which no identifier does, so none can meet a name the code
+already had.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ def canonical(code: str, name: str, comment: str) -> str:
     """``code`` of kernel ``name`` with its whole-line comments (lines starting with
     ``comment``) dropped, its name and buffer names replaced (see the module docstring)."""
     lines = [line for line in code.splitlines() if not line.lstrip().startswith(comment)]
-    text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", "KERNEL", "\n".join(lines))
+    text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", "<kernel>", "\n".join(lines))
     names: dict[str, str] = {}
-    return _BUFFER_NAME.sub(lambda m: names.setdefault(m.group(0), f"v{len(names)}"), text)
+    return _BUFFER_NAME.sub(lambda m: names.setdefault(m.group(0), f"<{len(names)}>"), text)
 
 
 def twins(codes: dict[str, str], comment: str) -> dict[str, str]:
