@@ -26,6 +26,7 @@ runs a few seeds. A longer run::
     TRITON_INTERPRET=1 python tests/inductor/fuzz_kernels.py triton 0 200
     python tests/inductor/fuzz_kernels.py cpp 0 200
     python tests/inductor/fuzz_kernels.py cpp 0 300 extremes
+    python tests/inductor/fuzz_kernels.py cpp 0 300 twins
 """
 
 from __future__ import annotations
@@ -173,7 +174,8 @@ def _op_extremes(k: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(a == a.amax(0, keepdim=True), b, a) if exact else a * b
 
 
-FAMILIES = {"basic": (_OPS, _op), "wide": (_WIDE_OPS, _op_wide), "extremes": (_EXTREME_OPS, _op_extremes)}
+FAMILIES = {"basic": (_OPS, _op), "wide": (_WIDE_OPS, _op_wide), "extremes": (_EXTREME_OPS, _op_extremes),
+            "twins": (_OPS, _op)}
 # rows and columns a family draws from (others: 2-64 by 3-130): the extremes' are narrower
 # than a vector of floats or leave a tail, so loops of one kernel run scalar where another's
 # are vectorized
@@ -182,8 +184,10 @@ _SIZES = {"extremes": ([5, 17, 33], [3, 7, 9, 37])}
 
 def program(rng: random.Random, family: str = "basic"):
     """A function of ``(x, y)`` of 2-7 steps of ``family``'s ops, returning 1-2 of their
-    values, and its steps."""
-    count, _op = FAMILIES[family]
+    values, and its steps. The ``twins`` family: a function of ``(x, y, u, v)``, a basic
+    program applied to ``(x, y)`` and again to ``(u, v)`` (a model's repeated layers: kernels
+    that differ only in names, which kiln compiles once, ``_twins``)."""
+    count, _op = FAMILIES["basic" if family == "twins" else family]
     steps = [(rng.randrange(count), rng.randrange(100), rng.randrange(100)) for _ in range(rng.randint(2, 7))]
     outs = rng.sample(range(len(steps)), k=min(len(steps), rng.randint(1, 2)))
 
@@ -193,6 +197,8 @@ def program(rng: random.Random, family: str = "basic"):
             values.append(_op(k, values[i % len(values)], values[j % len(values)]))
         return tuple(values[2 + i] for i in outs)
 
+    if family == "twins":
+        return (lambda x, y, u, v: f(x, y) + f(u, v)), steps, outs
     return f, steps, outs
 
 
@@ -258,12 +264,11 @@ def check(seed: int, backend: str, family: str = "basic") -> str | None:
     compiled = kiln.compile(f, options=options, dynamic=dynamic or None, fullgraph=True)
     for rows, cols in sizes:
         g = torch.Generator().manual_seed(seed * 7 + rows)
-        x = torch.randn(rows, cols, generator=g).to(dtype)
-        y = torch.randn(rows, cols, generator=g).to(dtype)
+        inputs = [torch.randn(rows, cols, generator=g).to(dtype) for _ in range(4 if family == "twins" else 2)]
         if rng.random() < 0.3:
-            x = torch.randn(cols, rows, generator=g).to(dtype).t()
-        eager_in = [t.to(device).requires_grad_(grad) for t in (x.clone(), y.clone())]
-        kiln_in = [t.to(device).requires_grad_(grad) for t in (x.clone(), y.clone())]
+            inputs[0] = torch.randn(cols, rows, generator=g).to(dtype).t()
+        eager_in = [t.clone().to(device).requires_grad_(grad) for t in inputs]
+        kiln_in = [t.clone().to(device).requires_grad_(grad) for t in inputs]
         with torch.set_grad_enabled(grad):
             expected, actual = f(*eager_in), compiled(*kiln_in)
         for k, (a, e) in enumerate(zip(actual, expected, strict=True)):

@@ -12,7 +12,9 @@ minimum, NaN gradients; kernels are now compiled without contraction). Of the ex
 family: 144 takes the gradient of an ``amax`` of ``erf`` values at 42 x 9, which the backward
 recomputed in a loop whose tail glibc's scalar ``erff`` computed (the forward's vector one:
 another ulp), and found no element equal to the saved maximum (aotgrad now saves what the
-backward compares)."""
+backward compares). Of the twins family (a program applied to two pairs of inputs): 17
+(bfloat16, gradients) and 36 (dynamic sizes, gradients) compile kernels that differ only in
+names, which share one C++ function (``_twins``)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from fuzz_kernels import check
 
 @pytest.mark.parametrize(("family", "seed"), [("basic", 3), ("basic", 14), ("basic", 21), ("basic", 40),
                                               ("wide", 252), ("wide", 572), ("wide", 1150),
-                                              ("extremes", 144)])
+                                              ("extremes", 144), ("twins", 17), ("twins", 36)])
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_fuzzed_programs_match_eager(fresh_kiln, backend, family, seed):
     if backend == "triton":
