@@ -99,6 +99,9 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     # (Triton kernels are each compiled: twins there are not yet measured on a GPU)
     twin_of = twins({k.name: k.code for k in sources}, "//")
     unique_sources = [k for k in sources if k.name not in twin_of]
+    if twin_of:
+        _log.debug("kiln.inductor: %d C++ kernels compiled as %d functions (twins: %s)", len(sources),
+                   len(unique_sources), ", ".join(f"{n} -> {t}" for n, t in twin_of.items()))
     cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in unique_sources) if sources else ""
     triton_code = module_source([k.code for k in launches.values()]) if launches else ""
     params = kernel_params(unique_sources)
