@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 
 import kiln
-from kiln.inductor import _api
 from kiln.inductor._twins import canonical, twins
 
 GELU = '''extern "C" void {name}(float* __restrict__ {a}, const float* __restrict__ {b}, int64_t kiln_threads)
@@ -71,19 +70,10 @@ class _Block(torch.nn.Module):
         return x + self.down(F.gelu(self.up(self.norm(x)), approximate="tanh"))
 
 
-def test_repeated_layers_compile_one_function_per_program(monkeypatch, fresh_kiln, tmp_path):
-    graphs = []
-    original = _api.compile_graph
-
-    def record(gm, config=None, builders=None, group=None):
-        graphs.append(original(gm, config, builders, group))
-        return graphs[-1]
-
-    monkeypatch.setattr(_api, "compile_graph", record)
+def test_repeated_layers_compile_one_function_per_program(monkeypatch, graphs, tmp_path):
     monkeypatch.setattr(kiln.config, "graph_cache", True)  # (the captured frames' disk cache off)
     monkeypatch.setattr(kiln.config, "frame_cache", False)
     kiln.reset()
-    torch.manual_seed(0)
     model = torch.nn.Sequential(*[_Block(32) for _ in range(6)]).eval()
     x = torch.randn(4, 8, 32)
     options = {"inductor.cache_dir": str(tmp_path)}

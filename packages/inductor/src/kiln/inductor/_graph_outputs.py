@@ -24,7 +24,14 @@ import torch
 from kiln.fxgraph import Node
 
 from ._ir import ComputedBuffer, Pointwise, TensorValue, contiguous_strides, sym
-from ._layout import CHANNELS_LAST, LayoutConflict, dense_layout, follow_order, ordered_strides
+from ._layout import (
+    CHANNELS_LAST,
+    LayoutConflict,
+    dense_layout,
+    follow_order,
+    ordered_strides,
+    static_strides,
+)
 
 __all__ = ["GraphOutput", "OutputsMixin"]
 
@@ -72,10 +79,9 @@ class OutputsMixin:
                 value = self._eager_copy(value, strides)
             else:
                 self.direct_views.add(value.view[0])
-        if saved and tuple(value.view[1]) != strides \
-                and not all(isinstance(s, sympy.Integer) for s in value.view[1]):
-            # another layout than traced, which the backward could not be told of (symbolic
-            # strides: ``_layout.changed_strides``): the traced one, copied
+        if saved and tuple(value.view[1]) != strides and not static_strides(value.view[1]):
+            # another layout than traced, which the backward could not be told of: the traced
+            # one, copied
             value = self._eager_copy(value, strides)
         name, view_strides, offset = value.view
         return GraphOutput(name, value.sizes, tuple(view_strides), offset)

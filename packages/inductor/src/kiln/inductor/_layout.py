@@ -47,7 +47,8 @@ from ._ops import ReadsOps
 from ._policy import FusionPolicy
 
 __all__ = ["CHANNELS_LAST", "LAYOUT_OPS", "LayoutConflict", "OpLayout", "changed_strides", "channels_last_call",
-           "conv_refusal", "dense_layout", "follow_order", "integer_strides", "ordered_strides"]
+           "conv_refusal", "dense_layout", "follow_order", "integer_strides", "ordered_strides",
+           "static_strides"]
 
 aten = torch.ops.aten
 
@@ -212,6 +213,13 @@ def integer_strides(val: Any) -> bool:
     return not isinstance(val, torch.Tensor) or all(type(s) is int for s in val.stride())
 
 
+def static_strides(strides: Any) -> bool:
+    """Whether lowered strides are all integers: only such a layout other than the traced one
+    can be reported to the backward (``changed_strides``); a saved output laid out with
+    symbolic ones is copied to the traced layout instead (``_graph_outputs``)."""
+    return all(isinstance(s, sympy.Integer) for s in strides)
+
+
 def changed_strides(gm: Any, graph: Any) -> tuple[Any, ...]:
     """Per output of ``graph`` (``gm`` lowered): the strides it is returned with where they
     are not the traced ones (outputs of ``meta["free_layout"]`` laid out here), per item for a
@@ -221,7 +229,7 @@ def changed_strides(gm: Any, graph: Any) -> tuple[Any, ...]:
             items = tuple(changed(o, v) for o, v in zip(out.items, val, strict=True))
             return items if any(i is not None for i in items) else None
         if out.buffer is None or not isinstance(val, torch.Tensor) or not integer_strides(val) \
-                or not all(isinstance(s, sympy.Integer) for s in out.strides):
+                or not static_strides(out.strides):
             return None
         strides = tuple(int(s) for s in out.strides)
         return strides if strides != tuple(val.stride()) else None
