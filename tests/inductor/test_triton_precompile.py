@@ -7,8 +7,10 @@ compile neither stops the others nor reaches the user."""
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ import kiln
 from kiln.inductor import _api
 from kiln.inductor._ir import SEED, ComputedBuffer, InputBuffer
 from kiln.inductor.triton._kernel import Param, TritonKernel
-from kiln.inductor.triton._precompile import compile_in_parallel, warmup_args
+from kiln.inductor.triton._precompile import _compiled, compile_in_parallel, warmup_args
 from kiln.inductor.triton._runtime import _loaded
 
 
@@ -161,3 +163,26 @@ def test_a_failing_compile_stops_neither_the_others_nor_the_caller():
     calls = [lambda k=k: done.append(k) for k in range(5)]
     compile_in_parallel([fails, *calls, fails], 3, None)
     assert sorted(done) == list(range(5))
+
+
+def test_the_kernel_of_a_compile_future_is_its_result():
+    """Under ``AsyncCompileMode`` a ``warmup`` returns triton's ``FutureKernel``; triton 3.6's
+    mode leaves it unfinished at its exit (its ``kernel`` attribute None): the kernel is what
+    its ``result`` gives, which also enters it in the JIT's cache (the finalize); a failed
+    compile gives None."""
+    from triton.runtime._async_compile import FutureKernel
+
+    finalized: list[object] = []
+
+    def future_kernel(future: Future) -> FutureKernel:  # triton 3.9: (finalize, cleanup, future)
+        if len(inspect.signature(FutureKernel).parameters) == 3:
+            return FutureKernel(finalized.append, lambda _: None, future)
+        return FutureKernel(finalized.append, future)
+
+    kernel, done, failed = object(), Future(), Future()
+    done.set_result(kernel)
+    failed.set_exception(RuntimeError("out of resources"))
+    assert _compiled(future_kernel(done)) is kernel
+    assert finalized == [kernel]
+    assert _compiled(future_kernel(failed)) is None
+    assert _compiled(kernel) is kernel

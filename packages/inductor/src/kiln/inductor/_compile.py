@@ -42,6 +42,7 @@ from ._graph_cache import (
     graph_key,
     kernel_params,
     load_compiled,
+    seed_launches,
     seeds_in_memory,
     store_compiled,
     triton_functions,
@@ -109,13 +110,15 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     if launches:
         functions.update(triton_functions(triton_code, config))
     tuned = _autotune(gm, graph, kernels, launches, functions, config) if config.max_autotune and launches else []
+    precompiled: dict[str, tuple[tuple, Any]] = {}
     if launches and config.compile_threads != 1 and not interpreting():
-        _precompile(gm, graph, kernels, launches, functions, config)
+        precompiled = _precompile(gm, graph, kernels, launches, functions, config)
     # every kernel's function by name (the record names only the functions compiled: ``functions``)
     called = {**functions, **{name: functions[twin] for name, twin in twin_of.items()}}
     wrapper = render_wrapper(graph, steps, called,
                              {**{k.name: k.params for k in sources}, **{n: k.params for n, k in launches.items()}},
                              launches)
+    seed_launches(wrapper.globals, precompiled)
     call = exec_wrapper(wrapper.code, wrapper.globals)
     if _code_log.isEnabledFor(logging.INFO):
         _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, (cpp_code + triton_code) or "(none)")
@@ -125,7 +128,8 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
                              output_strides=changed_strides(gm, graph), triton_code=triton_code,
                              autotuned=tuned, cudagraph_facts=facts, fused=fused,
                              seed=wrapper.globals.get(SEED_CELL))
-    if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config):
+    if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config,
+                                          precompiled):
         compiled.cache_key = key
     return with_cudagraphs(compiled, config, group)
 
@@ -203,18 +207,20 @@ def _matmul_chooser(gm: GraphModule, config: InductorConfig) -> Any:
 
 
 def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],
-                functions: dict[str, Any], config: InductorConfig) -> None:
-    """The Triton kernels compiled for the first call, in parallel (``triton._precompile``);
-    a failure here leaves each kernel to compile at its launch, never breaks the compile."""
+                functions: dict[str, Any], config: InductorConfig) -> dict[str, tuple[tuple, Any]]:
+    """The Triton kernels compiled for the first call, in parallel (``triton._precompile``):
+    by name, the ``Launch`` key of the first call's arguments and the loaded kernel. A failure
+    here leaves each kernel to compile at its launch, never breaks the compile."""
     from .triton._autotune import size_hint
     from .triton._precompile import precompile
 
     try:
-        seconds = precompile(launches, functions, {k.name: k.device for k in kernels},
-                             {b.name: b for b in graph.buffers}, size_hint(shape_env(gm)),
-                             config.compile_threads or None)
+        seconds, compiled = precompile(launches, functions, {k.name: k.device for k in kernels},
+                                       {b.name: b for b in graph.buffers}, size_hint(shape_env(gm)),
+                                       config.compile_threads or None)
     except Exception:
         _log.warning("kiln.inductor: compiling the Triton kernels ahead failed; each compiles at its launch",
                      exc_info=True)
-        return
+        return {}
     _log.debug("kiln.inductor: %d Triton kernels compiled ahead in %.2f s", len(launches), seconds)
+    return compiled

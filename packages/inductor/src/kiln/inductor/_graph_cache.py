@@ -19,9 +19,12 @@ without an import path, a quantized tensor) has no key and is compiled each time
 The record (``record_of``) holds the wrapper source, the C++ source, each kernel's parameter
 kinds, and the wrapper's global objects by name (``_encode_global``: kernel functions by
 name, ATen ops by their qualified name, functions by import path, dtypes and devices by
-name, tensor constants by value). ``load_compiled`` rebuilds the callable from it: the
-library through the ``CppBuilder`` (whose integrity check covers the ``.so``), then the
-wrapper's ``call``. An entry that fails its check (``EntryStore``) or cannot be rebuilt is
+name, tensor constants by value), and for Triton kernels what triton compiled for the first
+call (``triton._static``: each kernel's ``Launch`` key and triton's cache entry).
+``load_compiled`` rebuilds the callable from it: the library through the ``CppBuilder``
+(whose integrity check covers the ``.so``), the Triton kernels from triton's cache where
+their identity is this process's (the module imported only if a launch needs triton's JIT),
+then the wrapper's ``call``. An entry that fails its check (``EntryStore``) or cannot be rebuilt is
 logged and compiled again, never loaded.
 """
 
@@ -73,6 +76,7 @@ __all__ = [
     "kernel_params",
     "load_compiled",
     "record_of",
+    "seed_launches",
     "seeds_in_memory",
     "source_digest",
     "store_compiled",
@@ -451,10 +455,14 @@ def _store(config: InductorConfig) -> EntryStore:
 
 
 def store_compiled(key: str, compiled: CompiledGraph, wrapper_globals: dict[str, Any],
-                   functions: dict[str, Any], params: dict[str, list[str]], config: InductorConfig) -> bool:
-    """Write the record of ``compiled`` under ``key``; False when it cannot be (logged)."""
+                   functions: dict[str, Any], params: dict[str, list[str]], config: InductorConfig,
+                   precompiled: dict[str, tuple[tuple, Any]] | None = None) -> bool:
+    """Write the record of ``compiled`` under ``key``; False when it cannot be (logged).
+    ``precompiled``: by name, the Triton kernels compiled for the first call and their
+    ``Launch`` keys (``triton._static``)."""
     try:
         record = record_of(compiled, wrapper_globals, functions, params)
+        record["triton_static"] = _static_record(precompiled or {})
     except Uncacheable as why:
         _log.info("kiln.inductor: a compiled graph is not cached on disk: %s", why)
         return False
@@ -486,14 +494,25 @@ def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any],
 def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph:
     params = record["params"]
     functions = bind_kernels(builder_of(config, builders).load(record["cpp"]), params) if params else {}
+    loaded: dict[str, list[tuple[tuple, Any]]] = {}  # by the wrapper global of a Launch
     if record["triton"]:
-        kernels = triton_functions(record["triton"], config)
-        if record.get("triton_hashes"):  # triton's cache keys of the kernels, set back
-            from .triton._runtime import preset_hashes
+        loaded = _load_static(record.get("triton_static"))
+        launches = {g: e[1] for g, e in record["globals"].items() if e[0] == "launch"}  # global: function
+        direct = {e[1] for e in record["globals"].values() if e[0] == "kernel"} - set(params)
+        load = functools.cache(lambda: _triton_module(record, config))
+        if launches and not direct and all(g in loaded for g in launches):
+            # the module is imported only if a launch needs triton's JIT
+            from .triton._static import Deferred
 
-            preset_hashes(kernels, record["triton_hashes"])
-        functions.update(kernels)
+            arg_names = {fn: loaded[g][0][1].src.fn.arg_names for g, fn in launches.items()}
+            functions.update({fn: Deferred(fn, names, load) for fn, names in arg_names.items()})
+        else:
+            functions.update(load())
     namespace = {name: _decode_global(entry, functions) for name, entry in record["globals"].items()}
+    for name, kernels in loaded.items():
+        if isinstance(namespace.get(name), Launch):
+            for launch_key, kernel in kernels:
+                namespace[name].seed(launch_key, kernel)
     call = exec_wrapper(record["wrapper"], namespace)
     if _code_log.isEnabledFor(logging.INFO):
         _code_log.info("wrapper (from the cache, %s):\n%s\nkernels:\n%s", key, record["wrapper"],
@@ -504,6 +523,72 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
                          dict(record["fallbacks"]), key, True, strides, record["triton"], cudagraph_facts=facts,
                          fused={name: tuple(nodes) for name, nodes in record.get("fused", {}).items()},
                          seed=namespace.get(SEED_CELL))
+
+
+def _triton_module(record: dict[str, Any], config: InductorConfig) -> dict[str, Any]:
+    """The Triton kernels of ``record`` by name, their module loaded, triton's cache keys of
+    the kernels set back."""
+    kernels = triton_functions(record["triton"], config)
+    if record.get("triton_hashes"):
+        from .triton._runtime import preset_hashes
+
+        preset_hashes(kernels, record["triton_hashes"])
+    return kernels
+
+
+def seed_launches(wrapper_globals: dict[str, Any], precompiled: dict[str, tuple[tuple, Any]]) -> None:
+    """Hand the ``Launch`` of each kernel in ``precompiled`` (by kernel name: the key of its
+    first call's arguments and the kernel compiled for them) that kernel under that key: its
+    first call launches it directly."""
+    from ._wrapper import launch_global
+
+    for name, (launch_key, kernel) in precompiled.items():
+        launch = wrapper_globals.get(launch_global(name))
+        if isinstance(launch, Launch):
+            launch.seed(launch_key, kernel)
+
+
+def _static_record(precompiled: dict[str, tuple[tuple, Any]]) -> dict[str, Any]:
+    """The record of the kernels compiled for the first call (``triton._static``): by the
+    wrapper global of their ``Launch`` (a launch's kernel was compiled with its launch
+    configuration), a list of entries, each with the identity of its device's compile."""
+    if not precompiled:
+        return {}
+    from ._wrapper import launch_global
+    from .triton._static import identity, static_entry
+
+    out: dict[str, Any] = {}
+    for name, (launch_key, kernel) in precompiled.items():
+        entry = static_entry(kernel, launch_key)
+        ident = identity(launch_key[0]) if entry is not None else None
+        if ident is not None:
+            out[launch_global(name)] = [{**entry, "identity": ident}]
+    return out
+
+
+def _load_static(record: Any) -> dict[str, list[tuple[tuple, Any]]]:
+    """The kernels of a ``_static_record`` this process can load, by name (their identity
+    this process's: ``triton._static``); {} under triton's interpreter or without CUDA."""
+    if not record or not isinstance(record, dict) or not torch.cuda.is_available():
+        return {}
+    from .triton._runtime import interpreting
+    from .triton._static import identity, load_entry
+
+    if interpreting():
+        return {}
+    out: dict[str, list[tuple[tuple, Any]]] = {}
+    identities: dict[int, Any] = {}
+    for name, entries in record.items():
+        for entry in entries:
+            index = entry["key"][0]
+            if index not in identities:
+                identities[index] = identity(index) if 0 <= index < torch.cuda.device_count() else None
+            if identities[index] is None or entry.get("identity") != identities[index]:
+                continue
+            got = load_entry(entry)
+            if got is not None:
+                out.setdefault(name, []).append(got)
+    return out
 
 
 def _strides_of(entry: Any) -> Any:

@@ -43,6 +43,7 @@ from ._printer import PYTHON
 from ._scheduler import Kernel, extern_reads, output_buffers, step_readers
 from .cpp._kernel import ERROR_PARAM
 from .triton._launch import Launch, launch_state
+from .triton._precompile import launch_kinds
 
 __all__ = ["WrapperSource", "render_wrapper", "reusable_buffers"]
 
@@ -301,13 +302,19 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
     return lines
 
 
+def launch_global(kernel: str) -> str:
+    """The wrapper's global holding the ``Launch`` of Triton kernel ``kernel`` (kernel names
+    are unique; no other global starts so)."""
+    return f"_launch_{kernel}"
+
+
 def _triton_launch(fn: Any, launch: Any, device: str, glob: _Globals) -> list[str]:
     """A Triton kernel's launch (``triton._launch.Launch``, with the call's launch state of
     its device): its program count, its buffers as tensors, its sizes; none where it has no
     program to run (an empty tensor)."""
     args = [p.name for p in launch.params]
-    kinds = ["seed" if p.name == SEED.name else "int" if p.kind == "size" else "tensor" for p in launch.params]
-    launcher = f"_launch_{launch.name}"  # (kernel names are unique; no other global starts so)
+    kinds = launch_kinds(launch)
+    launcher = launch_global(launch.name)
     launch_meta = launch.launch_meta()
     glob.values[launcher] = Launch(fn, args, kinds, launch_meta)
     programs = sympy.sympify(launch.programs)

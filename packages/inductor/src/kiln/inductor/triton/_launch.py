@@ -5,7 +5,11 @@ arguments, computes their specialization (each tensor's 16-byte alignment, each 
 type and whether it is 1 or a multiple of 16), builds the cache key, looks the compiled
 kernel up and reads triton's knobs, about half of a small model's host time on an H100
 (``benchmarks/host_profile.py``). ``Launch`` does that once per specialization and then calls
-the compiled kernel's launcher itself, as torch's generated code does.
+the compiled kernel's launcher itself, as torch's generated code does. A kernel can also be
+handed to it for a key before any call (``Launch.seed``): the one the precompile compiled for
+the first call's arguments, or, in a new process, the one ``_static`` loaded from triton's
+cache for them; ``fn`` is then possibly a ``_static.Deferred``, whose module is imported only
+when a launch needs triton's JIT.
 
 The invariant: a launch reuses a compiled kernel only for arguments whose specialization is
 the one triton chose it for. ``Launch`` keys its kernels by a value at least as fine as
@@ -34,6 +38,8 @@ import functools
 from typing import Any
 
 import torch
+
+from ._static import Deferred
 
 __all__ = ["Launch", "launch_state"]
 
@@ -130,7 +136,8 @@ class Launch:
         self._tail: tuple | None = None  # the constexpr arguments after ``names``; None: no fast path
         self._key: Any = None
         arg_names = getattr(fn, "arg_names", None)
-        if getattr(fn, "device_caches", None) is None or arg_names is None:
+        jit = getattr(fn, "device_caches", None) is not None or isinstance(fn, Deferred)
+        if not jit or arg_names is None:
             return  # triton's interpreter (an InterpretedFunction) or an unknown object
         n = len(self.names)
         if list(arg_names[:n]) != self.names or any(a not in self.meta for a in arg_names[n:]):
@@ -154,6 +161,15 @@ class Launch:
         kernel = self.fn.run(*args, grid=(programs,), warmup=False, **self.meta)
         if key is not None and len(self.kernels) < _MAX_KERNELS and _compiled(kernel):
             self.kernels[key] = kernel
+
+    def seed(self, key: tuple, kernel: Any) -> bool:
+        """Take ``kernel`` (a loaded ``CompiledKernel``) as the one for arguments of ``key``:
+        what triton compiled for them (``_static``); False where this launch has no fast
+        path."""
+        if self._tail is None or len(self.kernels) >= _MAX_KERNELS or not _compiled(kernel):
+            return False
+        self.kernels[tuple(key)] = kernel
+        return True
 
     def __repr__(self) -> str:
         return f"Launch({getattr(self.fn, '__name__', self.fn)!r}, {len(self.kernels)} kernels)"

@@ -49,12 +49,13 @@ _log = logging.getLogger("kiln")
 _STAND_IN_SEED = 2**62 + 12345  # an int64, as at run time
 
 
-def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device: int | None) -> None:
+def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device: int | None) -> list[Any]:
     """Run ``calls`` (triton ``warmup`` calls for CUDA device ``device``; None: the current
     one) so that their compiles overlap: through triton's ``AsyncCompileMode`` where it has
     one and none is active, else each call in a thread; and load what they compiled
     (``_Loader``), under that mode each kernel as soon as its compile is done. Errors are
-    dropped: the launch compiles again and reports them."""
+    dropped: the launch compiles again and reports them. Returns what each call compiled and
+    loaded, in order (None where it failed, or its kernel did not load)."""
     import triton
 
     def call(fn: Callable[[], Any]) -> Any:
@@ -84,7 +85,10 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
                     future = _compile_future(results[-1])
                     if future is not None:
                         future.add_done_callback(loader.compiled)
-        loader.finish([_compiled(r) for r in results])
+        kernels = [_compiled(r) for r in results]
+        loader.finish(kernels)
+    kernels += [None] * (len(calls) - len(kernels))  # (calls left after a failure under the mode)
+    return [k if getattr(k, "function", None) is not None else None for k in kernels]
 
 
 def _compile_future(result: Any) -> Future | None:
@@ -97,10 +101,17 @@ def _compile_future(result: Any) -> Future | None:
 
 
 def _compiled(result: Any) -> Any:
-    """The compiled kernel a ``warmup`` call gave: itself, or what the future it returned
-    under ``AsyncCompileMode`` holds once the mode has exited (None if its compile failed)."""
+    """The compiled kernel a ``warmup`` call gave: itself, or, for the future it returned
+    under ``AsyncCompileMode`` (once the mode has exited), the kernel its ``result`` gives
+    (None if its compile failed). Triton 3.9's mode finishes each future at its exit (the
+    kernel is then its ``kernel`` attribute); 3.6's waits for the compiles only, and the
+    future holds its kernel (and enters it in the JIT's cache) at its ``result``."""
     if type(result).__name__ == "FutureKernel":
-        return result.__dict__.get("kernel")  # (not its __getattr__, which would raise a failure again)
+        kernel = result.__dict__.get("kernel")  # (not __getattr__, which would raise a failure again)
+        if kernel is None and result.__dict__.get("future") is not None:
+            with contextlib.suppress(Exception):  # a failed compile: reported at its launch
+                kernel = type(result).result(result)
+        return kernel
     return result
 
 
@@ -176,13 +187,18 @@ def warmup_args(launch: Any, buffers: dict[str, Any], hint: Callable[[Any], int]
 
 
 def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dict[str, str],
-               buffers: dict[str, Any], hint: Callable[[Any], int], workers: int | None = None) -> float:
+               buffers: dict[str, Any], hint: Callable[[Any], int],
+               workers: int | None = None) -> tuple[float, dict[str, tuple[tuple, Any]]]:
     """Compile the Triton kernels ``launches`` (by name; ``functions``: their loaded triton
     functions; ``devices``: each one's device) for their first call, in parallel; the
-    seconds it took. A kernel whose arguments cannot be made here (a size with no example
-    value) is left to compile at its launch."""
+    seconds it took, and by name the ``Launch`` key of the first call's arguments and the
+    kernel compiled and loaded for them (``_static.key_of_warmup``). A kernel whose arguments
+    cannot be made here (a size with no example value) is left to compile at its launch."""
+    from ._static import key_of_warmup
+
     start = time.perf_counter()
     by_device: dict[int, list[Callable[[], Any]]] = {}
+    keys: dict[int, list[tuple[str, tuple | None]]] = {}
     for name, launch in launches.items():
         device = torch.device(devices[name])
         if device.type != "cuda":
@@ -200,6 +216,18 @@ def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dic
         fn, meta = functions[name], launch.launch_meta()
         by_device.setdefault(index, []).append(lambda fn=fn, args=args, grid=grid, meta=meta:
                                                fn.warmup(*args, grid=grid, **meta))
+        keys.setdefault(index, []).append((name, key_of_warmup(index, launch_kinds(launch), args)))
+    compiled: dict[str, tuple[tuple, Any]] = {}
     for index, calls in by_device.items():
-        compile_in_parallel(calls, workers or min(8, os.cpu_count() or 1), index)
-    return time.perf_counter() - start
+        kernels = compile_in_parallel(calls, workers or min(8, os.cpu_count() or 1), index)
+        for (name, key), kernel in zip(keys[index], kernels, strict=True):
+            if key is not None and kernel is not None:
+                compiled[name] = (key, kernel)
+    return time.perf_counter() - start, compiled
+
+
+def launch_kinds(launch: Any) -> list[str]:
+    """The argument kinds of ``launch`` (a ``TritonKernel``) as its ``Launch`` takes them:
+    "seed" (the random seed, an integer triton does not specialize), "int" (a size) or
+    "tensor"."""
+    return ["seed" if p.name == SEED.name else "int" if p.kind == "size" else "tensor" for p in launch.params]
