@@ -166,10 +166,10 @@ def test_a_failing_compile_stops_neither_the_others_nor_the_caller():
 
 
 def test_the_kernel_of_a_compile_future_is_its_result():
-    """Under ``AsyncCompileMode`` a ``warmup`` returns triton's ``FutureKernel``; triton 3.6's
-    mode leaves it unfinished at its exit (its ``kernel`` attribute None): the kernel is what
-    its ``result`` gives, which also enters it in the JIT's cache (the finalize); a failed
-    compile gives None."""
+    """Under ``AsyncCompileMode`` a ``warmup`` returns triton's ``FutureKernel``; one the
+    mode's exit left unfinished (a failed compile raised there first; its ``kernel``
+    attribute None) gives what its ``result`` gives, which also enters it in the JIT's cache
+    (the finalize); a failed compile gives None."""
     from triton.runtime._async_compile import FutureKernel
 
     finalized: list[object] = []

@@ -102,10 +102,11 @@ def _compile_future(result: Any) -> Future | None:
 
 def _compiled(result: Any) -> Any:
     """The compiled kernel a ``warmup`` call gave: itself, or, for the future it returned
-    under ``AsyncCompileMode`` (once the mode has exited), the kernel its ``result`` gives
-    (None if its compile failed). Triton 3.9's mode finishes each future at its exit (the
-    kernel is then its ``kernel`` attribute); 3.6's waits for the compiles only, and the
-    future holds its kernel (and enters it in the JIT's cache) at its ``result``."""
+    under ``AsyncCompileMode`` (once the mode has exited), its kernel (None if its compile
+    failed). The mode's exit finishes each future (triton 3.6 and 3.9: the kernel is then its
+    ``kernel`` attribute), unless a failed compile raised there first (a triton without
+    ``ignore_errors``): the futures left are finished here (their kernel entered in the JIT's
+    cache)."""
     if type(result).__name__ == "FutureKernel":
         kernel = result.__dict__.get("kernel")  # (not __getattr__, which would raise a failure again)
         if kernel is None and result.__dict__.get("future") is not None:
