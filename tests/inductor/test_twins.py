@@ -1,8 +1,9 @@
 """Kernels that differ only in names share one compiled function (inductor/_twins.py).
 
-A model of repeated layers compiles one C++ function per distinct program and gives eager's
-results, also when loaded from the disk cache; kernels that differ in anything but names (a
-constant, which argument goes where, a type) are never twins."""
+A model of repeated layers compiles one C++ function, or one Triton kernel, per distinct
+program and gives eager's results (its gradients too), also when loaded from the disk cache;
+kernels that differ in anything but names (a constant, which argument goes where, a type) are
+never twins."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 
 import torch
 import torch.nn.functional as F
+from triton_support import DEVICE, OPTIONS
 
 import kiln
 from kiln.inductor._twins import canonical, twins
@@ -85,3 +87,34 @@ def test_repeated_layers_compile_one_function_per_program(monkeypatch, graphs, t
         kiln.reset()  # a new session: the graph is rebuilt from the disk cache, each twin's call its function's
         torch.testing.assert_close(kiln.compile(model, options=options)(x), expected)
         assert (kiln.session().graph_cache.hits, kiln.session().graph_cache.misses) == (1, 0)
+
+
+def _triton_kernels(code):
+    return len(re.findall(r"^def kernel\d+\(", code, re.MULTILINE))
+
+
+def test_repeated_layers_compile_one_triton_kernel_per_program(monkeypatch, graphs, tmp_path):
+    """The same on the Triton path (a GPU's, or triton's interpreter on CPU tensors), a
+    training step's forward and backward: each program is one kernel of the module, every
+    twin launches it with its own arguments."""
+    monkeypatch.setattr(kiln.config, "graph_cache", True)
+    monkeypatch.setattr(kiln.config, "frame_cache", False)
+    kiln.reset()
+    model = torch.nn.Sequential(*[_Block(32) for _ in range(6)]).to(DEVICE)
+    x = torch.randn(4, 8, 32, device=DEVICE)
+    options = {**(OPTIONS or {}), "inductor.cache_dir": str(tmp_path)}
+
+    def step(compiled):
+        model.zero_grad()
+        out = compiled(x)
+        out.square().mean().backward()
+        return out, [p.grad.clone() for p in model.parameters()]
+
+    expected = step(model)
+    torch.testing.assert_close(step(kiln.compile(model, options=options)), expected)
+    forward, backward = graphs
+    assert (forward.kernels, _triton_kernels(forward.triton_code)) == (13, 5)
+    assert (backward.kernels, _triton_kernels(backward.triton_code)) == (36, 14)
+    kiln.reset()  # a new session: both graphs rebuilt from the disk cache
+    torch.testing.assert_close(step(kiln.compile(model, options=options)), expected)
+    assert (kiln.session().graph_cache.hits, kiln.session().graph_cache.misses) == (1, 0)  # the step's both graphs

@@ -96,28 +96,30 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     sources = [render_kernel(s, policy, dtypes) for s in kernels if _language(s, policy) == "cpp"]
     launches = {s.name: render_triton(s, policy, dtypes) for s in kernels if _language(s, policy) == "triton"}
     _unallocate(kernels, launches)
-    # one C++ function per program (``_twins``): a kernel with an earlier twin is not compiled
-    # (Triton kernels are each compiled: twins there are not yet measured on a GPU)
-    twin_of = twins({k.name: k.code for k in sources}, "//")
+    # one function per program (``_twins``): a kernel with an earlier twin is not compiled
+    twin_of = {**twins({k.name: k.code for k in sources}, "//"),
+               **twins({name: launch.code for name, launch in launches.items()}, "#")}
     unique_sources = [k for k in sources if k.name not in twin_of]
+    unique_launches = {name: launch for name, launch in launches.items() if name not in twin_of}
     if twin_of:
-        _log.debug("kiln.inductor: %d C++ kernels compiled as %d functions (twins: %s)", len(sources),
-                   len(unique_sources), ", ".join(f"{n} -> {t}" for n, t in twin_of.items()))
+        _log.debug("kiln.inductor: %d kernels compiled as %d functions (twins: %s)", len(sources) + len(launches),
+                   len(unique_sources) + len(unique_launches), ", ".join(f"{n} -> {t}" for n, t in twin_of.items()))
     cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in unique_sources) if sources else ""
-    triton_code = module_source([k.code for k in launches.values()]) if launches else ""
+    triton_code = module_source([k.code for k in unique_launches.values()]) if launches else ""
     params = kernel_params(unique_sources)
     functions = bind_kernels(builder_of(config, builders).load(cpp_code), params) if sources else {}
     if launches:
         functions.update(triton_functions(triton_code, config))
-    tuned = _autotune(gm, graph, kernels, launches, functions, config) if config.max_autotune and launches else []
-    precompiled: dict[str, tuple[tuple, Any]] = {}
-    if launches and config.compile_threads != 1 and not interpreting():
-        precompiled = _precompile(gm, graph, kernels, launches, functions, config)
     # every kernel's function by name (the record names only the functions compiled: ``functions``)
     called = {**functions, **{name: functions[twin] for name, twin in twin_of.items()}}
+    tuned = _autotune(gm, graph, kernels, launches, called, twin_of, config) \
+        if config.max_autotune and launches else []
+    precompiled: dict[str, tuple[tuple, Any]] = {}
+    if launches and config.compile_threads != 1 and not interpreting():
+        precompiled = _precompile(gm, graph, kernels, launches, called, config)
     wrapper = render_wrapper(graph, steps, called,
                              {**{k.name: k.params for k in sources}, **{n: k.params for n, k in launches.items()}},
-                             launches)
+                             launches, twin_of)
     seed_launches(wrapper.globals, precompiled)
     call = exec_wrapper(wrapper.code, wrapper.globals)
     if _code_log.isEnabledFor(logging.INFO):
@@ -161,10 +163,11 @@ def _language(kernel: Kernel, policy: FusionPolicy) -> str:
 
 
 def _autotune(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],
-              functions: dict[str, Any], config: InductorConfig) -> list[Any]:
+              functions: dict[str, Any], twin_of: dict[str, str], config: InductorConfig) -> list[Any]:
     """``config.max_autotune``: each Triton kernel's launch measured (``triton._autotune``),
     ``launches``' meta set to the fastest; what was done, per kernel. A kernel whose
-    measuring fails keeps its heuristic launch (logged), never breaks the compile."""
+    measuring fails keeps its heuristic launch (logged), never breaks the compile. A twin
+    (``twin_of``: the same program, the same launch sizes) takes its first's launch unmeasured."""
     from .triton._autotune import size_hint, tune
 
     store = EntryStore(cache_root(config), "autotune")
@@ -174,6 +177,10 @@ def _autotune(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launc
     results = []
     for name, launch in launches.items():
         heuristic = dict(launch.meta)
+        first = launches.get(twin_of.get(name, ""))
+        if first is not None and _same_launch_sizes(launch, first):
+            launch.meta = dict(first.meta)
+            continue
         try:
             result = tune(launch, functions[name], devices[name], buffers, hint, store)
         except Exception:  # an error of kiln's: the heuristic's launch is as correct
@@ -183,6 +190,13 @@ def _autotune(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launc
         if result is not None:
             results.append(result)
     return results
+
+
+def _same_launch_sizes(a: Any, b: Any) -> bool:
+    """Whether Triton kernels ``a`` and ``b`` launch over the same sizes (their candidates,
+    and so their measured launch, are the same)."""
+    return (a.shape, a.xnumel, a.width, a.tiles, a.columns, a.dot_dtype) == \
+        (b.shape, b.xnumel, b.width, b.tiles, b.columns, b.dot_dtype)
 
 
 def _matmul_chooser(gm: GraphModule, config: InductorConfig) -> Any:

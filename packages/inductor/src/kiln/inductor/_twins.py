@@ -5,8 +5,9 @@ has 51 C++ kernels of 10 distinct programs. Each would be compiled (a C++ functi
 graph's library, a Triton kernel compiled by triton) though they differ only in the names of
 the buffers they read and write, in the comments naming them and in their own name. ``twins``
 finds such kernels; the graph then compiles the first of each group and calls it in place of
-the others, with their own arguments. Used for C++ kernels (``_compile``); Triton kernels are
-still each compiled (their twins need a measurement on a GPU first).
+the others, with their own arguments (``_compile``): a C++ twin calls the first's function, a
+Triton twin's ``Launch`` launches the first's kernel (its compiles, its launcher, and under
+max-autotune its measured launch, are the first's).
 
 The invariant: a kernel stands for another only where their sources are the same program up to
 a renaming of identifiers, so that the same arguments in the same order compute the same values.

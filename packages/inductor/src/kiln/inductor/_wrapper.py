@@ -118,11 +118,14 @@ def _literal(value: Any, glob: _Globals, by_name: dict[str, Any] | None = None) 
 
 
 def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], kernels: dict[str, Any],
-                   params: dict[str, list[Any]], launches: dict[str, Any] | None = None) -> WrapperSource:
+                   params: dict[str, list[Any]], launches: dict[str, Any] | None = None,
+                   twin_of: dict[str, str] | None = None) -> WrapperSource:
     """The source of ``call(args)`` for ``graph`` run as ``steps``; ``kernels``: the loaded
     function of each kernel by name (a C++ function, or a Triton kernel); ``params``: each
-    kernel's parameters; ``launches``: the ``triton.TritonKernel`` of each Triton kernel."""
+    kernel's parameters; ``launches``: the ``triton.TritonKernel`` of each Triton kernel;
+    ``twin_of``: for a kernel whose function is an earlier kernel's (``_twins``), that kernel."""
     launches = launches or {}
+    twin_of = twin_of or {}
     glob = _Globals()
     glob.values.update({"_reinterpret": _reinterpret, "_to_layout": _to_layout, "_empty": torch.empty_strided,
                         "_threads": torch.get_num_threads, "_error_slots": _error_slots, "_address": _address,
@@ -169,7 +172,8 @@ def render_wrapper(graph: LoweredGraph, steps: Sequence[Kernel | ExternBuffer], 
         if isinstance(step, ExternBuffer):
             lines += _extern(step, glob, by_name)
         else:
-            lines += _kernel_call(step, kernels, params, glob, pool, by_name, launches.get(step.name))
+            lines += _kernel_call(step, kernels, params, glob, pool, by_name, launches.get(step.name),
+                                  launches.get(twin_of.get(step.name, step.name)))
         pool.allocated(step)
         dead = sorted(n for n, at in last.items() if at == k and n not in outputs and n not in freed
                       and n in by_name and n not in local)
@@ -271,7 +275,10 @@ def _allocated(step: Kernel | ExternBuffer) -> list[Any]:
 
 
 def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list[Any]], glob: _Globals,
-                 pool: _Pool, by_name: dict[str, Any], launch: Any = None) -> list[str]:
+                 pool: _Pool, by_name: dict[str, Any], launch: Any = None, first: Any = None) -> list[str]:
+    """The lines allocating what ``kernel`` writes and calling it: its Triton ``launch`` of
+    the function compiled for ``first`` (itself, or the earlier twin whose function it
+    calls), or its C++ function."""
     lines = []
     for b in _allocated(kernel):
         reused = pool.take(b)
@@ -289,7 +296,7 @@ def _kernel_call(kernel: Kernel, kernels: dict[str, Any], params: dict[str, list
             else:  # an ATen result of other sizes, the same memory (``_inplace``): viewed as this buffer
                 lines.append(f"{b.name} = _reinterpret({dead.name}, {_tuple(b.sizes)}, {_tuple(b.strides())}, 0)")
     if launch is not None:
-        return lines + _triton_launch(kernels[kernel.name], launch, kernel.device, glob)
+        return lines + _triton_launch(kernels[kernel.name], launch, first, kernel.device, glob)
     fn = glob.ref(kernels[kernel.name], kernel.name)
     error = next((p for p in params[kernel.name] if p.name == ERROR_PARAM), None)
     call_args = [p.name if p.kind == "size" else f"{ERROR_PARAM}_at" if p is error else f"{p.name}.data_ptr()"
@@ -308,15 +315,17 @@ def launch_global(kernel: str) -> str:
     return f"_launch_{kernel}"
 
 
-def _triton_launch(fn: Any, launch: Any, device: str, glob: _Globals) -> list[str]:
+def _triton_launch(fn: Any, launch: Any, first: Any, device: str, glob: _Globals) -> list[str]:
     """A Triton kernel's launch (``triton._launch.Launch``, with the call's launch state of
     its device): its program count, its buffers as tensors, its sizes; none where it has no
-    program to run (an empty tensor)."""
+    program to run (an empty tensor). ``fn`` is the function compiled for ``first`` (the
+    launch itself, or its earlier twin): the ``Launch`` takes that function's parameter names,
+    the twin's arguments in their positions."""
     args = [p.name for p in launch.params]
     kinds = launch_kinds(launch)
     launcher = launch_global(launch.name)
     launch_meta = launch.launch_meta()
-    glob.values[launcher] = Launch(fn, args, kinds, launch_meta)
+    glob.values[launcher] = Launch(fn, [p.name for p in first.params], kinds, launch_meta)
     programs = sympy.sympify(launch.programs)
     meta = ", ".join(f"{k}={v}" for k, v in launch_meta.items())
     call = f"{launcher}({_state_name(device)}, {', '.join([pyexpr(programs), *args])})  # {meta}"
