@@ -7,6 +7,7 @@ never twins."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 import torch
@@ -118,3 +119,23 @@ def test_repeated_layers_compile_one_triton_kernel_per_program(monkeypatch, grap
     kiln.reset()  # a new session: both graphs rebuilt from the disk cache
     torch.testing.assert_close(step(kiln.compile(model, options=options)), expected)
     assert (kiln.session().graph_cache.hits, kiln.session().graph_cache.misses) == (1, 0)  # the step's both graphs
+
+
+def test_under_max_autotune_a_twin_takes_its_firsts_measured_launch(monkeypatch, graphs, tmp_path, caplog):
+    """Only each program's first kernel is measured; its twins launch with the launch it
+    chose (the same program over the same sizes), with eager's values."""
+    monkeypatch.setattr(kiln.config, "graph_cache", False)
+    kiln.reset()
+    model = torch.nn.Sequential(*[_Block(32) for _ in range(3)]).to(DEVICE).eval()
+    x = torch.randn(4, 8, 32, device=DEVICE)
+    options = {**(OPTIONS or {}), "inductor.cache_dir": str(tmp_path), "inductor.max_autotune": True}
+    with torch.no_grad(), caplog.at_level(logging.DEBUG, logger="kiln"):
+        torch.testing.assert_close(kiln.compile(model, options=options)(x), model(x))
+    (graph,) = graphs
+    (line,) = [r.getMessage() for r in caplog.records if "twins:" in r.getMessage()]
+    pairs = [pair.split(" -> ") for pair in line.split("twins: ")[1].rstrip(")").split(", ")]
+    launched = dict(re.findall(r"_launch_(kernel\d+)\(.*#\s*(.*)$", graph.wrapper_code, re.MULTILINE))
+    measured = {result.kernel for result in graph.autotuned}
+    assert len(pairs) == graph.kernels - _triton_kernels(graph.triton_code) > 0
+    assert measured == set(launched) - {twin for twin, _ in pairs}
+    assert all(launched[twin] == launched[first] for twin, first in pairs)
