@@ -36,7 +36,7 @@ from ._entries import EntryStore
 from ._graph import InductorUnsupported, LoweredGraph, lower_graph, shape_env
 from ._graph_cache import (
     CompiledGraph,
-    bind_kernels,
+    bind_libraries,
     builder_of,
     exec_wrapper,
     graph_key,
@@ -55,6 +55,7 @@ from ._scheduler import Kernel, schedule
 from ._twins import twins
 from ._wrapper import render_wrapper, reusable_buffers
 from .cpp import HEADER, render_kernel
+from .cpp._libraries import build_jobs, split_kernels
 from .triton import render_kernel as render_triton
 from .triton._runtime import interpreting, module_source
 
@@ -104,10 +105,13 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     if twin_of:
         _log.debug("kiln.inductor: %d kernels compiled as %d functions (twins: %s)", len(sources) + len(launches),
                    len(unique_sources) + len(unique_launches), ", ".join(f"{n} -> {t}" for n, t in twin_of.items()))
-    cpp_code = HEADER + "".join(f"\n{k.code}\n" for k in unique_sources) if sources else ""
+    # the C++ kernels in several libraries compiled at once (``cpp._libraries``)
+    chunks = split_kernels(unique_sources, build_jobs())
+    libraries = [HEADER + "".join(f"\n{k.code}\n" for k in chunk) for chunk in chunks]
+    params = [kernel_params(chunk) for chunk in chunks]  # per library
+    functions = bind_libraries(builder_of(config, builders).load_many(libraries), params) if libraries else {}
+    cpp_code = "".join(libraries)
     triton_code = module_source([k.code for k in unique_launches.values()]) if launches else ""
-    params = kernel_params(unique_sources)
-    functions = bind_kernels(builder_of(config, builders).load(cpp_code), params) if sources else {}
     if launches:
         functions.update(triton_functions(triton_code, config))
     # every kernel's function by name (the record names only the functions compiled: ``functions``)
@@ -129,7 +133,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
                              output_strides=changed_strides(gm, graph), triton_code=triton_code,
                              autotuned=tuned, cudagraph_facts=facts, fused=fused,
-                             seed=wrapper.globals.get(SEED_CELL))
+                             seed=wrapper.globals.get(SEED_CELL), cpp_libraries=tuple(libraries))
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config,
                                           precompiled):
         compiled.cache_key = key

@@ -16,13 +16,13 @@ The key (``graph_key``) hashes:
 A graph holding something the description cannot name across processes (a Python object
 without an import path, a quantized tensor) has no key and is compiled each time.
 
-The record (``record_of``) holds the wrapper source, the C++ source, each kernel's parameter
-kinds, and the wrapper's global objects by name (``_encode_global``: kernel functions by
+The record (``record_of``) holds the wrapper source, the C++ sources (one per library,
+``cpp._libraries``) with their kernels' parameter kinds, and the wrapper's global objects by name (``_encode_global``: kernel functions by
 name, ATen ops by their qualified name, functions by import path, dtypes and devices by
 name, tensor constants by value), and for Triton kernels what triton compiled for the first
 call (``triton._static``: each kernel's ``Launch`` key and triton's cache entry).
-``load_compiled`` rebuilds the callable from it: the library through the ``CppBuilder``
-(whose integrity check covers the ``.so``), the Triton kernels from triton's cache where
+``load_compiled`` rebuilds the callable from it: the libraries through the ``CppBuilder``
+(whose integrity check covers each ``.so``), the Triton kernels from triton's cache where
 their identity is this process's (the module imported only if a launch needs triton's JIT),
 then the wrapper's ``call``. An entry that fails its check (``EntryStore``) or cannot be rebuilt is
 logged and compiled again, never loaded.
@@ -66,6 +66,7 @@ __all__ = [
     "GraphDescriber",
     "Uncacheable",
     "bind_kernels",
+    "bind_libraries",
     "builder_of",
     "cache_identity",
     "code_digest",
@@ -85,7 +86,9 @@ __all__ = [
 _log = logging.getLogger("kiln.cache")
 _code_log = logging.getLogger("kiln.output_code")
 # Bump when the record's fields or their meaning change.
-_RECORD_VERSION = 3  # 2: the Triton module ("triton"); 3: the CUDA graph facts ("cudagraph")
+# 2: the Triton module ("triton"); 3: the CUDA graph facts ("cudagraph"); 4: the C++ sources and
+# parameter kinds per library ("cpp", "params": lists, ``cpp._libraries``)
+_RECORD_VERSION = 4
 _ARGTYPES = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "size": ctypes.c_int64}
 
 
@@ -117,6 +120,8 @@ class CompiledGraph:
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the seed its Triton kernels read from memory (``_lower_random.SeedCell``; None: none does)
     seed: Any = None
+    # the sources of its C++ libraries (``cpp._libraries``; ``cpp_code`` is their text joined)
+    cpp_libraries: tuple[str, ...] = ()
 
 
 class Uncacheable(Exception):
@@ -422,15 +427,15 @@ def _decode_global(entry: list[Any], functions: dict[str, Any]) -> Any:
 
 
 def record_of(compiled: CompiledGraph, wrapper_globals: dict[str, Any], functions: dict[str, Any],
-              params: dict[str, list[str]]) -> dict[str, Any]:
+              params: list[dict[str, list[str]]]) -> dict[str, Any]:
     """The cache record of ``compiled``: ``wrapper_globals`` are its wrapper's globals,
-    ``functions`` its loaded kernel functions by name, ``params`` each kernel's parameter
-    kinds; raises ``Uncacheable``."""
+    ``functions`` its loaded kernel functions by name, ``params`` per C++ library each of its
+    kernels' parameter kinds; raises ``Uncacheable``."""
     kernel_names = {id(fn): name for name, fn in functions.items()}
     return {
         "version": _RECORD_VERSION,
         "wrapper": compiled.wrapper_code,
-        "cpp": compiled.cpp_code,
+        "cpp": list(compiled.cpp_libraries),
         "triton": compiled.triton_code,
         "params": params,
         "globals": {name: _encode_global(obj, kernel_names) for name, obj in wrapper_globals.items()},
@@ -455,7 +460,7 @@ def _store(config: InductorConfig) -> EntryStore:
 
 
 def store_compiled(key: str, compiled: CompiledGraph, wrapper_globals: dict[str, Any],
-                   functions: dict[str, Any], params: dict[str, list[str]], config: InductorConfig,
+                   functions: dict[str, Any], params: list[dict[str, list[str]]], config: InductorConfig,
                    precompiled: dict[str, tuple[tuple, Any]] | None = None) -> bool:
     """Write the record of ``compiled`` under ``key``; False when it cannot be (logged).
     ``precompiled``: by name, the Triton kernels compiled for the first call and their
@@ -493,12 +498,13 @@ def load_compiled(key: str, config: InductorConfig, builders: dict[str, Any],
 
 def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders: dict[str, Any]) -> CompiledGraph:
     params = record["params"]
-    functions = bind_kernels(builder_of(config, builders).load(record["cpp"]), params) if params else {}
+    functions = bind_libraries(builder_of(config, builders).load_many(record["cpp"]), params) \
+        if record["cpp"] else {}
     loaded: dict[str, list[tuple[tuple, Any]]] = {}  # by the wrapper global of a Launch
     if record["triton"]:
         loaded = _load_static(record.get("triton_static"))
         launches = {g: e[1] for g, e in record["globals"].items() if e[0] == "launch"}  # global: function
-        direct = {e[1] for e in record["globals"].values() if e[0] == "kernel"} - set(params)
+        direct = {e[1] for e in record["globals"].values() if e[0] == "kernel"} - {n for p in params for n in p}
         load = functools.cache(lambda: _triton_module(record, config))
         if launches and not direct and all(g in loaded for g in launches):
             # the module is imported only if a launch needs triton's JIT
@@ -516,13 +522,13 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
     call = exec_wrapper(record["wrapper"], namespace)
     if _code_log.isEnabledFor(logging.INFO):
         _code_log.info("wrapper (from the cache, %s):\n%s\nkernels:\n%s", key, record["wrapper"],
-                       record["cpp"] or "(none)")
+                       "".join(record["cpp"]) or "(none)")
     strides = tuple(_strides_of(s) for s in record.get("output_strides", ()))
     facts = CudagraphFacts.from_json(record["cudagraph"]) if record.get("cudagraph") is not None else None
-    return CompiledGraph(call, record["wrapper"], record["cpp"], record["kernels"], record["externs"],
+    return CompiledGraph(call, record["wrapper"], "".join(record["cpp"]), record["kernels"], record["externs"],
                          dict(record["fallbacks"]), key, True, strides, record["triton"], cudagraph_facts=facts,
                          fused={name: tuple(nodes) for name, nodes in record.get("fused", {}).items()},
-                         seed=namespace.get(SEED_CELL))
+                         seed=namespace.get(SEED_CELL), cpp_libraries=tuple(record["cpp"]))
 
 
 def _triton_module(record: dict[str, Any], config: InductorConfig) -> dict[str, Any]:
@@ -627,6 +633,15 @@ def bind_kernels(library: Any, params: dict[str, list[str]]) -> dict[str, Any]:
     set from its parameter kinds (and the thread count, last)."""
     return {name: library.function(name, [_ARGTYPES[k] for k in kinds] + [ctypes.c_int64])
             for name, kinds in params.items()}
+
+
+def bind_libraries(libraries: list[Any], params: list[dict[str, list[str]]]) -> dict[str, Any]:
+    """The kernel functions of ``libraries`` (loaded ``KernelLibrary``s) by name, each bound
+    as ``bind_kernels`` does with its library's parameter kinds (``params``, in order)."""
+    functions: dict[str, Any] = {}
+    for library, kinds in zip(libraries, params, strict=True):
+        functions.update(bind_kernels(library, kinds))
+    return functions
 
 
 def triton_functions(code: str, config: InductorConfig) -> dict[str, Any]:
