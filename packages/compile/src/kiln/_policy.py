@@ -74,6 +74,7 @@ from ._compile_key import SameCompile
 from ._config import config
 from ._context import CompileContext, context_of
 from ._disable import NONRECURSIVE_CODE
+from ._gc import deferred_full_collections
 from ._logs import artifact_logger
 from ._recompile_memory import recall, remember
 from ._session import Session, session
@@ -216,7 +217,8 @@ class FrameCompiler:
             return None
         strict = self.fullgraph and code is self.entry
         try:
-            return self._compile(current, code, L, func, graph_breaks=not strict, caller=caller, trace=trace)
+            with deferred_full_collections():  # (``_gc``: no walk of the whole heap mid-compile)
+                return self._compile(current, code, L, func, graph_breaks=not strict, caller=caller, trace=trace)
         except ConstraintViolation:
             raise  # the user's mark_dynamic contradicts the code: theirs to know
         except Unsupported as e:
