@@ -26,6 +26,7 @@ buffer's name with a flat element offset; a ``ComputedBuffer`` is contiguous.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,15 @@ def contiguous_strides(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
 
 
 def flat_index(index: Sequence[sympy.Expr], strides: Sequence[sympy.Expr], offset: sympy.Expr = sympy.S.Zero) -> sympy.Expr:
+    """The memory offset ``offset + sum(index * strides)``, expanded."""
+    return _flat_index(tuple(index), tuple(strides), offset)
+
+
+@functools.lru_cache(maxsize=8192)
+def _flat_index(index: tuple[sympy.Expr, ...], strides: tuple[sympy.Expr, ...], offset: sympy.Expr) -> sympy.Expr:
+    # cached: each load of a kernel is built again by every pass that runs its loader (the
+    # scheduler's reads, each code generator), and a model's repeated layers load alike (a
+    # 12-layer GPT-2's training step: 4814 calls, 51 distinct)
     return sympy.expand(offset + sum((i * s for i, s in zip(index, strides, strict=True)), sympy.Integer(0)))
 
 
