@@ -110,7 +110,6 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     libraries = [HEADER + "".join(f"\n{k.code}\n" for k in chunk) for chunk in chunks]
     params = [kernel_params(chunk) for chunk in chunks]  # per library
     functions = bind_libraries(builder_of(config, builders).load_many(libraries), params) if libraries else {}
-    cpp_code = "".join(libraries)
     triton_code = module_source([k.code for k in unique_launches.values()]) if launches else ""
     if launches:
         functions.update(triton_functions(triton_code, config))
@@ -127,13 +126,13 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
     seed_launches(wrapper.globals, precompiled)
     call = exec_wrapper(wrapper.code, wrapper.globals)
     if _code_log.isEnabledFor(logging.INFO):
-        _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, (cpp_code + triton_code) or "(none)")
+        _code_log.info("wrapper:\n%s\nkernels:\n%s", wrapper.code, ("".join(libraries) + triton_code) or "(none)")
     fused = {k.name: tuple(dict.fromkeys(o for s in k.stages for o in s.buffer.origins)) for k in kernels}
-    compiled = CompiledGraph(call, wrapper.code, cpp_code, len(kernels),
+    compiled = CompiledGraph(call, wrapper.code, tuple(libraries), len(kernels),
                              sum(1 for s in steps if not isinstance(s, Kernel)), graph.fallbacks,
                              output_strides=changed_strides(gm, graph), triton_code=triton_code,
                              autotuned=tuned, cudagraph_facts=facts, fused=fused,
-                             seed=wrapper.globals.get(SEED_CELL), cpp_libraries=tuple(libraries))
+                             seed=wrapper.globals.get(SEED_CELL))
     if key is not None and store_compiled(key, compiled, wrapper.globals, functions, params, config,
                                           precompiled):
         compiled.cache_key = key

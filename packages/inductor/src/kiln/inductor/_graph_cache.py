@@ -101,7 +101,7 @@ class CompiledGraph:
 
     call: Callable[[list[Any]], tuple]
     wrapper_code: str
-    cpp_code: str
+    cpp_libraries: tuple[str, ...]  # the sources of its C++ libraries (``cpp._libraries``)
     kernels: int
     externs: int
     fallbacks: dict[str, str]
@@ -120,8 +120,11 @@ class CompiledGraph:
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the seed its Triton kernels read from memory (``_lower_random.SeedCell``; None: none does)
     seed: Any = None
-    # the sources of its C++ libraries (``cpp._libraries``; ``cpp_code`` is their text joined)
-    cpp_libraries: tuple[str, ...] = ()
+
+    @property
+    def cpp_code(self) -> str:
+        """The text of its C++ libraries, one after another ("" when it has none)."""
+        return "".join(self.cpp_libraries)
 
 
 class Uncacheable(Exception):
@@ -525,10 +528,10 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
                        "".join(record["cpp"]) or "(none)")
     strides = tuple(_strides_of(s) for s in record.get("output_strides", ()))
     facts = CudagraphFacts.from_json(record["cudagraph"]) if record.get("cudagraph") is not None else None
-    return CompiledGraph(call, record["wrapper"], "".join(record["cpp"]), record["kernels"], record["externs"],
+    return CompiledGraph(call, record["wrapper"], tuple(record["cpp"]), record["kernels"], record["externs"],
                          dict(record["fallbacks"]), key, True, strides, record["triton"], cudagraph_facts=facts,
                          fused={name: tuple(nodes) for name, nodes in record.get("fused", {}).items()},
-                         seed=namespace.get(SEED_CELL), cpp_libraries=tuple(record["cpp"]))
+                         seed=namespace.get(SEED_CELL))
 
 
 def _triton_module(record: dict[str, Any], config: InductorConfig) -> dict[str, Any]:
