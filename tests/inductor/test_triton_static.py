@@ -152,3 +152,34 @@ def test_a_record_entry_is_plain_data_or_none():
     kernel = _Kernel()
     kernel.src = Odd()
     assert static_entry(kernel, (0, 0)) is None
+
+
+def test_twins_entries_of_one_binary_are_loaded_once(monkeypatch):
+    """On the cache-hit path: a record whose launches hold the same binary under the same key
+    (twins, ``_twins``) loads it once and seeds each launch with that kernel; another key or
+    another hash is loaded on its own. (triton's loading itself stands in: it needs a GPU.)"""
+    from kiln.inductor import _graph_cache
+    from kiln.inductor.triton import _runtime, _static
+
+    loads = []
+
+    def load_entry(entry):
+        loads.append((entry["hash"], tuple(entry["key"])))
+        return tuple(entry["key"]), object()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(_runtime, "interpreting", lambda: False)
+    monkeypatch.setattr(_static, "identity", lambda index: {"capability": [9, 0]})
+    monkeypatch.setattr(_static, "load_entry", load_entry)
+
+    def entry(digest, key):
+        return [{"hash": digest, "key": key, "identity": {"capability": [9, 0]}}]
+
+    record = {"_launch_kernel0": entry("h1", [0, 0, 17]), "_launch_kernel3": entry("h1", [0, 0, 17]),
+              "_launch_kernel4": entry("h1", [0, 8, 17]), "_launch_kernel5": entry("h2", [0, 0, 17])}
+    out = _graph_cache._load_static(record)
+    assert sorted(loads) == [("h1", (0, 0, 17)), ("h1", (0, 8, 17)), ("h2", (0, 0, 17))]
+    assert out["_launch_kernel0"][0][1] is out["_launch_kernel3"][0][1]
+    assert out["_launch_kernel4"][0][1] is not out["_launch_kernel0"][0][1]
+    assert sorted(out) == sorted(record)

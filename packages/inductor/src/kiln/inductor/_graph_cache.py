@@ -577,7 +577,9 @@ def _static_record(precompiled: dict[str, tuple[tuple, Any]]) -> dict[str, Any]:
 
 def _load_static(record: Any) -> dict[str, list[tuple[tuple, Any]]]:
     """The kernels of a ``_static_record`` this process can load, by name (their identity
-    this process's: ``triton._static``); {} under triton's interpreter or without CUDA."""
+    this process's: ``triton._static``); {} under triton's interpreter or without CUDA. An
+    entry of the same binary under the same key (a twin's launch: ``_twins``) is loaded once,
+    its kernel shared, as triton's JIT shares it in the compiling process."""
     if not record or not isinstance(record, dict) or not torch.cuda.is_available():
         return {}
     from .triton._runtime import interpreting
@@ -587,6 +589,7 @@ def _load_static(record: Any) -> dict[str, list[tuple[tuple, Any]]]:
         return {}
     out: dict[str, list[tuple[tuple, Any]]] = {}
     identities: dict[int, Any] = {}
+    loaded: dict[tuple, Any] = {}  # by triton's hash and the launch key: what loading it gave
     for name, entries in record.items():
         for entry in entries:
             index = entry["key"][0]
@@ -594,7 +597,10 @@ def _load_static(record: Any) -> dict[str, list[tuple[tuple, Any]]]:
                 identities[index] = identity(index) if 0 <= index < torch.cuda.device_count() else None
             if identities[index] is None or entry.get("identity") != identities[index]:
                 continue
-            got = load_entry(entry)
+            binary = (entry["hash"], tuple(entry["key"]))
+            if binary not in loaded:
+                loaded[binary] = load_entry(entry)
+            got = loaded[binary]
             if got is not None:
                 out.setdefault(name, []).append(got)
     return out
