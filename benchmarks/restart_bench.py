@@ -139,6 +139,8 @@ def main() -> None:
     if args.child is not None:
         print(json.dumps(_child(args.child, args.stacks, args.mode, args.device)))
         return
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
     rows = []
     for case in args.cases.split(","):
         row: dict[str, Any] = {"case": case}
