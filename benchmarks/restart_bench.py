@@ -24,7 +24,8 @@ Smoke test on a CPU (tiny sizes, kiln's C++ kernels)::
     python benchmarks/restart_bench.py --device cpu --cases mlp-fp32 --stacks kiln
 
 ``--profile DIR`` writes each child's first call under cProfile (the main thread's functions
-by cumulative and own time) to ``DIR/<case>-<stack>-<cold|warm>.txt``.
+by cumulative and own time) to ``DIR/<case>-<stack>-<cold|warm>.txt``, and its standard error
+(with ``KILN_LOGS=perf``: kiln's compile phases) to ``.log`` beside it.
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ def _run_child(case: str, stack: str, mode: str, device: str, cache: str, start:
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "torch")
     cmd = [sys.executable, __file__, "--child", case, "--stacks", stack, "--mode", mode, "--device", device]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    if profile_dir:  # the child's logs (KILN_LOGS=perf: kiln's phases) beside its profile
+        Path(profile_dir, f"{case}-{stack}-{start}.log").write_text(done.stderr)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
