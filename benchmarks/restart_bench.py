@@ -25,7 +25,8 @@ Smoke test on a CPU (tiny sizes, kiln's C++ kernels)::
 
 ``--profile DIR`` writes each child's first call under cProfile (the main thread's functions
 by cumulative and own time) to ``DIR/<case>-<stack>-<cold|warm>.txt``, and its standard error
-(with ``KILN_LOGS=perf``: kiln's compile phases) to ``.log`` beside it.
+(with ``KILN_LOGS=perf``: kiln's compile phases) to ``.log`` beside it. ``KILN_RESTART_OPTIONS``
+(JSON) are kiln's options for the timed compile, e.g. ``'{"inductor.compile_threads": 16}'``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def _child(case: str, stack: str, mode: str, device_name: str) -> dict[str, Any]
         return {"skipped": work}
     expected = variant(work, lambda m: m).first()
     errors = pay_first_use(device, [stack])
-    compiled = variant(work, Compiler(stack, mode))
+    options = json.loads(os.environ.get("KILN_RESTART_OPTIONS") or "null")  # kiln's, for mode default
+    compiled = variant(work, Compiler(stack, mode) if options is None or stack != "kiln"
+                       else (lambda fn: kiln.compile(fn, options=options)))
     if device.type == "cuda":
         torch.cuda.synchronize()
     profile_to = os.environ.get("KILN_RESTART_PROFILE")
