@@ -21,6 +21,7 @@ import torch
 from kiln.inductor._entries import EntryStore
 from kiln.inductor.triton._launch import _key_function
 from kiln.inductor.triton._static import _Source, key_of_warmup, static_entry
+from kiln.inductor.triton._static_launch import launcher
 
 PROGRAM = textwrap.dedent("""
     import json, sys
@@ -38,6 +39,16 @@ PROGRAM = textwrap.dedent("""
         return original(self, *args, **kwargs)
 
     JITFunction.run = counted
+    from kiln.inductor.triton._static_launch import StaticKernel
+
+    static_runs = []
+    original_static = StaticKernel.__call__
+
+    def counted_static(self, *args):  # a launch through torch's static launcher
+        static_runs.append(self.name)
+        return original_static(self, *args)
+
+    StaticKernel.__call__ = counted_static
     if sys.argv[1] == "hooked":  # a launch hook sees every launch: they go through triton
         triton.knobs.runtime.launch_enter_hook = lambda *args: None
 
@@ -56,7 +67,8 @@ PROGRAM = textwrap.dedent("""
         torch.testing.assert_close(got[2][kept], (x * 4)[kept])
         assert 0.4 < kept.float().mean().item() < 0.6
     imported = sorted(m for m in sys.modules if m.startswith("kiln_triton_"))
-    print(json.dumps({"hits": kiln.session().graph_cache.hits, "jit_runs": len(runs), "imported": len(imported)}))
+    print(json.dumps({"hits": kiln.session().graph_cache.hits, "jit_runs": len(runs), "imported": len(imported),
+                      "static_runs": len(static_runs)}))
 """)
 
 
@@ -87,9 +99,13 @@ def _change_identities(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("later", ["plain", "hooked", "other-triton-cache", "other-identity"])
 def test_a_new_process_launches_the_cached_kernels_without_tritons_jit(tmp_path, later):
+    static = launcher() is not None  # torch's static CUDA launcher (torch 2.8 on, CUDA builds)
     cold = _run(tmp_path)
-    # the first process: each kernel compiled before the first call and launched as compiled
+    # the first process: each kernel compiled before the first call and launched as compiled,
+    # through torch's static launcher where there is one (at least 3 kernels, 2 calls)
+    static_runs = cold.pop("static_runs")
     assert cold == {"hits": 0, "jit_runs": 0, "imported": 1}
+    assert (static_runs >= 6 and static_runs % 2 == 0) if static else static_runs == 0
     if later == "other-identity":
         assert _change_identities(tmp_path) >= 3
     warm = _run(tmp_path, "hooked" if later == "hooked" else "plain",
@@ -97,8 +113,9 @@ def test_a_new_process_launches_the_cached_kernels_without_tritons_jit(tmp_path,
     assert warm["hits"] == 1
     if later == "plain":
         assert warm["jit_runs"] == 0 and warm["imported"] == 0
+        assert warm["static_runs"] == static_runs  # the same launches, loaded from the record
     else:  # the record is not used: triton's JIT launches (and compiles where its cache is empty)
-        assert warm["jit_runs"] >= 3 and warm["imported"] == 1
+        assert warm["jit_runs"] >= 3 and warm["imported"] == 1 and warm["static_runs"] == 0
 
 
 def test_the_key_of_warmup_arguments_is_the_launch_key_of_such_arguments():
@@ -163,8 +180,9 @@ def test_twins_entries_of_one_binary_are_loaded_once(monkeypatch):
 
     loads = []
 
-    def load_entry(entry):
+    def load_entry(entry, declared):
         loads.append((entry["hash"], tuple(entry["key"])))
+        assert declared == 3  # what the record's Launch passes: the static launcher's argument count
         return tuple(entry["key"]), object()
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -178,7 +196,7 @@ def test_twins_entries_of_one_binary_are_loaded_once(monkeypatch):
 
     record = {"_launch_kernel0": entry("h1", [0, 0, 17]), "_launch_kernel3": entry("h1", [0, 0, 17]),
               "_launch_kernel4": entry("h1", [0, 8, 17]), "_launch_kernel5": entry("h2", [0, 0, 17])}
-    out = _graph_cache._load_static(record)
+    out = _graph_cache._load_static(record, dict.fromkeys(record, 3))
     assert sorted(loads) == [("h1", (0, 0, 17)), ("h1", (0, 8, 17)), ("h2", (0, 0, 17))]
     assert out["_launch_kernel0"][0][1] is out["_launch_kernel3"][0][1]
     assert out["_launch_kernel4"][0][1] is not out["_launch_kernel0"][0][1]

@@ -505,8 +505,9 @@ def _rebuild(key: str, record: dict[str, Any], config: InductorConfig, builders:
         if record["cpp"] else {}
     loaded: dict[str, list[tuple[tuple, Any]]] = {}  # by the wrapper global of a Launch
     if record["triton"]:
-        loaded = _load_static(record.get("triton_static"))
         launches = {g: e[1] for g, e in record["globals"].items() if e[0] == "launch"}  # global: function
+        declared = {g: len(e[2]) for g, e in record["globals"].items() if e[0] == "launch"}  # its arguments
+        loaded = _load_static(record.get("triton_static"), declared)
         direct = {e[1] for e in record["globals"].values() if e[0] == "kernel"} - {n for p in params for n in p}
         load = functools.cache(lambda: _triton_module(record, config))
         if launches and not direct and all(g in loaded for g in launches):
@@ -568,16 +569,17 @@ def _static_record(precompiled: dict[str, tuple[tuple, Any]]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for name, (launch_key, kernel) in precompiled.items():
-        entry = static_entry(kernel, launch_key)
+        entry = static_entry(getattr(kernel, "compiled", kernel), launch_key)  # (a StaticKernel's compiled kernel)
         ident = identity(launch_key[0]) if entry is not None else None
         if ident is not None:
             out[launch_global(name)] = [{**entry, "identity": ident}]
     return out
 
 
-def _load_static(record: Any) -> dict[str, list[tuple[tuple, Any]]]:
+def _load_static(record: Any, declared: dict[str, int]) -> dict[str, list[tuple[tuple, Any]]]:
     """The kernels of a ``_static_record`` this process can load, by name (their identity
-    this process's: ``triton._static``); {} under triton's interpreter or without CUDA. An
+    this process's: ``triton._static``; ``declared``: by name, how many arguments its
+    ``Launch`` passes); {} under triton's interpreter or without CUDA. An
     entry of the same binary under the same key (a twin's launch: ``_twins``) is loaded once,
     its kernel shared, as triton's JIT shares it in the compiling process."""
     if not record or not isinstance(record, dict) or not torch.cuda.is_available():
@@ -599,7 +601,7 @@ def _load_static(record: Any) -> dict[str, list[tuple[tuple, Any]]]:
                 continue
             binary = (entry["hash"], tuple(entry["key"]))
             if binary not in loaded:
-                loaded[binary] = load_entry(entry)
+                loaded[binary] = load_entry(entry, declared.get(name))
             got = loaded[binary]
             if got is not None:
                 out.setdefault(name, []).append(got)

@@ -5,7 +5,9 @@ arguments, computes their specialization (each tensor's 16-byte alignment, each 
 type and whether it is 1 or a multiple of 16), builds the cache key, looks the compiled
 kernel up and reads triton's knobs, about half of a small model's host time on an H100
 (``benchmarks/host_profile.py``). ``Launch`` does that once per specialization and then calls
-the compiled kernel's launcher itself, as torch's generated code does. A kernel can also be
+the compiled kernel's launcher itself, as torch's generated code does: triton's, or, for a
+kernel the precompile or ``_static`` loaded as a ``_static_launch.StaticKernel``, torch's
+static CUDA launcher (no launcher built per signature). A kernel can also be
 handed to it for a key before any call (``Launch.seed``): the one the precompile compiled for
 the first call's arguments, or, in a new process, the one ``_static`` loaded from triton's
 cache for them; ``fn`` is then possibly a ``_static.Deferred``, whose module is imported only
@@ -40,6 +42,7 @@ from typing import Any
 import torch
 
 from ._static import Deferred
+from ._static_launch import StaticKernel
 
 __all__ = ["Launch", "launch_state"]
 
@@ -151,8 +154,11 @@ class Launch:
             key = self._key(state[0], *args)
             kernel = self.kernels.get(key)
             if kernel is not None:
-                kernel.run(programs, 1, 1, state[1], kernel.function, kernel.packed_metadata, None, None, None,
-                           *args, *self._tail)
+                if kernel.__class__ is StaticKernel:
+                    kernel(programs, state[1], args)
+                else:
+                    kernel.run(programs, 1, 1, state[1], kernel.function, kernel.packed_metadata, None, None, None,
+                               *args, *self._tail)
                 return
         elif state.__class__ is int:  # the kernel's device is not the current one
             with torch.cuda.device(state):
@@ -163,10 +169,12 @@ class Launch:
             self.kernels[key] = kernel
 
     def seed(self, key: tuple, kernel: Any) -> bool:
-        """Take ``kernel`` (a loaded ``CompiledKernel``) as the one for arguments of ``key``:
-        what triton compiled for them (``_static``); False where this launch has no fast
-        path."""
+        """Take ``kernel`` (a loaded ``CompiledKernel``, or a ``StaticKernel`` launched with
+        this launch's arguments) as the one for arguments of ``key``: what triton compiled for
+        them (``_static``); False where this launch has no fast path."""
         if self._tail is None or len(self.kernels) >= _MAX_KERNELS or not _compiled(kernel):
+            return False
+        if kernel.__class__ is StaticKernel and kernel.declared != len(self.names):
             return False
         self.kernels[tuple(key)] = kernel
         return True
@@ -176,6 +184,8 @@ class Launch:
 
 
 def _compiled(kernel: Any) -> bool:
+    if kernel.__class__ is StaticKernel:
+        return True
     from triton.compiler import CompiledKernel
 
     return isinstance(kernel, CompiledKernel) and getattr(kernel, "function", None) is not None

@@ -17,9 +17,10 @@ threads, through triton's ``warmup`` (which compiles for given arguments without
   part. Worker processes compiling from the specialization data triton's ``jit_cache_hook``
   gives were tried, commit 5b3fa0b, and measured slower on an H100: 5.55 s against 4.33 s for
   a transformer block's training step; fresh workers pay triton's first-compile setup.)
-- each compiled kernel is loaded (module and launcher) in the same threads as soon as its
-  compile is done, not at its first launch: triton 3.6 builds a launcher per argument
-  signature with the C compiler (``_Loader``);
+- each compiled kernel is loaded in the same threads as soon as its compile is done, not at
+  its first launch (``_Loader``): for torch's static CUDA launcher where it takes the kernel
+  (``_static_launch``), else with triton's launcher, which triton 3.6 builds per argument
+  signature with the C compiler;
 - a kernel whose compile fails here is compiled again at its launch, which raises triton's
   error where the user sees it; a wrong specialization costs a second compile, never a wrong
   answer (triton keys its compiled kernels by the arguments' specialization).
@@ -41,6 +42,7 @@ from typing import Any
 import torch
 
 from .._ir import SEED, SEED_PTR
+from ._static_launch import as_static, declared_of
 
 __all__ = ["compile_in_parallel", "precompile", "warmup_args"]
 
@@ -70,7 +72,7 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
     if active is not None and active.get() is not None:
         mode = None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kiln-triton-compile") as pool:
-        loader = _Loader(pool, call)
+        loader = _Loader(pool, call, device)
         if mode is None:
             results = [future.result() for future in [pool.submit(call, fn) for fn in calls]]
         else:
@@ -88,6 +90,7 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
         kernels = [_compiled(r) for r in results]
         loader.finish(kernels)
     kernels += [None] * (len(calls) - len(kernels))  # (calls left after a failure under the mode)
+    kernels = [loader.static.get(id(k), k) for k in kernels]
     return [k if getattr(k, "function", None) is not None else None for k in kernels]
 
 
@@ -118,18 +121,22 @@ def _compiled(result: Any) -> Any:
 
 class _Loader:
     """Loads compiled kernels onto the device in the compile threads, as their first launches
-    would one after another: triton (3.6) builds each launch signature's launcher module
-    with the C compiler there (about 0.2 s each, 10 for a transformer block's training step,
-    2.0 of its 4.1 s cold start on an H100, measured with ``restart_bench.py --profile``).
-    Each kernel is loaded once; kernels of one signature one at a time (the first builds the
-    launcher, the others find it built). ``finish`` loads the rest and waits for all; a
-    compile that ends after it (its callback late) leaves its kernel to load at its launch."""
+    would one after another. Where torch's static CUDA launcher takes a kernel
+    (``_static_launch``) it is loaded for it (a ``StaticKernel``, in ``static`` by the
+    compiled kernel's id); else through triton, which (3.6) builds each launch signature's
+    launcher module with the C compiler there (about 0.2 s each, 10 for a transformer block's
+    training step, 2.0 of its 4.1 s cold start on an H100, measured with ``restart_bench.py
+    --profile``). Each kernel is loaded once; kernels of one signature one at a time (the
+    first builds the launcher, the others find it built). ``finish`` loads the rest and waits
+    for all; a compile that ends after it (its callback late) leaves its kernel to load at its
+    launch."""
 
-    def __init__(self, pool: ThreadPoolExecutor, call: Callable[[Callable[[], Any]], Any]) -> None:
-        self.pool, self.call = pool, call
+    def __init__(self, pool: ThreadPoolExecutor, call: Callable[[Callable[[], Any]], Any], device: int | None) -> None:
+        self.pool, self.call, self.device = pool, call, device
         self.lock = threading.Lock()
         self.signatures: dict[str, threading.Lock] = {}
         self.taken: dict[int, Any] = {}  # by id: the kernels submitted (kept alive)
+        self.static: dict[int, Any] = {}  # by the compiled kernel's id: its StaticKernel
         self.futures: list[Future] = []
         self.closed = False
 
@@ -151,8 +158,12 @@ class _Loader:
             signature = self.signatures.setdefault(key, threading.Lock())
             self.futures.append(self.pool.submit(self.call, lambda: self._load(kernel, signature)))
 
-    @staticmethod
-    def _load(kernel: Any, signature: threading.Lock) -> None:
+    def _load(self, kernel: Any, signature: threading.Lock) -> None:
+        static = as_static(kernel, self.device, declared_of(getattr(kernel.src, "fn", None)))
+        if static is not None:
+            with self.lock:
+                self.static[id(kernel)] = static
+            return
         with signature:
             kernel._init_handles()
 

@@ -10,8 +10,9 @@ Here the graph's record keeps, per kernel, what triton compiled for the first ca
 ``Launch`` key of its arguments (``_launch``), triton's hash of the compile (the name of its
 cache entry) and what triton's launcher is built from (the argument signature, the
 constants, the argument names). A new process builds the ``CompiledKernel`` from the cache
-entry's metadata and binary only, loads it (``_init_handles``: the module onto the device,
-the launcher), and hands it to the ``Launch`` under that key: the wrapper's first call
+entry's metadata and binary only, loads it (for torch's static CUDA launcher where it takes
+it, ``_static_launch``; else ``_init_handles``: the module onto the device, triton's
+launcher), and hands it to the ``Launch`` under that key: the wrapper's first call
 launches it directly, as its later calls do. The triton module is imported only when a
 launch needs the JIT (another key, a launch hook, another device).
 
@@ -123,12 +124,16 @@ class _Source:
         self.constants = {tuple(k) if isinstance(k, list) else k: v for k, v in entry["constants"]}
 
 
-def load_entry(entry: dict[str, Any]) -> tuple[tuple, Any] | None:
-    """The key and the loaded ``CompiledKernel`` of a record ``static_entry`` made, or None
-    where its cache entry is missing or does not load here (logged at debug level)."""
+def load_entry(entry: dict[str, Any], declared: int | None = None) -> tuple[tuple, Any] | None:
+    """The key and the loaded kernel of a record ``static_entry`` made, or None where its
+    cache entry is missing or does not load here (logged at debug level): a
+    ``_static_launch.StaticKernel`` where torch's static launcher takes it for a launch of
+    ``declared`` arguments, else triton's ``CompiledKernel`` with its launcher."""
     try:
         from triton.compiler import CompiledKernel
         from triton.runtime.cache import get_cache_manager
+
+        from ._static_launch import as_static
 
         key = tuple(entry["key"])
         name = entry["name"]
@@ -138,6 +143,9 @@ def load_entry(entry: dict[str, Any]) -> tuple[tuple, Any] | None:
             return None
         kernel = CompiledKernel(_Source(entry), files, entry["hash"])
         with torch.cuda.device(key[0]):
+            static = as_static(kernel, key[0], declared)
+            if static is not None:
+                return key, static
             kernel._init_handles()
         if getattr(kernel, "function", None) is None:
             return None

@@ -1,0 +1,131 @@
+"""Compiled Triton kernels launched through torch's static CUDA launcher (triton/_static_launch.py).
+
+On CPU: how a kernel's signature and metadata become the launcher's parameters, and every
+case refused (triton's launcher used). On a GPU: triton kernels compiled by triton, loaded and
+launched through ``Launch`` with the static launcher, with the answers of triton's own launch,
+an integer triton specialized as 1 dropped from the parameters, 64-bit and unsigned integers,
+and a launch of many programs."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import pytest
+import torch
+
+from kiln.inductor.triton._static_launch import (
+    StaticKernel,
+    as_static,
+    declared_of,
+    launcher,
+    static_form,
+)
+
+# the fields of triton 3.6's kernel metadata that decide the launch (its namedtuple has more)
+Meta = namedtuple("Meta", "num_ctas launch_cooperative_grid launch_pdl global_scratch_size profile_scratch_size "
+                          "cluster_dims tensordesc_meta num_warps shared", defaults=(1, False, False, 0, 0, (1, 1, 1),
+                                                                                   None, 4, 0))
+NAMES = ["out", "x", "n", "k", "seed", "XBLOCK"]
+SIGNATURE = {"out": "*bf16", "x": "*fp32", "n": "i32", "k": "i64", "seed": "u64", "XBLOCK": "constexpr"}
+
+
+def test_the_parameters_are_the_arguments_that_are_not_constexprs_then_the_scratch_pointers():
+    assert static_form(NAMES, SIGNATURE, Meta(), 5) == ("OOilK", None, (None, None))
+    # an integer triton specialized as 1 is compiled in: the launch's other arguments are passed
+    assert static_form(NAMES, {**SIGNATURE, "n": "constexpr"}, Meta(), 5) == ("OOlK", (0, 1, 3, 4), (None, None))
+    # a triton whose metadata names one scratch area: one null pointer
+    Older = namedtuple("Older", "num_warps shared global_scratch_size")
+    assert static_form(NAMES, SIGNATURE, Older(4, 0, 0), 5) == ("OOilK", None, (None,))
+    assert static_form(NAMES, {**SIGNATURE, "k": "fp32"}, Meta(), 5) == ("OOifK", None, (None, None))
+
+
+@pytest.mark.parametrize("change", [
+    {"signature": {**SIGNATURE, "k": "i1"}},  # a bool
+    {"signature": {**SIGNATURE, "k": "fp16"}},  # a half-precision scalar
+    {"signature": {**SIGNATURE, "x": "tensordesc<fp32[16]>"}},  # a tensor descriptor
+    {"signature": dict(reversed(SIGNATURE.items()))},  # not in the function's order
+    {"signature": {**SIGNATURE, "XBLOCK": "i32"}},  # a constexpr of the kernel's own as an argument
+    {"meta": Meta(global_scratch_size=128)},
+    {"meta": Meta(profile_scratch_size=64)},
+    {"meta": Meta(num_ctas=2)},
+    {"meta": Meta(cluster_dims=(2, 1, 1))},
+    {"meta": Meta(launch_cooperative_grid=True)},
+    {"meta": Meta(launch_pdl=True)},
+    {"meta": Meta(tensordesc_meta=[{"block": 16}])},
+    {"meta": namedtuple("Unknown", "num_warps shared")(4, 0)},  # no scratch field: another convention
+])
+def test_a_launch_the_static_launcher_may_not_do_as_triton_is_refused(change):
+    assert static_form(NAMES, change.get("signature", SIGNATURE), change.get("meta", Meta()), 5) is None
+
+
+def test_the_declared_arguments_are_those_before_the_functions_constexprs():
+    class Fn:
+        arg_names = NAMES
+        constexprs = [5]
+
+    assert declared_of(Fn()) == 5
+
+    class Inner(Fn):  # a constexpr between arguments: Launch passes no such function's arguments
+        constexprs = [2, 5]
+
+    assert declared_of(Inner()) is None
+    assert declared_of(object()) is None  # (triton's interpreter's function)
+
+
+def test_without_a_static_launcher_nothing_is_loaded_for_it():
+    if launcher() is not None:
+        pytest.skip("this torch has the static CUDA launcher")
+    assert as_static(object(), 0, 5) is None
+
+
+# -- on a GPU ---------------------------------------------------------------------------------
+
+
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit(do_not_specialize=["seed"])
+    def axpy(out, x, n, k, seed, XBLOCK: tl.constexpr):
+        i = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        m = i < n
+        v = tl.load(x + i, m)
+        tl.store(out + i, v * k.to(tl.float32) + (seed % 1000).to(tl.float32), m)
+
+    return axpy
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize(("n", "k", "seed"), [
+    (1000, 3, 12345),  # i32 sizes, i32 seed
+    (1000, 1, 2**40 + 7),  # k specialized as 1 (not passed), an i64 seed
+    (70000, -5, 2**63 + 11),  # many programs, a negative factor, an unsigned 64-bit seed
+    (4096, 2**33, 3),  # an i64 factor
+])
+def test_a_static_launch_gives_tritons_answer(n, k, seed):
+    from kiln.inductor.triton._launch import Launch, _key_function, launch_state
+
+    if launcher() is None:
+        pytest.skip("this torch has no static CUDA launcher")
+    fn = _kernel()
+    x = torch.randn(n + 5, device="cuda")[5:]  # off the allocator's alignment
+    expected = torch.empty(n, device="cuda", dtype=torch.float32)
+    fn[(triton_cdiv(n, 256),)](expected, x, n, k, seed, XBLOCK=256)
+    kinds = ["tensor", "tensor", "int", "int", "seed"]
+    launch = Launch(fn, ["out", "x", "n", "k", "seed"], kinds, {"XBLOCK": 256})
+    out = torch.full((n,), float("nan"), device="cuda")
+    compiled = fn.warmup(out, x, n, k, seed, grid=(1,), XBLOCK=256)
+    static = as_static(compiled, torch.cuda.current_device(), declared_of(fn))
+    assert isinstance(static, StaticKernel)
+    key = _key_function(tuple(kinds))(torch.cuda.current_device(), out, x, n, k, seed)
+    assert launch.seed(key, static)
+    launch(launch_state(None), triton_cdiv(n, 256), out, x, n, k, seed)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    if k == 1:
+        assert static.positions == (0, 1, 2, 4)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
