@@ -16,6 +16,13 @@ import sys
 
 import pytest
 
+# torch.compile's Inductor compiles in a pool of one worker process per CPU (each importing
+# torch) in every test process and subprocess that uses it. On the 16-core GPU machine, under
+# 16 test workers, test_backends.py's compile_fx test took 155-176 s (9 s on a 2-core CI
+# machine), the suite's longest; those pools are the likely cause. One thread compiles the
+# same code; a test may still set its own value.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
 TORCH_FREE_PACKAGES = ("fxgraph", "frameeval", "guards", "symshapes")
 # package test folder -> its torch-free sub-folders (tests/<package>/<sub>)
 TORCH_FREE_SUBPACKAGES = {"symexec": ("bytecode",)}
