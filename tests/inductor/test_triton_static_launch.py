@@ -30,13 +30,13 @@ SIGNATURE = {"out": "*bf16", "x": "*fp32", "n": "i32", "k": "i64", "seed": "u64"
 
 
 def test_the_parameters_are_the_arguments_that_are_not_constexprs_then_the_scratch_pointers():
-    assert static_form(NAMES, SIGNATURE, Meta(), 5) == ("OOilK", None, (None, None))
+    assert static_form(NAMES, SIGNATURE, Meta(), 5) == ("OOilKOO", None, (None, None))
     # an integer triton specialized as 1 is compiled in: the launch's other arguments are passed
-    assert static_form(NAMES, {**SIGNATURE, "n": "constexpr"}, Meta(), 5) == ("OOlK", (0, 1, 3, 4), (None, None))
+    assert static_form(NAMES, {**SIGNATURE, "n": "constexpr"}, Meta(), 5) == ("OOlKOO", (0, 1, 3, 4), (None, None))
     # a triton whose metadata names one scratch area: one null pointer
     Older = namedtuple("Older", "num_warps shared global_scratch_size")
-    assert static_form(NAMES, SIGNATURE, Older(4, 0, 0), 5) == ("OOilK", None, (None,))
-    assert static_form(NAMES, {**SIGNATURE, "k": "fp32"}, Meta(), 5) == ("OOifK", None, (None, None))
+    assert static_form(NAMES, SIGNATURE, Older(4, 0, 0), 5) == ("OOilKO", None, (None,))
+    assert static_form(NAMES, {**SIGNATURE, "k": "fp32"}, Meta(), 5) == ("OOifKOO", None, (None, None))
 
 
 @pytest.mark.parametrize("change", [

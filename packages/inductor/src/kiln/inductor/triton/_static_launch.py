@@ -105,7 +105,7 @@ def static_form(arg_names: Sequence[str], signature: dict[str, str], metadata: A
         codes.append(code)
         passed.append(i)
     positions = None if passed == list(range(declared)) else tuple(passed)
-    return "".join(codes), positions, tuple(extra)
+    return "".join(codes) + "O" * len(extra), positions, tuple(extra)
 
 
 class StaticKernel:
