@@ -23,18 +23,28 @@ import kiln
 from kiln.inductor import _api
 from kiln.inductor._ir import SEED, ComputedBuffer, InputBuffer
 from kiln.inductor.triton._kernel import Param, TritonKernel
+from kiln.inductor.triton._launch import Launch
 from kiln.inductor.triton._precompile import _compiled, compile_in_parallel, warmup_args
 from kiln.inductor.triton._runtime import _loaded
+from kiln.inductor.triton._static_launch import StaticKernel, launcher
+
+
+def _static_loaded(graph):
+    """The ids of the compiled kernels of ``graph``'s launches loaded for torch's static
+    launcher (``_static_launch``)."""
+    launches = [v for v in graph.call.__globals__.values() if isinstance(v, Launch)]
+    return {id(k.compiled) for launch in launches for k in launch.kernels.values() if isinstance(k, StaticKernel)}
 
 
 def _compiled_per_kernel(graph, loaded=False):
     """How many compiled variants triton holds for each kernel of ``graph`` (its module is
     loaded once per process: ``_runtime._loaded``); ``loaded``: how many of them are loaded
-    onto the device (module and launcher)."""
+    onto the device (module and triton's launcher, or for torch's static launcher)."""
     module = next(m for m in _loaded.values() if Path(m.__file__).read_text() == graph.triton_code)
     device = torch.cuda.current_device()
+    static = _static_loaded(graph) if loaded else set()
     return {name: sum(1 for k in fn.device_caches[device][0].values()
-                      if not loaded or getattr(k, "function", None) is not None)
+                      if not loaded or getattr(k, "function", None) is not None or id(k) in static)
             for name, fn in vars(module).items() if name.startswith("kernel") and hasattr(fn, "device_caches")}
 
 
@@ -65,7 +75,8 @@ def _fn(x, y):
 def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_compile, tmp_path, monkeypatch,
                                                                            dynamic):
     """... once each: one binary per kernel in triton's cache; each loaded onto the device
-    (module and launcher) when compile_graph returned, not at its first launch."""
+    (module and launcher, or for torch's static launcher) when compile_graph returned, not at
+    its first launch."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path)}
     x = torch.randn(48, 80, device="cuda")
@@ -81,6 +92,8 @@ def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_com
     assert graph.kernels >= 3 and len(before) == graph.kernels
     assert set(before.values()) == {1}  # compiled when compile_graph returned
     assert loaded == before  # and loaded
+    # for torch's static launcher, where there is one (no launcher of triton's built)
+    assert len(_static_loaded(graph)) == (graph.kernels if launcher() is not None else 0)
     assert _compiled_per_kernel(graph) == before  # the first call's launches compiled nothing more
     assert len(list((tmp_path / "triton").rglob("*.cubin"))) == graph.kernels
 

@@ -11,12 +11,13 @@ torch.compile's own generated code does. ``StaticKernel`` is a compiled kernel l
 launched that way: no launcher is built or imported.
 
 The invariant: a kernel is launched here only when its launch is what triton's launcher would
-do for it. Its parameters, as the compiled kernel takes them, are the signature's arguments
-that are not constexprs (triton drops those, an integer specialized as 1 among them), in
-order, then one pointer for each scratch area the metadata names (global, profile), passed as
-null since their sizes are 0. So a kernel is refused (``static_form`` is None, triton's
-launcher is used) when any of this may not hold:
+do for it. Its parameters, as the compiled kernel takes them, are the launch's arguments, in
+order (none of them compiled in as a constexpr), then one pointer for each scratch area the
+metadata names (global, profile), passed as null since their sizes are 0. So a kernel is
+refused (``static_form`` is None, triton's launcher is used) when any of this may not hold:
 
+- an argument compiled in as a constant (an integer triton specialized as 1: on the H100
+  such a launch did not give triton's answer, so none is tried);
 - an argument type outside pointers, integers of 8-64 bits and fp32/fp64 (a bool, a tensor
   descriptor, half-precision scalars);
 - a scratch area of nonzero size, several CTAs per program (a cluster), a cooperative grid or
@@ -64,16 +65,20 @@ def launcher() -> Any:
     return _StaticCudaLauncher
 
 
-def static_form(arg_names: Sequence[str], signature: dict[str, str], metadata: Any,
-                declared: int) -> tuple[str, tuple[int, ...] | None, tuple[None, ...]] | None:
+def static_form(arg_names: Sequence[str], signature: dict[str, str], metadata: Any, declared: int,
+                constants: Any = ()) -> tuple[str, tuple[None, ...]] | None:
     """How the static launcher takes a kernel compiled with ``signature`` (triton's: each
-    argument's name and type, in order) and ``metadata``, launched with the first ``declared``
-    arguments of ``arg_names`` (the rest are the kernel's own constexprs): the type codes of
-    the parameters, the positions of the launch's arguments passed (None: all of them) and
-    the null scratch pointers that follow; or None where it cannot (see the module
-    docstring)."""
+    argument's name and type, in order), ``constants`` (the keys of triton's: an argument's
+    name or path) and ``metadata``, launched with the first ``declared`` arguments of
+    ``arg_names`` (the rest are the kernel's own constexprs): the type codes of its parameters
+    and the null scratch pointers that follow the launch's arguments; or None where it cannot
+    (see the module docstring)."""
     if list(signature) != list(arg_names):
         return None
+    for key in constants:  # (triton 3.2 and before: an integer equal to 1 a constant, its type kept)
+        index = arg_names.index(key) if key in arg_names else key[0] if isinstance(key, tuple) and key else None
+        if not isinstance(index, int) or not declared <= index < len(arg_names):
+            return None
     if getattr(metadata, "num_ctas", 1) != 1 or getattr(metadata, "launch_cooperative_grid", False) \
             or getattr(metadata, "launch_pdl", False) or getattr(metadata, "tensordesc_meta", None):
         return None
@@ -92,20 +97,16 @@ def static_form(arg_names: Sequence[str], signature: dict[str, str], metadata: A
     if not known:
         return None
     codes: list[str] = []
-    passed: list[int] = []
     for i, name in enumerate(arg_names):
         kind = signature[name]
-        if kind == "constexpr":
-            continue
-        if i >= declared:  # a constexpr of the kernel's own compiled as an argument
+        if (kind == "constexpr") != (i >= declared):  # an argument compiled in, or a constexpr passed
             return None
-        code = "O" if kind.startswith("*") else _CODES.get(kind)
-        if code is None:
-            return None
-        codes.append(code)
-        passed.append(i)
-    positions = None if passed == list(range(declared)) else tuple(passed)
-    return "".join(codes) + "O" * len(extra), positions, tuple(extra)
+        if kind != "constexpr":
+            code = "O" if kind.startswith("*") else _CODES.get(kind)
+            if code is None:
+                return None
+            codes.append(code)
+    return "".join(codes) + "O" * len(extra), tuple(extra)
 
 
 class StaticKernel:
@@ -114,12 +115,12 @@ class StaticKernel:
     one-dimensional grid with the launch's declared arguments ``args``."""
 
     __slots__ = ("_launch", "_pid", "arg_types", "compiled", "declared", "extra", "function", "module", "name",
-                 "num_warps", "positions", "shared")
+                 "num_warps", "shared")
 
-    def __init__(self, compiled: Any, form: tuple[str, tuple[int, ...] | None, tuple[None, ...]], declared: int,
+    def __init__(self, compiled: Any, form: tuple[str, tuple[None, ...]], declared: int,
                  loaded: tuple[Any, ...], static: Any) -> None:
         self.compiled, self.name, self.declared = compiled, compiled.name, declared
-        self.arg_types, self.positions, self.extra = form
+        self.arg_types, self.extra = form
         self.num_warps, self.shared = compiled.metadata.num_warps, compiled.metadata.shared
         # (function, n_regs, n_spills), or (module, function, n_regs, n_spills) where torch
         # gives the module back to unload
@@ -128,8 +129,6 @@ class StaticKernel:
         self._launch, self._pid = static._launch_kernel, os.getpid()
 
     def __call__(self, programs: int, stream: int, args: tuple[Any, ...]) -> None:
-        if self.positions is not None:
-            args = tuple(args[i] for i in self.positions)
         self._launch(self.function, programs, 1, 1, self.num_warps, self.shared, self.arg_types,
                      args + self.extra, stream)
 
@@ -169,7 +168,8 @@ def as_static(compiled: Any, device: int | None, declared: int | None) -> Static
         return None
     try:
         src = compiled.src
-        form = static_form(list(src.fn.arg_names), dict(src.signature), compiled.metadata, declared)
+        form = static_form(list(src.fn.arg_names), dict(src.signature), compiled.metadata, declared,
+                           list(getattr(src, "constants", None) or ()))
         cubin = (getattr(compiled, "metadata_group", None) or {}).get(f"{compiled.name}.cubin")
         if form is None or cubin is None:
             return None
