@@ -16,8 +16,9 @@ order (none of them compiled in as a constexpr), then one pointer for each scrat
 metadata names (global, profile), passed as null since their sizes are 0. So a kernel is
 refused (``static_form`` is None, triton's launcher is used) when any of this may not hold:
 
-- an argument compiled in as a constant (an integer triton specialized as 1: on the H100
-  such a launch did not give triton's answer, so none is tried);
+- an argument compiled in as a constant (an integer triton specialized as 1: the H100's
+  test of such a launch, with the argument left out, failed, for a reason its output did not
+  show; so none is tried);
 - an argument type outside pointers, integers of 8-64 bits and fp32/fp64 (a bool, a tensor
   descriptor, half-precision scalars);
 - a scratch area of nonzero size, several CTAs per program (a cluster), a cooperative grid or
