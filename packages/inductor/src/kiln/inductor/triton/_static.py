@@ -33,8 +33,10 @@ that ``Launch`` the same binary for arguments of that key. Why this holds:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -124,6 +126,16 @@ class _Source:
         self.constants = {tuple(k) if isinstance(k, list) else k: v for k, v in entry["constants"]}
 
 
+class _Read:
+    """What ``_static_launch.as_static`` reads of a compiled kernel, from triton's cache entry:
+    its source (the record's), name, files and metadata (attributes of the entry's JSON)."""
+
+    def __init__(self, src: _Source, name: str, files: dict[str, str]) -> None:
+        self.src, self.name, self.metadata_group = src, name, files
+        with open(files[f"{name}.json"]) as f:
+            self.metadata = types.SimpleNamespace(**json.load(f))
+
+
 def load_entry(entry: dict[str, Any], declared: int | None = None) -> tuple[tuple, Any] | None:
     """The key and the loaded kernel of a record ``static_entry`` made, or None where its
     cache entry is missing or does not load here (logged at debug level): a
@@ -141,11 +153,15 @@ def load_entry(entry: dict[str, Any], declared: int | None = None) -> tuple[tupl
         files = {f: p for f, p in group.items() if f in (f"{name}.json", f"{name}.cubin")}
         if len(files) != 2:
             return None
-        kernel = CompiledKernel(_Source(entry), files, entry["hash"])
         with torch.cuda.device(key[0]):
-            static = as_static(kernel, key[0], declared)
+            # for the static launcher, the metadata as read (triton's CompiledKernel makes a
+            # namedtuple class and its backend's packed metadata per kernel: a third of a warm
+            # start's loading on the H100)
+            read = _Read(_Source(entry), name, files)
+            static = as_static(read, key[0], declared)
             if static is not None:
                 return key, static
+            kernel = CompiledKernel(_Source(entry), files, entry["hash"])
             kernel._init_handles()
         if getattr(kernel, "function", None) is None:
             return None
