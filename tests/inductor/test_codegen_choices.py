@@ -117,3 +117,23 @@ def test_a_gathered_rows_index_is_loaded_and_checked_once_per_row(graphs):
     bodies = _simd_bodies(graph.cpp_code)
     assert len(bodies) == 3 and "kiln_index_error" in graph.cpp_code
     assert not any("kiln_index_error" in body or "arg0[" in body for body in bodies)
+
+
+def test_a_cat_clamps_each_index_only_where_its_bounds_may_not_hold():
+    """``_lower_concat._clamp`` (built unevaluated after sign queries) gives what sympy's
+    evaluating Min/Max give, and keeps the bounds it cannot prove (any value of the loop
+    variable, a symbolic size)."""
+    import sympy
+
+    from kiln.inductor._lower_concat import _clamp
+
+    x = sympy.Symbol("x1", integer=True, nonnegative=True)
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    for expr, size in [(x, sympy.Integer(64)), (x - 64, sympy.Integer(64)), (x - s, s), (x, s),
+                       (x - 3, sympy.Integer(5)), (sympy.Integer(7), sympy.Integer(5)),
+                       (sympy.Integer(-2), sympy.Integer(5)), (x % 4, sympy.Integer(4))]:
+        got = _clamp(expr, size)
+        assert got == sympy.Max(sympy.Min(expr, size - 1), 0), (expr, size, got)
+        for value in (0, 3, 63, 64, 130):  # the same numbers as the clamp
+            at = {x: value, s: 70}
+            assert got.subs(at) == max(min(expr.subs(at), size.subs(at) - 1), 0)
