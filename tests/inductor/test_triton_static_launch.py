@@ -8,11 +8,15 @@ is left to triton's launcher."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections import namedtuple
 
 import pytest
 import torch
-import triton.language as tl
 
 from kiln.inductor.triton._static_launch import (
     StaticKernel,
@@ -82,36 +86,53 @@ def test_the_declared_arguments_are_those_before_the_functions_constexprs():
     assert declared_of(object()) is None  # (triton's interpreter's function)
 
 
-def _axpy_source(out, x, n, k, XBLOCK: tl.constexpr):  # compiled by triton for a GPU target below
-    i = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-    m = i < n
-    tl.store(out + i, tl.load(x + i, m) * k, m)
-
-
-def test_the_form_of_a_kernel_triton_compiled_as_read_back_from_its_cache(tmp_path, monkeypatch):
-    """triton compiles for an H100 without one (its own ptxas); a warm start reads the cache
-    entry's metadata (``_static._Read``) instead of building triton's ``CompiledKernel``: both
-    give the launcher the same parameters."""
+_COMPILE_FOR_AN_H100 = textwrap.dedent("""
+    import json, sys
     import triton
+    import triton.language as tl
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
 
     from kiln.inductor.triton._static import _Read, _Source, static_entry
+    from kiln.inductor.triton._static_launch import declared_of, static_form
 
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    fn = JITFunction(_axpy_source)  # (not triton.jit: under the interpreter it makes none)
+    @triton.jit
+    def axpy(out, x, n, k, XBLOCK: tl.constexpr):
+        i = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        m = i < n
+        tl.store(out + i, tl.load(x + i, m) * k, m)
+
     signature = {"out": "*fp32", "x": "*fp32", "n": "i32", "k": "fp32", "XBLOCK": "constexpr"}
-    compiled = triton.compile(ASTSource(fn, signature, {(4,): 128}, {}), target=GPUTarget("cuda", 90, 32))
-    assert declared_of(fn) == 4
-    form = static_form(fn.arg_names, dict(compiled.src.signature), compiled.metadata, 4, list(compiled.src.constants))
-    assert form is not None and form[0].startswith("OOif") and form[0][4:] == "O" * len(form[1])
+    compiled = triton.compile(ASTSource(axpy, signature, {(4,): 128}, {}), target=GPUTarget("cuda", 90, 32))
+    src = compiled.src
+    form = static_form(axpy.arg_names, dict(src.signature), compiled.metadata, 4, list(src.constants))
     entry = static_entry(compiled, (0, 0, 0, 17, 0))
-    files = {f: p for f, p in compiled.metadata_group.items() if f in ("_axpy_source.json", "_axpy_source.cubin")}
+    files = {f: p for f, p in compiled.metadata_group.items() if f in ("axpy.json", "axpy.cubin")}
     read = _Read(_Source(entry), compiled.name, files)
-    assert static_form(read.src.fn.arg_names, dict(read.src.signature), read.metadata, 4,
-                       list(read.src.constants)) == form
-    assert (read.metadata.num_warps, read.metadata.shared) == (compiled.metadata.num_warps, compiled.metadata.shared)
+    form_read = static_form(read.src.fn.arg_names, dict(read.src.signature), read.metadata, 4, list(read.src.constants))
+    print(json.dumps({"declared": declared_of(axpy), "form": form, "form_read": form_read,
+                      "warps": [read.metadata.num_warps, compiled.metadata.num_warps],
+                      "shared": [read.metadata.shared, compiled.metadata.shared]}))
+""")
+
+
+def test_the_form_of_a_kernel_triton_compiled_as_read_back_from_its_cache(tmp_path):
+    """triton compiles for an H100 without one (its own ptxas); a warm start reads the cache
+    entry's metadata (``_static._Read``) instead of building triton's ``CompiledKernel``: both
+    give the launcher the same parameters. (In a new process: triton's interpreter, once it
+    ran in a process, leaves ``triton.language`` patched for itself.)"""
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    env.pop("TRITON_INTERPRET", None)
+    script = tmp_path / "compile.py"  # (triton reads a kernel's source from its file)
+    script.write_text(_COMPILE_FOR_AN_H100)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["declared"] == 4
+    codes, extra = got["form"]
+    assert codes.startswith("OOif") and codes[4:] == "O" * len(extra)
+    assert got["form_read"] == got["form"]
+    assert got["warps"][0] == got["warps"][1] and got["shared"][0] == got["shared"][1]
 
 
 def test_without_a_static_launcher_nothing_is_loaded_for_it():
