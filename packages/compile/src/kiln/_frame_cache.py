@@ -175,13 +175,19 @@ def _methods(codes: tuple[types.CodeType, ...], classes: list[type]) -> list[Any
     for cls in classes:
         if "<" in cls.__qualname__:
             continue
-        names = dict.fromkeys(name for base in cls.__mro__ for name in vars(base))
-        for name in names:
-            for attr in (name, f"{name}.__wrapped__"):
-                fn = _function_at(cls, attr)
-                if fn is not None and id(fn.__code__) in traced:
-                    found.add(id(fn.__code__))
-                    out.append([cls.__module__, cls.__qualname__, attr, code_digest(fn.__code__)])
+        resolved: dict[str, Any] = {}  # each attribute as the MRO resolves it (``_static_lookup``), in one pass
+        for base in cls.__mro__:
+            for name, value in vars(base).items():
+                resolved.setdefault(name, value)
+        for name, value in resolved.items():
+            fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            if type(fn) is not types.FunctionType:
+                continue
+            wrapped = vars(fn).get("__wrapped__")
+            for attr, f in ((name, fn), (f"{name}.__wrapped__", wrapped)):
+                if type(f) is types.FunctionType and id(f.__code__) in traced:
+                    found.add(id(f.__code__))
+                    out.append([cls.__module__, cls.__qualname__, attr, code_digest(f.__code__)])
     for key, code in traced.items():
         if key not in found and not os.path.isabs(code.co_filename):
             raise _portable.Unportable(f"{code.co_qualname} ({code.co_filename}) has no file and is no method of a "
