@@ -137,3 +137,26 @@ def test_a_cat_clamps_each_index_only_where_its_bounds_may_not_hold():
         for value in (0, 3, 63, 64, 130):  # the same numbers as the clamp
             at = {x: value, s: 70}
             assert got.subs(at) == max(min(expr.subs(at), size.subs(at) - 1), 0)
+
+
+def test_a_flat_index_of_symbols_and_numbers_is_what_sympy_expands_it_to():
+    """``_ir._flat_index`` builds a sum of monomials without sympy's ``expand``, and expands
+    the rest: equal expressions either way, on random indexes, strides and offsets."""
+    import random
+
+    import sympy
+
+    from kiln.inductor._ir import _flat_index
+
+    rng = random.Random(0)
+    xs = sympy.symbols("x0:4", integer=True, nonnegative=True)
+    ss = sympy.symbols("s0:3", integer=True, positive=True)
+    pieces = [*xs, *ss, sympy.Integer(0), sympy.Integer(1), sympy.Integer(7), 3 * xs[0], ss[0] * ss[1],
+              xs[1] - 2, sympy.Max(0, sympy.Min(1, xs[0] - 4)), 2 * (ss[2] + 1), xs[2] * (ss[0] - 1)]
+    for _ in range(300):
+        n = rng.randint(1, 4)
+        index = tuple(rng.choice(pieces) for _ in range(n))
+        strides = tuple(rng.choice(pieces) for _ in range(n))
+        offset = rng.choice(pieces)
+        expected = sympy.expand(offset + sum((i * s for i, s in zip(index, strides, strict=True)), sympy.Integer(0)))
+        assert _flat_index.__wrapped__(index, strides, offset) == expected, (index, strides, offset)
