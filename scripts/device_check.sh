@@ -19,6 +19,9 @@
 #   matmul   benchmarks/matmul_bench.py: matmul templates against torch's max-autotune ($OUT/matmul.json)
 #   restart  benchmarks/restart_bench.py: cold and warm first calls of a restarted program,
 #            block-bf16-train and gpt2, without the profiler ($OUT/restart.json)
+#   restart-kiln  restart_bench.py for kiln alone (torch's stack runs past a call's limit with both
+#            cases; its H100 figures are in benchmarks/results), then again under the profiler
+#            with kiln's phase logs ($OUT/restart-kiln.json, $OUT/prof/)
 #   roprof   benchmarks/host_profile.py under reduce-overhead for bert and gpt2 (or $ROPROF_CASES), with each
 #            compiler's 15 kernels of most device time (the reduce-overhead gap's first step)
 #   tests-gpu  the tests that take the GPU path: tests/inductor, tests/aotgrad and the CUDA tests
@@ -72,6 +75,11 @@ for step in "${steps[@]}"; do
     matmul) run matmul 400 env KILN_LOGS=perf_hints python3 benchmarks/matmul_bench.py --json "$out/matmul.json" ;;
     restart) run restart 400 python3 benchmarks/restart_bench.py --cases block-bf16-train,gpt2 \
                --json "$out/restart.json" ;;
+    restart-kiln)
+      run restart-kiln 200 python3 benchmarks/restart_bench.py --cases block-bf16-train,gpt2 --stacks kiln \
+        --json "$out/restart-kiln.json"
+      run restart-kiln-profile 200 env KILN_LOGS=perf python3 benchmarks/restart_bench.py --cases block-bf16-train,gpt2 \
+        --stacks kiln --profile "$out/prof" ;;
     roprof) run roprof 400 python3 benchmarks/host_profile.py --cases "${ROPROF_CASES:-bert,gpt2}" --mode reduce-overhead \
               --device-top 15 ;;
     harness) run harness 240 python3 -m benchmarks run --suite overhead,capture,kernels,models,recompiles \
