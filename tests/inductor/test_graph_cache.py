@@ -40,6 +40,16 @@ PROGRAM = textwrap.dedent("""
 
     counted(aot_api, "trace", "traces")
     counted(inductor_compile, "lower_graph", "lowered")
+    import kiln.inductor._graph_cache as graph_cache
+    code_loads = []
+    code_of = graph_cache._wrapper_code_of
+
+    def counted_code_of(entry, code):  # a wrapper's code object loaded from its record
+        got = code_of(entry, code)
+        code_loads.append(got is not None)
+        return got
+
+    graph_cache._wrapper_code_of = counted_code_of
 
     def infer(x):
         return torch.softmax(x * 3, -1) + 1
@@ -65,7 +75,8 @@ PROGRAM = textwrap.dedent("""
     builders = list(kiln.session().kernels.values())
     cache = kiln.session().graph_cache
     print(json.dumps({**counts, "built": sum(b.stats.compiled for b in builders),
-                      "hits": cache.hits, "misses": cache.misses, "stored": cache.stored}))
+                      "hits": cache.hits, "misses": cache.misses, "stored": cache.stored,
+                      "wrapper_codes_loaded": sum(code_loads)}))
 """)
 
 
@@ -80,9 +91,36 @@ def _run(tmp_path, program=PROGRAM, **env):
 
 def test_a_second_process_traces_lowers_and_builds_nothing(tmp_path):
     first, _ = _run(tmp_path)
-    assert first == {"traces": 2, "lowered": 3, "built": 3, "hits": 0, "misses": 2, "stored": 2}
+    assert first == {"traces": 2, "lowered": 3, "built": 3, "hits": 0, "misses": 2, "stored": 2,
+                     "wrapper_codes_loaded": 0}
     second, _ = _run(tmp_path)
-    assert second == {"traces": 0, "lowered": 0, "built": 0, "hits": 2, "misses": 0, "stored": 0}
+    # (each graph's wrapper as compiled code: its source is not compiled again)
+    assert second == {"traces": 0, "lowered": 0, "built": 0, "hits": 2, "misses": 0, "stored": 0,
+                      "wrapper_codes_loaded": 3}
+
+
+def test_a_wrapper_code_the_record_keeps_is_used_only_for_its_source_and_bytecode():
+    """``_graph_cache._wrapper_code_of``: the marshalled code of the same source under this
+    interpreter's tag; None (the source compiled instead) for another tag, another source's
+    code, a truncated or malformed blob, or no entry."""
+    import base64
+
+    from kiln.inductor import _graph_cache as gc
+
+    source, other = "def call(args):\n    return args\n", "def call(args):\n    return ()\n"
+    entry = gc._wrapper_code_record(source)
+    code = gc._wrapper_code_of(entry, source)
+    assert code is not None and code.co_filename == gc._wrapper_filename(source)
+    namespace = {}
+    exec(code, namespace)
+    assert namespace["call"]([1]) == [1]
+    assert gc._wrapper_code_of(["cpython-00:0000", entry[1]], source) is None  # another bytecode
+    assert gc._wrapper_code_of(gc._wrapper_code_record(other), source) is None  # another source's code
+    blob = base64.b64decode(entry[1])
+    assert gc._wrapper_code_of([entry[0], base64.b64encode(blob[: len(blob) // 2]).decode()], source) is None
+    assert gc._wrapper_code_of([entry[0], "not base64!"], source) is None
+    assert gc._wrapper_code_of([entry[0], base64.b64encode(b"\x00" * 7).decode()], source) is None
+    assert gc._wrapper_code_of(None, source) is None and gc._wrapper_code_of([entry[0]], source) is None
 
 
 def test_the_graph_cache_switched_off_compiles_again(tmp_path):
