@@ -643,7 +643,9 @@ def exec_wrapper(code: str, namespace: dict[str, Any], compiled: types.CodeType 
     return namespace["call"]
 
 
+@functools.lru_cache(maxsize=64)
 def _wrapper_filename(code: str) -> str:
+    """(cached: a warm start asks it for the record's code and for linecache)"""
     return f"<kiln.inductor wrapper {hashlib.sha1(code.encode()).hexdigest()[:12]}>"
 
 
@@ -653,6 +655,7 @@ def _compiled_wrapper(code: str) -> types.CodeType:
     return compile(code, _wrapper_filename(code), "exec")
 
 
+@functools.cache
 def _code_tag() -> str:
     """What a marshalled code object depends on: this interpreter's bytecode (its magic
     number) and implementation."""

@@ -161,7 +161,7 @@ def load_entry(entry: dict[str, Any], declared: int | None = None) -> tuple[tupl
             static = as_static(read, key[0], declared)
             if static is not None:
                 return key, static
-            kernel = CompiledKernel(_Source(entry), files, entry["hash"])
+            kernel = CompiledKernel(read.src, files, entry["hash"])
             kernel._init_handles()
         if getattr(kernel, "function", None) is None:
             return None

@@ -47,7 +47,7 @@ _log = logging.getLogger("kiln")
 # triton's scalar types -> the launcher's type codes (each argument takes an 8-byte slot)
 _CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "l", "u8": "B", "u16": "H", "u32": "I", "u64": "K",
           "fp32": "f", "f32": "f", "fp64": "d"}
-_REGISTERS_PER_SM = 65536
+_REGISTERS_PER_BLOCK = 65536
 
 
 @functools.cache
@@ -85,18 +85,11 @@ def static_form(arg_names: Sequence[str], signature: dict[str, str], metadata: A
         return None
     if any(c != 1 for c in (getattr(metadata, "cluster_dims", None) or (1,))):
         return None
-    extra: list[None] = []
-    known = False
-    for field in ("global_scratch_size", "profile_scratch_size"):
-        size = getattr(metadata, field, None)
-        if size is None:
-            continue
-        known = True
-        if size != 0:
-            return None
-        extra.append(None)
-    if not known:
+    scratch = [getattr(metadata, f, None) for f in ("global_scratch_size", "profile_scratch_size")]
+    scratch = [size for size in scratch if size is not None]  # the areas this triton's kernels take
+    if not scratch or any(scratch):
         return None
+    extra = (None,) * len(scratch)
     codes: list[str] = []
     for i, name in enumerate(arg_names):
         kind = signature[name]
@@ -107,7 +100,7 @@ def static_form(arg_names: Sequence[str], signature: dict[str, str], metadata: A
             if code is None:
                 return None
             codes.append(code)
-    return "".join(codes) + "O" * len(extra), tuple(extra)
+    return "".join(codes) + "O" * len(extra), extra
 
 
 class StaticKernel:
@@ -181,7 +174,7 @@ def as_static(compiled: Any, device: int | None, declared: int | None) -> Static
         loaded = static._load_kernel(str(cubin), compiled.name, int(compiled.metadata.shared), device)
         kernel = StaticKernel(compiled, form, declared, tuple(loaded), static)
         registers = loaded[-2]
-        if registers * 32 * kernel.num_warps > _REGISTERS_PER_SM:
+        if registers * 32 * kernel.num_warps > _REGISTERS_PER_BLOCK:
             return None  # (unloaded with it) triton's launch raises its error
         return kernel
     except Exception:
