@@ -8,6 +8,9 @@ compile neither stops the others nor reaches the user."""
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -71,14 +74,26 @@ def _fn(x, y):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize(("dynamic", "processes"), [(False, True), (True, True), (False, False)])
 def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_compile, tmp_path, monkeypatch,
-                                                                           dynamic):
+                                                                           dynamic, processes):
     """... once each: one binary per kernel in triton's cache; each loaded onto the device
     (module and launcher, or for torch's static launcher) when compile_graph returned, not at
-    its first launch."""
+    its first launch. With ``processes``, every kernel compiled by the worker processes, which
+    this process's warmups then only read from the cache (one binary per kernel there: the
+    keys agree)."""
+    from kiln.inductor.triton import _compile_pool, _precompile
+
+    results = []
+
+    def spy(calls, size):
+        results.append(_compile_pool.compile_in_workers(calls, size))
+        return results[-1]
+
+    monkeypatch.setattr(_precompile, "compile_in_workers", spy)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path)}
+    options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path),
+               "inductor.compile_processes": processes}
     x = torch.randn(48, 80, device="cuda")
     y = torch.randn(48 * 80 + 1, device="cuda")[1:].view(48, 80)  # 4 bytes past an aligned address
     torch.manual_seed(0)
@@ -96,6 +111,7 @@ def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_com
     assert len(_static_loaded(graph)) == (graph.kernels if launcher() is not None else 0)
     assert _compiled_per_kernel(graph) == before  # the first call's launches compiled nothing more
     assert len(list((tmp_path / "triton").rglob("*.cubin"))) == graph.kernels
+    assert results == ([(graph.kernels, 0)] if processes else [])
 
 
 @pytest.mark.gpu
@@ -199,3 +215,110 @@ def test_the_kernel_of_a_compile_future_is_its_result():
     assert finalized == [kernel]
     assert _compiled(future_kernel(failed)) is None
     assert _compiled(kernel) is kernel
+
+
+_KERNEL = '''
+
+@triton.jit
+def kernel0(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tl.store(out_ptr0 + xindex, libdevice.tanh(tl.load(in_ptr0 + xindex, mask=xmask)) * 2, mask=xmask)
+'''
+
+
+def _spec_for_hopper():
+    """triton's specialization data of kernel0 above for an H100, as its ``jit_cache_hook``
+    gets it, made without a GPU; the target, options and ASTSource parts."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import serialize_specialization_data
+
+    target = GPUTarget("cuda", 90, 32)
+    signature = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"}
+    constexprs = {(3,): 128}
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
+    options = make_backend(target).parse_options({"num_warps": 4})
+    spec = serialize_specialization_data("kernel0", signature, constexprs, attrs, options, "key", target)
+    return spec, target, signature, constexprs, attrs, options
+
+
+@pytest.mark.skipif(CUDA, reason="the GPU tests above cover it there")
+def test_a_worker_compiles_into_the_cache_the_launch_reads(tmp_path, monkeypatch):
+    """A worker process compiles kernel0 for an H100 into triton's cache (no GPU needed); the
+    same compile in this process then finds it there: one binary in the cache, not two."""
+    pytest.importorskip("triton.backends.nvidia")
+    from kiln.inductor.triton._compile_pool import CompilePool, Job
+    from kiln.inductor.triton._runtime import HEADER
+
+    cache = tmp_path / "triton-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    path = tmp_path / "kiln_triton_worker_test.py"
+    path.write_text(HEADER + _KERNEL)
+    spec, target = _spec_for_hopper()[:2]
+    pool = CompilePool(2)
+    try:
+        bad = Job(str(path), "kiln_triton_worker_test", "no_such_kernel", spec, [target.backend, target.arch, 32])
+        good = Job(str(path), "kiln_triton_worker_test", "kernel0", spec, [target.backend, target.arch, 32])
+        pool.compile([bad, good])
+    finally:
+        pool.close()
+    assert good.error is None and good.seconds > 0
+    assert bad.error is not None and "no_such_kernel" in bad.error
+    binaries = sorted(cache.rglob("*.cubin"))
+    assert len(binaries) == 1
+    # a process of its own (this one runs triton's interpreter): the module imported under the
+    # same name, the same compile, as the launch would
+    script = f"""
+import importlib.util, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import triton
+from triton.compiler import ASTSource
+from test_triton_precompile import _spec_for_hopper
+spec, target, signature, constexprs, attrs, options = _spec_for_hopper()
+module_spec = importlib.util.spec_from_file_location("kiln_triton_worker_test", {str(path)!r})
+module = importlib.util.module_from_spec(module_spec)
+sys.modules["kiln_triton_worker_test"] = module
+module_spec.loader.exec_module(module)
+kernel = triton.compile(ASTSource(module.kernel0, signature, constexprs, attrs), target=target, options=options.__dict__)
+sys.stdout.buffer.write(kernel.asm["cubin"])
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert sorted(cache.rglob("*.cubin")) == binaries and done.stdout == binaries[0].read_bytes()
+
+
+@pytest.mark.skipif(CUDA, reason="the GPU tests above cover the pool there")
+def test_a_worker_started_for_a_target_has_done_its_first_compile_before_its_first_job(tmp_path, monkeypatch):
+    """A pool started with a GPU target warms each worker up (a first compile into a throwaway
+    cache, removed): its first job then costs a kernel's compile, not triton's first-compile
+    setup as a worker started without one pays."""
+    pytest.importorskip("triton.backends.nvidia")
+    from kiln.inductor.triton._compile_pool import CompilePool, Job
+    from kiln.inductor.triton._runtime import HEADER
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where the worker's throwaway cache goes
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    path = tmp_path / "kiln_triton_warm_test.py"
+    path.write_text(HEADER + _KERNEL)
+    spec, target = _spec_for_hopper()[:2]
+    seconds = {}
+    for warm in (False, True):
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / f"cache-{warm}"))
+        pool = CompilePool(1)
+        try:
+            pool.start([target.backend, target.arch, 32] if warm else None)
+            job = Job(str(path), "kiln_triton_warm_test", "kernel0", spec, [target.backend, target.arch, 32])
+            pool.compile([job])
+        finally:
+            pool.close()
+        assert job.error is None
+        assert len(list((tmp_path / f"cache-{warm}").rglob("*.cubin"))) == 1  # the job's binary only
+        seconds[warm] = job.seconds
+    assert seconds[True] < seconds[False] / 2, seconds
+    assert list(scratch.iterdir()) == []  # the throwaway cache removed

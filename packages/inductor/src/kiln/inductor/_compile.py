@@ -27,6 +27,8 @@ import dataclasses
 import logging
 from typing import Any
 
+import torch
+
 from kiln.fxgraph import GraphModule
 
 from ._config import InductorConfig, cache_root
@@ -81,6 +83,8 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         if cached is not None:
             return cached
     facts = cudagraph_facts(gm)  # before the lowering, which may rewrite gm
+    if config.compile_processes and config.compile_threads != 1 and not interpreting():
+        _start_compile_workers(gm, config)  # they start triton while the graph is lowered
     templates = "off" if not config.max_autotune or config.matmul_templates == "never" else config.matmul_templates
     policy = FusionPolicy(fuse=config.fuse, random_in_kernels=config.random_in_kernels,
                           layout_optimization=config.layout_optimization, cpu_backend=config.cpu_backend,
@@ -223,6 +227,30 @@ def _matmul_chooser(gm: GraphModule, config: InductorConfig) -> Any:
     return choose
 
 
+def _start_compile_workers(gm: GraphModule, config: InductorConfig) -> None:
+    """Start the Triton compile workers (``triton._compile_pool``) for the device of the first
+    CUDA input of ``gm``, if it has one."""
+    device = _cuda_input_device(gm)
+    if device is None:
+        return
+    from .triton._precompile import start_workers
+
+    try:
+        start_workers(config.compile_threads or None, device)
+    except Exception:  # compiled in this process instead
+        _log.warning("kiln.inductor: starting the Triton compile workers failed", exc_info=True)
+
+
+def _cuda_input_device(gm: GraphModule) -> int | None:
+    """The device index of the first CUDA tensor among ``gm``'s inputs, or None."""
+    for node in gm.graph.find_nodes("placeholder"):
+        val = node.meta.get("val")
+        for v in val if isinstance(val, (list, tuple)) else (val,):
+            if isinstance(v, torch.Tensor) and v.device.type == "cuda":
+                return v.device.index if v.device.index is not None else torch.cuda.current_device()
+    return None
+
+
 def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],
                 functions: dict[str, Any], config: InductorConfig) -> dict[str, tuple[tuple, Any]]:
     """The Triton kernels compiled for the first call, in parallel (``triton._precompile``):
@@ -234,7 +262,7 @@ def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], lau
     try:
         seconds, compiled = precompile(launches, functions, {k.name: k.device for k in kernels},
                                        {b.name: b for b in graph.buffers}, size_hint(shape_env(gm)),
-                                       config.compile_threads or None)
+                                       config.compile_threads or None, config.compile_processes)
     except Exception:
         _log.warning("kiln.inductor: compiling the Triton kernels ahead failed; each compiles at its launch",
                      exc_info=True)

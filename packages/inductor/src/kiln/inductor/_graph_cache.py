@@ -310,7 +310,7 @@ def graph_description(gm: GraphModule, describer: GraphDescriber | None = None, 
 
 def _config_fields(config: InductorConfig) -> dict[str, Any]:
     fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-              if f.name not in ("cache_dir", "graph_cache", "cudagraphs", "cudagraph_max_shapes")}
+              if f.name not in ("cache_dir", "graph_cache", "cudagraphs", "cudagraph_max_shapes", "compile_processes")}
     if seeds_in_memory(config):  # the Triton kernels of random ops read their seed from memory
         fields["seeds_in_memory"] = True
     return fields
@@ -342,7 +342,8 @@ def _triton_version() -> str | None:
 def cache_identity(config: InductorConfig) -> list[Any]:
     """What every key of a graph compiled with ``config`` shares: the record version, kiln's
     sources, the torch and Python versions, the C++ compiler, its version and flags, the ISA,
-    and the config (less where the cache is and the CUDA graph fields); with ``max_autotune``,
+    and the config (less where the cache is, the CUDA graph fields and whether worker processes
+    compile the Triton kernels); with ``max_autotune``,
     the GPUs and whether float32 matrix products may use TF32 (a template's ``tl.dot`` follows it)."""
     identity = [_RECORD_VERSION, _build_identity(), _config_fields(config)]
     if config.max_autotune:  # the wrapper holds launches measured on these GPUs

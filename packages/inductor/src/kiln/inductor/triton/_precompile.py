@@ -11,12 +11,16 @@ threads, through triton's ``warmup`` (which compiles for given arguments without
   off that alignment (an input or ATen result at an offset); a size parameter is its value on the example inputs (triton
   specializes integers equal to 1 and multiples of 16); the seed is left unspecialized
   (``do_not_specialize``), so any int64 will do (a seed read from memory is an int64 tensor);
-- the threads compile at once where triton lets them: with ``AsyncCompileMode`` (triton's
-  compile of a warmed-up kernel goes to the pool; the next warmup starts at once), else a
-  thread per ``warmup`` call. (Triton's front end holds the GIL, so they overlap only in
-  part. Worker processes compiling from the specialization data triton's ``jit_cache_hook``
-  gives were tried, commit 5b3fa0b, and measured slower on an H100: 5.55 s against 4.33 s for
-  a transformer block's training step; fresh workers pay triton's first-compile setup.)
+- worker processes compile them first where ``processes`` (``_compile_pool``: triton's front
+  end and its LLVM linking hold the GIL, so threads overlap about half of a compile: 8
+  kernels for an H100 on a 2-core CPU took 0.54 s one after another, 0.40 s in 2 threads),
+  into triton's disk cache;
+- then the threads run the warmups, each loading its kernel from that cache or, where no
+  worker compiled it, compiling it, at once where triton lets them: with ``AsyncCompileMode``
+  (triton's compile of a warmed-up kernel goes to the pool; the next warmup starts at once),
+  else a thread per ``warmup`` call. (The workers were first tried without warming them up,
+  commit 5b3fa0b, and measured slower on an H100: each fresh worker paid triton's first
+  compile, about 0.45 s, on its first kernel. They now pay it when they start.)
 - each compiled kernel is loaded in the same threads as soon as its compile is done, not at
   its first launch (``_Loader``): for torch's static CUDA launcher where it takes the kernel
   (``_static_launch``), else with triton's launcher, which triton 3.6 builds per argument
@@ -42,9 +46,10 @@ from typing import Any
 import torch
 
 from .._ir import SEED, SEED_PTR
+from ._compile_pool import compile_in_workers, pool
 from ._static_launch import as_static, declared_of
 
-__all__ = ["compile_in_parallel", "precompile", "warmup_args"]
+__all__ = ["compile_in_parallel", "precompile", "start_workers", "warmup_args"]
 
 _log = logging.getLogger("kiln")
 
@@ -199,17 +204,20 @@ def warmup_args(launch: Any, buffers: dict[str, Any], hint: Callable[[Any], int]
 
 
 def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dict[str, str],
-               buffers: dict[str, Any], hint: Callable[[Any], int],
-               workers: int | None = None) -> tuple[float, dict[str, tuple[tuple, Any]]]:
+               buffers: dict[str, Any], hint: Callable[[Any], int], workers: int | None = None,
+               processes: bool = False) -> tuple[float, dict[str, tuple[tuple, Any]]]:
     """Compile the Triton kernels ``launches`` (by name; ``functions``: their loaded triton
-    functions; ``devices``: each one's device) for their first call, in parallel; the
-    seconds it took, and by name the ``Launch`` key of the first call's arguments and the
-    kernel compiled and loaded for them (``_static.key_of_warmup``). A kernel whose arguments
-    cannot be made here (a size with no example value) is left to compile at its launch."""
+    functions; ``devices``: each one's device) for their first call, in parallel: in worker
+    processes (``_compile_pool``) where ``processes``, then in this process's threads (which
+    load what the workers compiled and compile what they did not); the seconds it took, and by
+    name the ``Launch`` key of the first call's arguments and the kernel compiled and loaded
+    for them (``_static.key_of_warmup``). A kernel whose arguments cannot be made here (a size
+    with no example value) is left to compile at its launch."""
     from ._static import key_of_warmup
 
     start = time.perf_counter()
     by_device: dict[int, list[Callable[[], Any]]] = {}
+    jitted: dict[int, list[Any]] = {}  # by device: each call's triton function
     keys: dict[int, list[tuple[str, tuple | None]]] = {}
     for name, launch in launches.items():
         device = torch.device(devices[name])
@@ -228,14 +236,39 @@ def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dic
         fn, meta = functions[name], launch.launch_meta()
         by_device.setdefault(index, []).append(lambda fn=fn, args=args, grid=grid, meta=meta:
                                                fn.warmup(*args, grid=grid, **meta))
+        jitted.setdefault(index, []).append(fn)
         keys.setdefault(index, []).append((name, key_of_warmup(index, launch_kinds(launch), args)))
     compiled: dict[str, tuple[tuple, Any]] = {}
+    size = _size(workers)
     for index, calls in by_device.items():
-        kernels = compile_in_parallel(calls, workers or min(8, os.cpu_count() or 1), index)
+        if processes:
+            try:
+                with torch.cuda.device(index):
+                    compile_in_workers(list(zip(jitted[index], calls, strict=True)), size)
+            except Exception:  # compiled by the threads instead
+                _log.warning("kiln.inductor: compiling Triton kernels in worker processes failed", exc_info=True)
+        kernels = compile_in_parallel(calls, size, index)
         for (name, key), kernel in zip(keys[index], kernels, strict=True):
             if key is not None and kernel is not None:
                 compiled[name] = (key, kernel)
     return time.perf_counter() - start, compiled
+
+
+def start_workers(workers: int | None, device: int) -> None:
+    """Start the compile workers ahead of a compile that will need them, for CUDA device
+    ``device``'s target: they import triton and compile a first kernel while this process
+    lowers the graph."""
+    from triton.runtime import driver
+
+    with torch.cuda.device(device):
+        t = driver.active.get_current_target()
+    pool(_size(workers)).start([t.backend, t.arch, t.warp_size])
+
+
+def _size(workers: int | None) -> int:
+    """Threads or processes compiling at once: ``workers``, else one per CPU up to 8 (a
+    process running several kiln programs, such as a test run, starts no more than that)."""
+    return max(1, workers or min(8, os.cpu_count() or 1))
 
 
 def launch_kinds(launch: Any) -> list[str]:
