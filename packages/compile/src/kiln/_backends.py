@@ -105,7 +105,7 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
     cache on (``kiln.config.graph_cache`` and the inductor config's ``graph_cache``), what a
     process compiled before for this graph and these inputs is loaded from disk instead
     (``_compiled_cache``), and what is compiled here is recorded."""
-    from kiln.inductor import InductorConfig, aten_compiler, decompositions
+    from kiln.inductor import InductorConfig, aten_compiler, decompositions, start_compile_workers
 
     from . import _compiled_cache
     from ._config import config as kiln_config
@@ -130,6 +130,7 @@ def _inductor(gm: Any, example_inputs: list[Any], context: CompileContext | None
                 context.records["graph"] = runtime.cache_variant
                 return runtime
             context.graph_cache.misses += 1
+    start_compile_workers(config, example_inputs)  # they start triton while aotgrad traces
     compile_aten = aten_compiler(config, context.kernels if context is not None else None)
     halves: dict[str, Any] = {}
 

@@ -15,7 +15,7 @@ from kiln.inductor._config import InductorConfig
 __version__ = "0.1.0"
 
 _WHERE = {
-    "CompiledGraph": "_graph_cache", "compile_graph": "_compile", "InductorUnsupported": "_graph", "aten_compiler": "_api",
+    "CompiledGraph": "_graph_cache", "compile_graph": "_compile", "start_compile_workers": "_compile", "InductorUnsupported": "_graph", "aten_compiler": "_api",
     "backend": "_api", "decompositions": "_api", "FusionPolicy": "_policy", "lower_graph": "_graph", "schedule": "_scheduler",
     "CudaGraphRunner": "_cudagraphs", "CudagraphGroup": "_cudagraphs",
     # the disk caches (``_graph_cache``, ``_entries``), also used by the umbrella's cache of

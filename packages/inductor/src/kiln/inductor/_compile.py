@@ -61,7 +61,7 @@ from .cpp._libraries import build_jobs, split_kernels
 from .triton import render_kernel as render_triton
 from .triton._runtime import interpreting, module_source
 
-__all__ = ["CompiledGraph", "InductorUnsupported", "cache_root", "compile_graph"]
+__all__ = ["CompiledGraph", "InductorUnsupported", "cache_root", "compile_graph", "start_compile_workers"]
 
 _code_log = logging.getLogger("kiln.output_code")
 _log = logging.getLogger("kiln")
@@ -83,8 +83,7 @@ def compile_graph(gm: GraphModule, config: InductorConfig | None = None,
         if cached is not None:
             return cached
     facts = cudagraph_facts(gm)  # before the lowering, which may rewrite gm
-    if config.compile_processes and config.compile_threads != 1 and not interpreting():
-        _start_compile_workers(gm, config)  # they start triton while the graph is lowered
+    start_compile_workers(config, _placeholder_values(gm))  # they start triton while the graph is lowered
     templates = "off" if not config.max_autotune or config.matmul_templates == "never" else config.matmul_templates
     policy = FusionPolicy(fuse=config.fuse, random_in_kernels=config.random_in_kernels,
                           layout_optimization=config.layout_optimization, cpu_backend=config.cpu_backend,
@@ -227,28 +226,31 @@ def _matmul_chooser(gm: GraphModule, config: InductorConfig) -> Any:
     return choose
 
 
-def _start_compile_workers(gm: GraphModule, config: InductorConfig) -> None:
+def start_compile_workers(config: InductorConfig, inputs: list[Any]) -> None:
     """Start the Triton compile workers (``triton._compile_pool``) for the device of the first
-    CUDA input of ``gm``, if it has one."""
-    device = _cuda_input_device(gm)
+    CUDA tensor among ``inputs`` (a graph's example inputs), if the config has them and an
+    input is one; already started, nothing more is done."""
+    if not config.compile_processes or config.compile_threads == 1 or interpreting():
+        return
+    device = next((v.device for v in inputs if isinstance(v, torch.Tensor) and v.device.type == "cuda"), None)
     if device is None:
         return
     from .triton._precompile import start_workers
 
     try:
-        start_workers(config.compile_threads or None, device)
+        start_workers(config.compile_threads or None,
+                      device.index if device.index is not None else torch.cuda.current_device())
     except Exception:  # compiled in this process instead
         _log.warning("kiln.inductor: starting the Triton compile workers failed", exc_info=True)
 
 
-def _cuda_input_device(gm: GraphModule) -> int | None:
-    """The device index of the first CUDA tensor among ``gm``'s inputs, or None."""
+def _placeholder_values(gm: GraphModule) -> list[Any]:
+    """The example values of ``gm``'s inputs (``meta["val"]``; a list's items)."""
+    values: list[Any] = []
     for node in gm.graph.find_nodes("placeholder"):
         val = node.meta.get("val")
-        for v in val if isinstance(val, (list, tuple)) else (val,):
-            if isinstance(v, torch.Tensor) and v.device.type == "cuda":
-                return v.device.index if v.device.index is not None else torch.cuda.current_device()
-    return None
+        values.extend(val if isinstance(val, (list, tuple)) else (val,))
+    return values
 
 
 def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],
