@@ -8,15 +8,12 @@ is left to triton's launcher."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from collections import namedtuple
 
 import pytest
 import torch
+from triton_support import compile_for_an_h100
 
 from kiln.inductor.triton._static_launch import (
     StaticKernel,
@@ -121,13 +118,7 @@ def test_the_form_of_a_kernel_triton_compiled_as_read_back_from_its_cache(tmp_pa
     entry's metadata (``_static._Read``) instead of building triton's ``CompiledKernel``: both
     give the launcher the same parameters. (In a new process: triton's interpreter, once it
     ran in a process, leaves ``triton.language`` patched for itself.)"""
-    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton")}
-    env.pop("TRITON_INTERPRET", None)
-    script = tmp_path / "compile.py"  # (triton reads a kernel's source from its file)
-    script.write_text(_COMPILE_FOR_AN_H100)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = compile_for_an_h100(_COMPILE_FOR_AN_H100, tmp_path)
     assert got["declared"] == 4
     codes, extra = got["form"]
     assert codes.startswith("OOif") and codes[4:] == "O" * len(extra)

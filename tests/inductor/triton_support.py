@@ -22,3 +22,22 @@ def run_like_eager(fn, *args, dynamic=None, **compare):
         actual = kiln.compile(fn, options=OPTIONS, dynamic=dynamic)(*args)
     torch.testing.assert_close(actual, expected, equal_nan=True, **compare)
     return actual
+
+
+def compile_for_an_h100(script: str, tmp_path) -> dict:
+    """Run ``script`` (it compiles kernels with triton for an H100 target, which needs no GPU:
+    triton's own ptxas) in a new process with its own triton cache and without the
+    interpreter (which, once it ran in a process, leaves ``triton.language`` patched for
+    itself); the JSON object its last line prints."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    env.pop("TRITON_INTERPRET", None)
+    path = tmp_path / "compile.py"  # (triton reads a kernel's source from its file)
+    path.write_text(script)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

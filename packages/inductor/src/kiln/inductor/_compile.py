@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -226,7 +227,7 @@ def _matmul_chooser(gm: GraphModule, config: InductorConfig) -> Any:
     return choose
 
 
-def start_compile_workers(config: InductorConfig, inputs: list[Any]) -> None:
+def start_compile_workers(config: InductorConfig, inputs: Iterable[Any]) -> None:
     """Start the Triton compile workers (``triton._compile_pool``) for the device of the first
     CUDA tensor among ``inputs`` (a graph's example inputs), if the config has them and an
     input is one; already started, nothing more is done."""
@@ -244,13 +245,12 @@ def start_compile_workers(config: InductorConfig, inputs: list[Any]) -> None:
         _log.warning("kiln.inductor: starting the Triton compile workers failed", exc_info=True)
 
 
-def _placeholder_values(gm: GraphModule) -> list[Any]:
-    """The example values of ``gm``'s inputs (``meta["val"]``; a list's items)."""
-    values: list[Any] = []
+def _placeholder_values(gm: GraphModule) -> Iterator[Any]:
+    """The example values of ``gm``'s inputs (``meta["val"]``; a list's items), read only as
+    far as the caller goes (none where the workers are off)."""
     for node in gm.graph.find_nodes("placeholder"):
         val = node.meta.get("val")
-        values.extend(val if isinstance(val, (list, tuple)) else (val,))
-    return values
+        yield from val if isinstance(val, (list, tuple)) else (val,)
 
 
 def _precompile(gm: GraphModule, graph: LoweredGraph, kernels: list[Kernel], launches: dict[str, Any],

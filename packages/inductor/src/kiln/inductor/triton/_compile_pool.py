@@ -13,7 +13,7 @@ warmup that follows finds each binary there and only loads it.
   hook it replaced: another thread's launch is never skipped.
 - The workers are ``python -m kiln.inductor.triton._compile_worker`` subprocesses in their own
   session (a Ctrl-C at the terminal is the parent's), started when a graph on a CUDA device
-  is first compiled (before it is lowered), with this process's ``sys.path`` as their
+  is first compiled (after a whole-graph cache miss, before aotgrad traces it), with this process's ``sys.path`` as their
   ``PYTHONPATH``; they import triton and kiln's small Triton runtime, never torch, and each
   compiles a first kernel for the device's target into a throwaway cache, so that triton's
   setup of a process's first compile is done before their first job. One that fails or dies only costs its kernels a compile in this
@@ -128,7 +128,6 @@ class CompilePool:
         if not jobs:
             return
         with self._lock:
-            self._start()
             self.workers = [w for w in self.workers if w.process.poll() is None]
             self._start()
             workers = list(self.workers)
@@ -190,6 +189,8 @@ def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]]) -> list[tuple[
 
     runtime = triton.knobs.runtime
     previous = runtime.jit_cache_hook
+    t = driver.active.get_current_target()  # (the caller's device: every call's)
+    target = [t.backend, t.arch, t.warp_size]
     thread = threading.get_ident()
     current: list[Any] = [None]
     found: list[tuple[Any, str, list[Any]]] = []
@@ -202,8 +203,7 @@ def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]]) -> list[tuple[
         spec = (kwargs.get("compile") or {}).get("specialization_data")
         if spec is None:
             return None  # a triton without it: compiled here
-        t = driver.active.get_current_target()
-        found.append((current[0], spec, [t.backend, t.arch, t.warp_size]))
+        found.append((current[0], spec, target))
         return True
 
     runtime.jit_cache_hook = hook

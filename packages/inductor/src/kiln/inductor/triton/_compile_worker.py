@@ -30,17 +30,20 @@ import time
 import traceback
 from typing import Any
 
-_modules: dict[str, Any] = {}
-
 
 def _module(path: str, name: str) -> Any:
-    module = _modules.get(path)
-    if module is None:
+    """The generated module at ``path``, imported once under ``name`` (the parent's: triton
+    looks kernels' modules up by name in ``sys.modules``, which keeps it)."""
+    module = sys.modules.get(name)
+    if module is None or getattr(module, "__file__", None) != path:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # triton looks kernels' modules up by name
-        spec.loader.exec_module(module)
-        _modules[path] = module
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
     return module
 
 

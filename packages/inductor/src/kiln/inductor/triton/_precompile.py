@@ -216,8 +216,7 @@ def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dic
     from ._static import key_of_warmup
 
     start = time.perf_counter()
-    by_device: dict[int, list[Callable[[], Any]]] = {}
-    jitted: dict[int, list[Any]] = {}  # by device: each call's triton function
+    by_device: dict[int, list[tuple[Any, Callable[[], Any]]]] = {}  # (triton function, its warmup)
     keys: dict[int, list[tuple[str, tuple | None]]] = {}
     for name, launch in launches.items():
         device = torch.device(devices[name])
@@ -234,9 +233,8 @@ def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dic
             continue
         grid = (max(1, hint(launch.programs)),)
         fn, meta = functions[name], launch.launch_meta()
-        by_device.setdefault(index, []).append(lambda fn=fn, args=args, grid=grid, meta=meta:
-                                               fn.warmup(*args, grid=grid, **meta))
-        jitted.setdefault(index, []).append(fn)
+        by_device.setdefault(index, []).append((fn, lambda fn=fn, args=args, grid=grid, meta=meta:
+                                                fn.warmup(*args, grid=grid, **meta)))
         keys.setdefault(index, []).append((name, key_of_warmup(index, launch_kinds(launch), args)))
     compiled: dict[str, tuple[tuple, Any]] = {}
     size = _size(workers)
@@ -244,10 +242,10 @@ def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dic
         if processes:
             try:
                 with torch.cuda.device(index):
-                    compile_in_workers(list(zip(jitted[index], calls, strict=True)), size)
+                    compile_in_workers(calls, size)
             except Exception:  # compiled by the threads instead
                 _log.warning("kiln.inductor: compiling Triton kernels in worker processes failed", exc_info=True)
-        kernels = compile_in_parallel(calls, size, index)
+        kernels = compile_in_parallel([call for _, call in calls], size, index)
         for (name, key), kernel in zip(keys[index], kernels, strict=True):
             if key is not None and kernel is not None:
                 compiled[name] = (key, kernel)
