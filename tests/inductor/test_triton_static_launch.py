@@ -145,7 +145,7 @@ def _kernel():
         i = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
         m = i < n
         v = tl.load(x + i, m)
-        tl.store(out + i, v * k.to(tl.float32) + (seed % 1000).to(tl.float32), m)
+        tl.store(out + i, v * tl.cast(k, tl.float32) + (seed % 1000).to(tl.float32), m)
 
     return axpy
 
