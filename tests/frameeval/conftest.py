@@ -10,6 +10,8 @@ import kiln.frameeval as fe
 def clean_frameeval():
     fe.set_callback(None)
     fe.reset()
+    fe.keep_installed(False)  # kiln.compile keeps it installed for whatever ran before
+    assert not fe.is_installed()
     yield
     leftover = fe.set_callback(None)
     fe.reset()

@@ -25,10 +25,10 @@ from triton_support import CUDA
 import kiln
 from kiln.inductor import _api
 from kiln.inductor._ir import SEED, ComputedBuffer, InputBuffer
+from kiln.inductor.triton import _runtime
 from kiln.inductor.triton._kernel import Param, TritonKernel
 from kiln.inductor.triton._launch import Launch
 from kiln.inductor.triton._precompile import _compiled, compile_in_parallel, warmup_args
-from kiln.inductor.triton._runtime import _loaded
 from kiln.inductor.triton._static_launch import StaticKernel, launcher
 
 
@@ -43,7 +43,7 @@ def _compiled_per_kernel(graph, loaded=False):
     """How many compiled variants triton holds for each kernel of ``graph`` (its module is
     loaded once per process: ``_runtime._loaded``); ``loaded``: how many of them are loaded
     onto the device (module and triton's launcher, or for torch's static launcher)."""
-    module = next(m for m in _loaded.values() if Path(m.__file__).read_text() == graph.triton_code)
+    module = next(m for m in _runtime._loaded.values() if Path(m.__file__).read_text() == graph.triton_code)
     device = torch.cuda.current_device()
     static = _static_loaded(graph) if loaded else set()
     return {name: sum(1 for k in fn.device_caches[device][0].values()
@@ -92,6 +92,9 @@ def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_com
 
     monkeypatch.setattr(_precompile, "compile_in_workers", spy)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    # the kernels' modules loaded afresh: another case of this test in this process loaded the
+    # same source, whose triton functions hold their compiled kernels (none compiled again)
+    monkeypatch.setattr(_runtime, "_loaded", {})
     options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path),
                "inductor.compile_processes": processes}
     x = torch.randn(48, 80, device="cuda")

@@ -50,7 +50,7 @@ def test_objects_in_a_folded_frozenset_and_nested_code_are_bound():
 
 
 @pytest.mark.parametrize("case", ["closure_out", "returned_tuple", "stored_in_object", "nested_tuple"])
-def test_sizes_of_out_tensors_are_returned_as_sizes(case):
+def test_sizes_of_out_tensors_are_returned_as_sizes(case, fresh_kiln):
     class Box:
         pass
 
@@ -95,7 +95,7 @@ def test_sizes_of_out_tensors_are_returned_as_sizes(case):
     assert type(got) is type(expected)
 
 
-def test_strings_that_spell_a_reference_stay_strings():
+def test_strings_that_spell_a_reference_stay_strings(fresh_kiln):
     def f(x):
         return x + 1, "__kiln_graph", {"__kiln_k1": "__kiln_k1"}, torch.Size([2]), "a __kiln_k0 b"
 
