@@ -395,16 +395,18 @@ def _add_one(x):
     return (x + 1).sin()
 
 
-def pay_first_use(device: torch.device, stacks: list[str]) -> list[str]:
+def pay_first_use(device: torch.device, stacks: list[str], kiln_options: dict[str, Any] | None = None) -> list[str]:
     """Compile, run and differentiate a one-op function with each compiler (throwaway
-    caches), so that later first calls pay no imports or per-process setup; its errors."""
+    caches; kiln with ``kiln_options``, those of the compiles to come: e.g. its compile worker
+    processes, started by a first compile and kept, as torch's are), so that later first calls
+    pay no imports or per-process setup; its errors."""
     errors = []
     x = torch.randn(64, device=device, requires_grad=True)
     for stack in stacks:
         try:
             if stack == "kiln":
                 with tempfile.TemporaryDirectory(prefix="gpu-bench-") as d, _kiln_cache(d):
-                    kiln.compile(_add_one)(x).sum().backward()
+                    kiln.compile(_add_one, options=kiln_options)(x).sum().backward()
             else:
                 with _fresh_torch_cache():
                     torch.compile(_add_one)(x).sum().backward()

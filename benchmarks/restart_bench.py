@@ -5,7 +5,8 @@ For each case and compiler (``--stacks``), in a new empty cache directory (torch
 and triton's; kiln: kiln's, triton's under it):
 
 - **cold**: a new process makes the case (seeded), pays its imports and each compiler's
-  per-process first use on a one-op function (throwaway caches), then times the first call
+  per-process first use on a one-op function (throwaway caches; kiln with the timed
+  compile's options), then times the first call
   (compile included; a training case's forward, backward and SGD step; the device
   synchronized) and checks it against eager's;
 - **warm**: another new process does the same with the caches the cold one left. kiln's warm
@@ -64,8 +65,8 @@ def _child(case: str, stack: str, mode: str, device_name: str) -> dict[str, Any]
     if isinstance(work, str):
         return {"skipped": work}
     expected = variant(work, lambda m: m).first()
-    errors = pay_first_use(device, [stack])
     options = json.loads(os.environ.get("KILN_RESTART_OPTIONS") or "null")  # kiln's, for mode default
+    errors = pay_first_use(device, [stack], options)
     compiled = variant(work, Compiler(stack, mode) if options is None or stack != "kiln"
                        else (lambda fn: kiln.compile(fn, options=options)))
     if device.type == "cuda":

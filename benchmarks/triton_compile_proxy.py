@@ -1,0 +1,162 @@
+"""What a model case's Triton kernels cost to compile for an H100, measured on a machine
+without a GPU: the cold start's largest part, where device time is scarce.
+
+The case's first call runs through kiln with Triton kernels on the CPU (triton's interpreter,
+``inductor.cpu_backend=triton``, the CPU sizes of gpu_bench.py); each kernel launch is
+recorded with the specialization triton would give its arguments on a GPU (pointers aligned
+to 16 bytes where their address is, integers equal to 1 as constants, multiples of 16
+divisible). A second process (``--python``: e.g. an interpreter whose triton is the GPU
+machine's version; it needs triton only) then compiles each kernel for ``cuda:90`` one after
+another, after one throwaway compile that pays triton's first-use setup, and prints each
+kernel's seconds, whether it linked libdevice, and the total.
+
+    TRITON_INTERPRET=1 python benchmarks/triton_compile_proxy.py --cases block-bf16-train,gpt2 [--python /tmp/t36/bin/python]
+
+The kernels differ from the GPU's in their sizes and block sizes only; the figures are this
+CPU's, a proxy for the GPU machine's (whose host is faster), for comparing two versions of
+the generated code, not for reporting a cold start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int64": "i64",
+           "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
+
+
+def _record(case: str) -> list[dict[str, Any]]:
+    """Run ``case`` under kiln with interpreted Triton kernels; each kernel's compile request."""
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    import kiln
+    from benchmarks.gpu_bench import CPU, MODEL_CASES, variant
+    from kiln.inductor.triton._launch import Launch
+
+    requests: dict[tuple, dict[str, Any]] = {}
+    original = Launch.__call__
+
+    def record(self: Launch, state: Any, programs: int, *args: Any) -> None:
+        fn = self.fn.fn if hasattr(self.fn, "fn") else self.fn
+        signature, constexprs, attrs = {}, {}, {}
+        for i, (name, kind, value) in enumerate(zip(self.names, self.kinds, args, strict=True)):
+            if isinstance(value, torch.Tensor):
+                signature[name] = "*" + _DTYPES[str(value.dtype).removeprefix("torch.")]
+                if value.data_ptr() % 16 == 0:
+                    attrs[str(i)] = [["tt.divisibility", 16]]
+            elif kind == "seed":
+                signature[name] = "i64"
+            elif value == 1:
+                signature[name], constexprs[str(i)] = "constexpr", 1
+            else:
+                signature[name] = "i32" if -2**31 <= value < 2**31 else "i64"
+                if value % 16 == 0:
+                    attrs[str(i)] = [["tt.divisibility", 16]]
+        params = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+        for i, name in enumerate(params[len(self.names):], len(self.names)):
+            signature[name], constexprs[str(i)] = "constexpr", self.meta[name]
+        key = (fn.__code__.co_filename, fn.__name__, json.dumps(signature), json.dumps(constexprs))
+        requests.setdefault(key, {
+            "path": fn.__code__.co_filename, "kernel": fn.__name__, "signature": signature,
+            "constexprs": constexprs, "attrs": attrs,
+            "options": {k: v for k, v in self.meta.items() if k not in params}})
+        return original(self, state, programs, *args)
+
+    Launch.__call__ = record
+    torch.manual_seed(0)
+    work = MODEL_CASES[case][2](CPU, torch.device("cpu"))
+    variant(work, lambda fn: kiln.compile(fn, options={"inductor.cpu_backend": "triton"})).first()
+    return list(requests.values())
+
+
+_COMPILE = r'''
+import importlib.util, json, os, sys, time
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, make_backend
+requests = json.load(sys.stdin)
+target = GPUTarget("cuda", 90, 32)
+backend = make_backend(target)
+
+@triton.jit
+def first(out, x, n, XBLOCK: tl.constexpr):
+    i = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(out + i, tl.load(x + i, i < n) * 2, i < n)
+
+triton.compile(ASTSource(first, {"out": "*fp32", "x": "*fp32", "n": "i32", "XBLOCK": "constexpr"}, {(3,): 128}, {}),
+               target=target, options=backend.parse_options({}).__dict__)
+modules = {}
+for r in requests:
+    if os.environ.get("PROXY_ONLY") and r["kernel"] != os.environ["PROXY_ONLY"]:
+        continue
+    if r["path"] not in modules:
+        spec = importlib.util.spec_from_file_location("kiln_proxy_%d" % len(modules), r["path"])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules[r["path"]] = module
+    fn = getattr(modules[r["path"]], r["kernel"])
+    constexprs = {(int(k),): v for k, v in r["constexprs"].items()}
+    attrs = {(int(k),): v for k, v in r["attrs"].items()}
+    options = backend.parse_options(dict(r["options"], debug=bool(getattr(fn, "debug", False)))).__dict__
+    start = time.perf_counter()
+    compiled = triton.compile(ASTSource(fn, r["signature"], constexprs, attrs), target=target, options=options)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"kernel": r["kernel"], "seconds": seconds, "libdevice": "__nv_" in compiled.asm["llir"] or
+                      "libdevice" in fn.src, "lines": fn.src.count("\n")}))
+'''
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="block-bf16-train,gpt2")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that compiles (needs triton only)")
+    parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case is not None:
+        print(json.dumps(_record(args.case)))
+        return
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        sys.exit("run with TRITON_INTERPRET=1 (the case runs its kernels in triton's interpreter)")
+    rows = []
+    for case in args.cases.split(","):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, KILN_CACHE_DIR=cache, TRITON_CACHE_DIR=os.path.join(cache, "triton-interp"))
+            done = subprocess.run([sys.executable, __file__, "--case", case], env=env, capture_output=True, text=True,
+                                  check=False)
+            if done.returncode != 0:
+                sys.exit(done.stderr[-3000:])
+            requests = done.stdout.strip().splitlines()[-1]
+            env = {k: v for k, v in env.items() if k != "TRITON_INTERPRET"}
+            env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton-h100")
+            env["PYTHONPATH"] = os.pathsep.join(str(p) for p in sorted((ROOT / "packages").glob("*/src")))
+            script = Path(cache, "compile_for_an_h100.py")  # (triton reads a jit function's source file)
+            script.write_text(_COMPILE)
+            profile = ["-m", "cProfile", "-o", os.environ["PROXY_PROFILE"]] if os.environ.get("PROXY_PROFILE") else []
+            done = subprocess.run([args.python, *profile, str(script)], input=requests, env=env, capture_output=True,
+                                  text=True, check=False)
+            if done.returncode != 0:
+                sys.exit(done.stderr[-3000:])
+            kernels = [json.loads(line) for line in done.stdout.strip().splitlines()]
+        for k in kernels:
+            print(f"  {case} {k['kernel']:<10} {k['seconds'] * 1e3:7.1f} ms  {k['lines']:4d} lines"
+                  + ("  libdevice" if k["libdevice"] else ""))
+        total = sum(k["seconds"] for k in kernels)
+        rows.append((case, len(kernels), sum(k["libdevice"] for k in kernels), total))
+    print(f"\nCompiling each kernel for an H100 (cuda:90) on this CPU, one after another\n"
+          f"{'case':<18}{'kernels':>8}{'libdevice':>10}{'total s':>9}")
+    for case, n, lib, total in rows:
+        print(f"{case:<18}{n:>8}{lib:>10}{total:>9.3f}")
+
+
+if __name__ == "__main__":
+    main()
