@@ -8,7 +8,8 @@ to 16 bytes where their address is, integers equal to 1 as constants, multiples 
 divisible). A second process (``--python``: e.g. an interpreter whose triton is the GPU
 machine's version; it needs triton only) then compiles each kernel for ``cuda:90`` one after
 another, after one throwaway compile that pays triton's first-use setup, and prints each
-kernel's seconds, whether it linked libdevice, and the total.
+kernel's seconds (and of each of triton's stages after its front end: ttir ... cubin, in ms),
+whether it calls libdevice, and the total.
 
     TRITON_INTERPRET=1 python benchmarks/triton_compile_proxy.py --cases block-bf16-train,gpt2 [--python /tmp/t36/bin/python]
 
@@ -87,6 +88,23 @@ from triton.compiler import ASTSource, make_backend
 requests = json.load(sys.stdin)
 target = GPUTarget("cuda", 90, 32)
 backend = make_backend(target)
+stage_seconds = {}
+add_stages = type(backend).add_stages
+
+
+def timed_stages(self, stages, *args, **kwargs):
+    add_stages(self, stages, *args, **kwargs)
+    for name, fn in list(stages.items()):
+        def timed(*a, _fn=fn, _name=name, **k):
+            start = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                stage_seconds[_name] = stage_seconds.get(_name, 0.0) + time.perf_counter() - start
+        stages[name] = timed
+
+
+type(backend).add_stages = timed_stages
 
 @triton.jit
 def first(out, x, n, XBLOCK: tl.constexpr):
@@ -97,7 +115,7 @@ triton.compile(ASTSource(first, {"out": "*fp32", "x": "*fp32", "n": "i32", "XBLO
                target=target, options=backend.parse_options({}).__dict__)
 modules = {}
 for r in requests:
-    if os.environ.get("PROXY_ONLY") and r["kernel"] != os.environ["PROXY_ONLY"]:
+    if os.environ.get("PROXY_ONLY") and r["kernel"] != os.environ["PROXY_ONLY"]:  # one kernel's name
         continue
     if r["path"] not in modules:
         spec = importlib.util.spec_from_file_location("kiln_proxy_%d" % len(modules), r["path"])
@@ -108,11 +126,13 @@ for r in requests:
     constexprs = {(int(k),): v for k, v in r["constexprs"].items()}
     attrs = {(int(k),): v for k, v in r["attrs"].items()}
     options = backend.parse_options(dict(r["options"], debug=bool(getattr(fn, "debug", False)))).__dict__
+    stage_seconds.clear()
     start = time.perf_counter()
     compiled = triton.compile(ASTSource(fn, r["signature"], constexprs, attrs), target=target, options=options)
     seconds = time.perf_counter() - start
     print(json.dumps({"kernel": r["kernel"], "seconds": seconds, "libdevice": "__nv_" in compiled.asm["llir"] or
-                      "libdevice" in fn.src, "lines": fn.src.count("\n")}))
+                      "libdevice" in fn.src, "lines": fn.src.count("\n"),
+                      "stages": dict(stage_seconds)}))
 '''
 
 
@@ -148,7 +168,8 @@ def main() -> None:
                 sys.exit(done.stderr[-3000:])
             kernels = [json.loads(line) for line in done.stdout.strip().splitlines()]
         for k in kernels:
-            print(f"  {case} {k['kernel']:<10} {k['seconds'] * 1e3:7.1f} ms  {k['lines']:4d} lines"
+            stages = " ".join(f"{name} {seconds * 1e3:5.1f}" for name, seconds in k["stages"].items())
+            print(f"  {case} {k['kernel']:<10} {k['seconds'] * 1e3:7.1f} ms  {k['lines']:4d} lines  ({stages})"
                   + ("  libdevice" if k["libdevice"] else ""))
         total = sum(k["seconds"] for k in kernels)
         rows.append((case, len(kernels), sum(k["libdevice"] for k in kernels), total))
