@@ -229,6 +229,23 @@ def test_an_index_out_of_range_is_an_error_not_a_wrong_answer(interpreted):
         compiled(w, torch.tensor([1, 10]))
 
 
+@pytest.mark.skipif(CUDA, reason="on a GPU the device-side assert ends the CUDA context, as eager's does")
+def test_an_index_read_twice_is_checked_once(interpreted):
+    """Two tables gathered at the same indices: one check of the index in the kernel, which
+    still fails for an index out of range."""
+    def fn(w, v, i):
+        return w[i] * 2 + v[i]
+
+    w, v = torch.randn(10, 3), torch.randn(10, 3)
+    compiled = kiln.compile(fn, options=OPTIONS)
+    i = torch.tensor([1, 9, 0, 9])
+    torch.testing.assert_close(compiled(w, v, i), fn(w, v, i))
+    (graph,) = interpreted
+    assert graph.triton_code.count("kiln_index_check(") == 1
+    with pytest.raises(Exception, match="out of bounds"):
+        compiled(w, v, torch.tensor([1, 10]))
+
+
 def test_without_the_interpreter_a_cpu_triton_graph_runs_as_aten(graphs, caplog, monkeypatch):
     """``cpu_backend='triton'`` needs TRITON_INTERPRET=1 for CPU tensors: without it the graph is
     refused (a warning naming the variable) and runs as its ATen graph, with eager's answer."""

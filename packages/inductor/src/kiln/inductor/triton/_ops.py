@@ -200,7 +200,10 @@ class TritonOps:
         inside = f"(0 <= {value.name}) & ({value.name} < {bound})"
         mask = self.mask(x.dims)
         ok = f"({inside}) | ~({mask})" if mask else inside
-        self.lines.append(f'kiln_index_check({ok}, "{_message(check)}")')
+        line = f'kiln_index_check({ok}, "{_message(check)}")'
+        if line not in self._cse:  # checked once where the same index is read again (CSE's scope)
+            self.lines.append(line)
+            self._cse[line] = value
         safe = self._emit(f"tl.where({inside}, {value.name}, 0)", torch.int64, x.dims)
         name = IndirectIndex(safe.name, integer=True)
         self.dims[safe.name] = x.dims
