@@ -114,12 +114,15 @@ def first(out, x, n, XBLOCK: tl.constexpr):
 triton.compile(ASTSource(first, {"out": "*fp32", "x": "*fp32", "n": "i32", "XBLOCK": "constexpr"}, {(3,): 128}, {}),
                target=target, options=backend.parse_options({}).__dict__)
 modules = {}
+done = []
 for r in requests:
     if os.environ.get("PROXY_ONLY") and r["kernel"] != os.environ["PROXY_ONLY"]:  # one kernel's name
         continue
     if r["path"] not in modules:
-        spec = importlib.util.spec_from_file_location("kiln_proxy_%d" % len(modules), r["path"])
+        name = "kiln_proxy_%d" % len(modules)
+        spec = importlib.util.spec_from_file_location(name, r["path"])
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
         spec.loader.exec_module(module)
         modules[r["path"]] = module
     fn = getattr(modules[r["path"]], r["kernel"])
@@ -133,6 +136,44 @@ for r in requests:
     print(json.dumps({"kernel": r["kernel"], "seconds": seconds, "libdevice": "__nv_" in compiled.asm["llir"] or
                       "libdevice" in fn.src, "lines": fn.src.count("\n"),
                       "stages": dict(stage_seconds)}))
+    done.append((r, fn, constexprs, attrs, options))
+
+parallel = int(os.environ.get("PROXY_PARALLEL") or 0)
+if parallel:  # the same kernels in N threads, then in N warmed-up worker processes (kiln's pool)
+    import inspect
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton.runtime.jit import serialize_specialization_data
+
+    from kiln.inductor.triton._compile_pool import CompilePool, Job
+
+    def one(item):
+        r, fn, constexprs, attrs, options = item
+        triton.compile(ASTSource(fn, r["signature"], constexprs, attrs), target=target, options=options)
+
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="proxy-threads-")
+    start = time.perf_counter()
+    with ThreadPoolExecutor(parallel) as threads:
+        list(threads.map(one, done))
+    threads_s = time.perf_counter() - start
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="proxy-processes-")
+    pool = CompilePool(parallel)
+    pool.start([target.backend, target.arch, target.warp_size])
+    time.sleep(float(os.environ.get("PROXY_WARM_S") or 8))  # started early enough to be warm
+    extra = [target] if "target" in inspect.signature(serialize_specialization_data).parameters else []
+    jobs = []
+    for r, fn, constexprs, attrs, options in done:
+        options = backend.parse_options(options)
+        spec = serialize_specialization_data(r["kernel"], r["signature"], constexprs, attrs, options, "key", *extra)
+        module = [name for name, m in sys.modules.items() if getattr(m, "__file__", None) == r["path"]][0]
+        jobs.append(Job(r["path"], module, r["kernel"], spec, [target.backend, target.arch, target.warp_size]))
+    start = time.perf_counter()
+    pool.compile(jobs)
+    processes_s = time.perf_counter() - start
+    pool.close()
+    print(json.dumps({"parallel": parallel, "threads_s": threads_s, "processes_s": processes_s,
+                      "failed": [j.error for j in jobs if j.error]}))
 '''
 
 
@@ -140,6 +181,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="block-bf16-train,gpt2")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that compiles (needs triton only)")
+    parser.add_argument("--parallel", type=int, default=0,
+                        help="then compile them all at once in N threads and in N worker processes")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case is not None:
@@ -158,6 +201,7 @@ def main() -> None:
             requests = done.stdout.strip().splitlines()[-1]
             env = {k: v for k, v in env.items() if k != "TRITON_INTERPRET"}
             env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton-h100")
+            env["PROXY_PARALLEL"] = str(args.parallel)
             env["PYTHONPATH"] = os.pathsep.join(str(p) for p in sorted((ROOT / "packages").glob("*/src")))
             script = Path(cache, "compile_for_an_h100.py")  # (triton reads a jit function's source file)
             script.write_text(_COMPILE)
@@ -166,17 +210,25 @@ def main() -> None:
                                   text=True, check=False)
             if done.returncode != 0:
                 sys.exit(done.stderr[-3000:])
-            kernels = [json.loads(line) for line in done.stdout.strip().splitlines()]
+            answers = [json.loads(line) for line in done.stdout.strip().splitlines()]
+            kernels = [a for a in answers if "kernel" in a]
+            parallel = next((a for a in answers if "parallel" in a), None)
         for k in kernels:
             stages = " ".join(f"{name} {seconds * 1e3:5.1f}" for name, seconds in k["stages"].items())
             print(f"  {case} {k['kernel']:<10} {k['seconds'] * 1e3:7.1f} ms  {k['lines']:4d} lines  ({stages})"
                   + ("  libdevice" if k["libdevice"] else ""))
         total = sum(k["seconds"] for k in kernels)
-        rows.append((case, len(kernels), sum(k["libdevice"] for k in kernels), total))
-    print(f"\nCompiling each kernel for an H100 (cuda:90) on this CPU, one after another\n"
-          f"{'case':<18}{'kernels':>8}{'libdevice':>10}{'total s':>9}")
-    for case, n, lib, total in rows:
-        print(f"{case:<18}{n:>8}{lib:>10}{total:>9.3f}")
+        rows.append((case, len(kernels), sum(k["libdevice"] for k in kernels), total, parallel))
+    n = args.parallel
+    print(f"\nCompiling the kernels for an H100 (cuda:90) on this CPU: one after another (total), and all at once"
+          f" in {n} threads and in {n} warmed-up worker processes (kiln's compile pool), seconds of wall time\n"
+          f"{'case':<18}{'kernels':>8}{'libdevice':>10}{'total s':>9}{'threads s':>11}{'processes s':>13}")
+    for case, count, lib, total, parallel in rows:
+        threads = f"{parallel['threads_s']:.3f}" if parallel else "-"
+        processes = f"{parallel['processes_s']:.3f}" if parallel else "-"
+        if parallel and parallel["failed"]:
+            processes += f" ({len(parallel['failed'])} failed: {parallel['failed'][0]})"
+        print(f"{case:<18}{count:>8}{lib:>10}{total:>9.3f}{threads:>11}{processes:>13}")
 
 
 if __name__ == "__main__":
