@@ -92,6 +92,9 @@ def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_com
 
     monkeypatch.setattr(_precompile, "compile_in_workers", spy)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    if processes:  # started and warmed up before the compile (not yet ready: the threads compile all)
+        _precompile.start_workers(None, torch.cuda.current_device())
+        _wait_until_ready(_compile_pool.pool(_precompile._size(None)))
     # the kernels' modules loaded afresh: another case of this test in this process loaded the
     # same source, whose triton functions hold their compiled kernels (none compiled again)
     monkeypatch.setattr(_runtime, "_loaded", {})
@@ -292,6 +295,52 @@ sys.stdout.buffer.write(kernel.asm["cubin"])
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     assert sorted(cache.rglob("*.cubin")) == binaries and done.stdout == binaries[0].read_bytes()
+
+
+def _wait_until_ready(pool, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not pool.ready():
+        assert time.monotonic() < deadline, "no compile worker warmed up"
+        time.sleep(0.01)
+
+
+def test_a_graph_compiled_before_the_workers_are_ready_goes_to_the_threads_at_once(monkeypatch):
+    """While the pool's workers start (importing triton, compiling their first kernel), a
+    graph's kernels are left to this process's threads: nothing waits for the workers, nothing
+    is captured for them, and the pool is not marked broken; once a worker says it is ready,
+    the pool is."""
+    pytest.importorskip("triton.backends.nvidia")
+    from kiln.inductor.triton import _compile_pool
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pool = _compile_pool.CompilePool(1)
+    monkeypatch.setattr(_compile_pool, "_pool", pool)
+    ran = []
+    try:
+        pool.start(["cuda", 90, 32])
+        start = time.perf_counter()
+        assert _compile_pool.compile_in_workers([(None, lambda: ran.append(1))], 1) == (0, 0)
+        assert time.perf_counter() - start < 0.1
+        assert ran == [] and pool.broken is None
+        _wait_until_ready(pool)
+        assert pool.ready() and len(pool.workers) == 1
+    finally:
+        pool.close()
+
+
+def test_a_worker_whose_first_line_is_not_ready_is_never_used():
+    from kiln.inductor.triton._compile_pool import CompilePool, Job, _Worker
+
+    process = subprocess.Popen([sys.executable, "-c", "print('hello'); import sys; sys.stdin.read()"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    worker = _Worker(process)
+    assert process.wait(timeout=60) != 0  # killed
+    assert not worker.ready.is_set()
+    pool = CompilePool(1)
+    pool.workers, pool.size = [worker], 0  # (compile starts no other)
+    job = Job("path", "module", "kernel", "{}", ["cuda", 90, 32])
+    pool.compile([job])
+    assert job.error == "no compile worker left"
 
 
 def test_a_worker_started_for_a_target_has_done_its_first_compile_before_its_first_job(tmp_path, monkeypatch):

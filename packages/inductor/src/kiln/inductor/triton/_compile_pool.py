@@ -16,7 +16,11 @@ warmup that follows finds each binary there and only loads it.
   is first compiled (after a whole-graph cache miss, before aotgrad traces it), with this process's ``sys.path`` as their
   ``PYTHONPATH``; they import triton and kiln's small Triton runtime, never torch, and each
   compiles a first kernel for the device's target into a throwaway cache, so that triton's
-  setup of a process's first compile is done before their first job. One that fails or dies only costs its kernels a compile in this
+  setup of a process's first compile is done before their first job, then says it is ready.
+  A graph's kernels go to the workers that are ready; where none is yet (a process's first
+  graph, compiled before its workers have started: about a second on a GPU machine), they
+  compile in this process's threads without waiting, so the workers never make a compile
+  slower than the threads would. One that fails or dies only costs its kernels a compile in this
   process; a pool whose first job fails is not used again (logged once).
 - This process's triton environment (``TRITON_*``: its cache directory above all) goes with
   every request, so a worker compiles with the settings the launch will use.
@@ -72,6 +76,23 @@ def _triton_env() -> dict[str, str]:
 class _Worker:
     process: subprocess.Popen
     lock: threading.Lock = field(default_factory=threading.Lock)
+    ready: threading.Event = field(default_factory=threading.Event)  # its first line read: warmed up
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._read_ready, daemon=True, name="kiln-compile-worker-ready").start()
+
+    def _read_ready(self) -> None:
+        """Wait for the worker's first line (it has imported triton and warmed up); a worker
+        that ends or says anything else first is killed, never used."""
+        line = self.process.stdout.readline()
+        try:
+            ready = json.loads(line).get("ready") is True
+        except (ValueError, AttributeError):
+            ready = False
+        if ready:
+            self.ready.set()
+        else:
+            self.process.kill()
 
     def run(self, job: Job, env: dict[str, str]) -> None:
         request = {"path": job.path, "module": job.module, "kernel": job.kernel, "spec": job.spec,
@@ -123,14 +144,29 @@ class CompilePool:
             if self.broken is None:
                 self._start()
 
+    def ready(self) -> bool:
+        """Whether a worker has warmed up (started, not yet ready: False)."""
+        return any(w.ready.is_set() and w.process.poll() is None for w in self.workers)
+
+    def _ready_workers(self) -> list[_Worker]:
+        """The workers that have warmed up, after waiting for a first one where none has (none
+        where every worker has ended)."""
+        while True:
+            alive = [w for w in self.workers if w.process.poll() is None]
+            ready = [w for w in alive if w.ready.is_set()]
+            if ready or not alive:
+                return ready
+            alive[0].ready.wait(0.01)
+
     def compile(self, jobs: Sequence[Job]) -> None:
-        """Compile ``jobs`` across the workers; each failed job keeps its ``error``."""
+        """Compile ``jobs`` across the workers that have warmed up (waiting for a first one
+        where none has); each failed job keeps its ``error``."""
         if not jobs:
             return
         with self._lock:
             self.workers = [w for w in self.workers if w.process.poll() is None]
             self._start()
-            workers = list(self.workers)
+        workers = self._ready_workers()
         env = _triton_env()
         todo: queue.SimpleQueue[Job] = queue.SimpleQueue()
         for job in jobs:
@@ -222,6 +258,9 @@ def compile_in_workers(calls: Sequence[tuple[Any, Callable[[], Any]]], size: int
     what fails here is compiled by the launch itself."""
     the_pool = pool(size)
     if the_pool.broken is not None:
+        return 0, 0
+    if not the_pool.ready():  # still starting (or not started): the threads compile these, no waiting
+        the_pool.start()
         return 0, 0
     start = time.perf_counter()
     jobs = []

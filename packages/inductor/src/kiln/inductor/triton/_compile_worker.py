@@ -2,8 +2,9 @@
 
 Run as ``python -m kiln.inductor.triton._compile_worker [TARGET]``. Given a GPU target (JSON
 ``[backend, arch, warp_size]``) it first compiles a small kernel for it into a throwaway cache
-(``warm_up``). Then it reads one JSON request per line on stdin and answers one JSON line on
-stdout per request, until stdin closes:
+(``warm_up``). Then it says it is ready (one line on stdout: ``{"ready": true}``), reads one
+JSON request per line on stdin and answers one JSON line on stdout per request, until stdin
+closes:
 
 - request: ``{"path", "module", "kernel", "spec", "target", "env"}``: the generated module's
   file and the name it is imported under (the parent's), the kernel's name in it, triton's
@@ -130,6 +131,8 @@ def main() -> None:
             warm_up(json.loads(sys.argv[1]))
         except Exception:  # only slower: the first request pays the setup
             traceback.print_exc()
+    answers.write(json.dumps({"ready": True}) + "\n")
+    answers.flush()
     for line in sys.stdin:
         if not line.strip():
             continue
