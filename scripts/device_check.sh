@@ -22,6 +22,8 @@
 #   restart-kiln  restart_bench.py for kiln alone (torch's stack runs past a call's limit with both
 #            cases; its H100 figures are in benchmarks/results), then again under the profiler
 #            with kiln's phase logs ($OUT/restart-kiln.json, $OUT/prof/)
+#   restart-workers  restart_bench.py for kiln alone, inductor.compile_processes false then true
+#            ($OUT/restart-workers-<false|true>.json; about 75 s each on an H100)
 #   roprof   benchmarks/host_profile.py under reduce-overhead for bert and gpt2 (or $ROPROF_CASES), with each
 #            compiler's 15 kernels of most device time (the reduce-overhead gap's first step)
 #   tests-gpu  the tests that take the GPU path: tests/inductor, tests/aotgrad and the CUDA tests
@@ -80,6 +82,11 @@ for step in "${steps[@]}"; do
         --json "$out/restart-kiln.json"
       run restart-kiln-profile 200 env KILN_LOGS=perf python3 benchmarks/restart_bench.py --cases block-bf16-train,gpt2 \
         --stacks kiln --profile "$out/prof" ;;
+    restart-workers)  # kiln's cold start with the compile workers off, then on (their pool warmed by the warm-up compile)
+      for P in false true; do
+        run "restart-workers-$P" 100 env KILN_RESTART_OPTIONS="{\"inductor.compile_processes\": $P}" \
+          python3 benchmarks/restart_bench.py --cases block-bf16-train,gpt2 --stacks kiln --json "$out/restart-workers-$P.json"
+      done ;;
     roprof) run roprof 400 python3 benchmarks/host_profile.py --cases "${ROPROF_CASES:-bert,gpt2}" --mode reduce-overhead \
               --device-top 15 ;;
     harness) run harness 240 python3 -m benchmarks run --suite overhead,capture,kernels,models,recompiles \
