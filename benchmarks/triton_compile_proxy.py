@@ -11,9 +11,10 @@ another, after one throwaway compile that pays triton's first-use setup, and pri
 kernel's seconds (and of each of triton's stages after its front end: ttir ... cubin, in ms),
 whether it calls libdevice, and the total.
 
-    TRITON_INTERPRET=1 python benchmarks/triton_compile_proxy.py --cases block-bf16-train,gpt2 [--python /tmp/t36/bin/python]
+    TRITON_INTERPRET=1 python benchmarks/triton_compile_proxy.py --cases block-bf16-train,gpt2 [--python /tmp/t36/bin/python] [--parallel 2] [--gpu-sizes]
 
-The kernels differ from the GPU's in their sizes and block sizes only; the figures are this
+With the CPU sizes the kernels differ from the GPU's in their sizes and block sizes only
+(``--gpu-sizes``: the GPU's, the kernels recorded but not run); the figures are this
 CPU's, a proxy for the GPU machine's (whose host is faster), for comparing two versions of
 the generated code, not for reporting a cold start.
 """
@@ -35,13 +36,15 @@ _DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": 
            "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
 
 
-def _record(case: str) -> list[dict[str, Any]]:
-    """Run ``case`` under kiln with interpreted Triton kernels; each kernel's compile request."""
+def _record(case: str, gpu_sizes: bool) -> list[dict[str, Any]]:
+    """Run ``case`` under kiln with interpreted Triton kernels; each kernel's compile request.
+    ``gpu_sizes``: the GPU's sizes, the kernels recorded but not run (their outputs are
+    garbage; the interpreter would take too long)."""
     sys.path.insert(0, str(ROOT))
     import torch
 
     import kiln
-    from benchmarks.gpu_bench import CPU, MODEL_CASES, variant
+    from benchmarks.gpu_bench import CPU, GPU, MODEL_CASES, variant
     from kiln.inductor.triton._launch import Launch
 
     requests: dict[tuple, dict[str, Any]] = {}
@@ -71,11 +74,12 @@ def _record(case: str) -> list[dict[str, Any]]:
             "path": fn.__code__.co_filename, "kernel": fn.__name__, "signature": signature,
             "constexprs": constexprs, "attrs": attrs,
             "options": {k: v for k, v in self.meta.items() if k not in params}})
-        return original(self, state, programs, *args)
+        if not gpu_sizes:
+            original(self, state, programs, *args)
 
     Launch.__call__ = record
     torch.manual_seed(0)
-    work = MODEL_CASES[case][2](CPU, torch.device("cpu"))
+    work = MODEL_CASES[case][2](GPU if gpu_sizes else CPU, torch.device("cpu"))
     variant(work, lambda fn: kiln.compile(fn, options={"inductor.cpu_backend": "triton"})).first()
     return list(requests.values())
 
@@ -183,10 +187,12 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable, help="the interpreter that compiles (needs triton only)")
     parser.add_argument("--parallel", type=int, default=0,
                         help="then compile them all at once in N threads and in N worker processes")
+    parser.add_argument("--gpu-sizes", action="store_true",
+                        help="the GPU's sizes (kernels recorded, not run: slow matmuls on the CPU remain)")
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case is not None:
-        print(json.dumps(_record(args.case)))
+        print(json.dumps(_record(args.case, args.gpu_sizes)))
         return
     if os.environ.get("TRITON_INTERPRET") != "1":
         sys.exit("run with TRITON_INTERPRET=1 (the case runs its kernels in triton's interpreter)")
@@ -194,7 +200,8 @@ def main() -> None:
     for case in args.cases.split(","):
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, KILN_CACHE_DIR=cache, TRITON_CACHE_DIR=os.path.join(cache, "triton-interp"))
-            done = subprocess.run([sys.executable, __file__, "--case", case], env=env, capture_output=True, text=True,
+            sizes = ["--gpu-sizes"] if args.gpu_sizes else []
+            done = subprocess.run([sys.executable, __file__, "--case", case, *sizes], env=env, capture_output=True, text=True,
                                   check=False)
             if done.returncode != 0:
                 sys.exit(done.stderr[-3000:])
@@ -220,8 +227,10 @@ def main() -> None:
         total = sum(k["seconds"] for k in kernels)
         rows.append((case, len(kernels), sum(k["libdevice"] for k in kernels), total, parallel))
     n = args.parallel
-    print(f"\nCompiling the kernels for an H100 (cuda:90) on this CPU: one after another (total), and all at once"
-          f" in {n} threads and in {n} warmed-up worker processes (kiln's compile pool), seconds of wall time\n"
+    at_once = (f", and all at once in {n} threads and in {n} warmed-up worker processes (kiln's compile pool)"
+               if n else "")
+    print(f"\nCompiling the kernels for an H100 (cuda:90) on this CPU: one after another (total){at_once},"
+          f" seconds of wall time ({'GPU' if args.gpu_sizes else 'CPU'} sizes)\n"
           f"{'case':<18}{'kernels':>8}{'libdevice':>10}{'total s':>9}{'threads s':>11}{'processes s':>13}")
     for case, count, lib, total, parallel in rows:
         threads = f"{parallel['threads_s']:.3f}" if parallel else "-"
