@@ -233,8 +233,9 @@ class _Interpreted:
         return tl.tensor(TensorHandle(data.astype(first.handle.data.dtype), first.handle.dtype.scalar), first.type)
 
 
+@functools.cache
 def _interpreted() -> type:
-    """``_Interpreted`` with its functions (numpy: imported only for the interpreter)."""
+    """``_Interpreted`` with its functions (numpy: imported only for the interpreter), set once."""
     import numpy as np
 
     def wrap(fn: Any) -> Any:
