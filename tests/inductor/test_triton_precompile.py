@@ -320,7 +320,7 @@ def test_a_graph_compiled_before_the_workers_are_ready_goes_to_the_threads_at_on
         pool.start(["cuda", 90, 32])
         start = time.perf_counter()
         assert _compile_pool.compile_in_workers([(None, lambda: ran.append(1))], 1) == (0, 0)
-        assert time.perf_counter() - start < 0.1
+        assert time.perf_counter() - start < 0.5  # (a worker takes seconds to warm up here)
         assert ran == [] and pool.broken is None
         _wait_until_ready(pool)
         assert pool.ready() and len(pool.workers) == 1
