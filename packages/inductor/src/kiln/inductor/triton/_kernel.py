@@ -325,9 +325,9 @@ class _Writer:
                            f"acc_{name}_index = tl.zeros({block}, tl.int64)"]
                 body_lines += [f"acc_{name}, acc_{name}_index = {combine}(acc_{name}, acc_{name}_index, {masked}, "
                                f"{index}.to(tl.int64))"]
-                after += [f"_, val_{name} = tl.reduce((acc_{name}, acc_{name}_index), 1, {combine})"]
+                after += [f"_, val_{name} = kiln_reduce((acc_{name}, acc_{name}_index), 1, {combine})"]
             else:
-                body_lines += [f"_, val_{name} = tl.reduce(({masked}, {index}.to(tl.int64)), 1, {combine})"]
+                body_lines += [f"_, val_{name} = kiln_reduce(({masked}, {index}.to(tl.int64)), 1, {combine})"]
             result = f"val_{name}[:, None]"
             result_type = torch.int64
         else:
@@ -360,10 +360,10 @@ class _Writer:
 _REDUCE: dict[tuple[str, str], tuple[str, str]] = {
     ("sum", "float"): ("tl.sum({a}, 1)", "{a} + {b}"),
     ("sum", "int"): ("tl.sum({a}, 1)", "{a} + {b}"),
-    ("prod", "float"): ("tl.reduce({a}, 1, kiln_mul)", "{a} * {b}"),
-    ("prod", "int"): ("tl.reduce({a}, 1, kiln_mul)", "{a} * {b}"),
-    ("max", "float"): ("tl.reduce({a}, 1, kiln_maximum)", "kiln_maximum({a}, {b})"),
-    ("min", "float"): ("tl.reduce({a}, 1, kiln_minimum)", "kiln_minimum({a}, {b})"),
+    ("prod", "float"): ("kiln_reduce({a}, 1, kiln_mul)", "{a} * {b}"),
+    ("prod", "int"): ("kiln_reduce({a}, 1, kiln_mul)", "{a} * {b}"),
+    ("max", "float"): ("kiln_reduce({a}, 1, kiln_maximum)", "kiln_maximum({a}, {b})"),
+    ("min", "float"): ("kiln_reduce({a}, 1, kiln_minimum)", "kiln_minimum({a}, {b})"),
     ("max", "int"): ("tl.max({a}, 1)", "tl.maximum({a}, {b})"),
     ("min", "int"): ("tl.min({a}, 1)", "tl.minimum({a}, {b})"),
     ("max", "bool"): ("tl.max({a}, 1)", "tl.maximum({a}, {b})"),

@@ -79,7 +79,7 @@ def online_softmax(writer: Any, peak: Stage, total: Stage) -> tuple[list[str], l
                f"tl.where(xmask & rmask & (run_{m} != {_NEG_INF}), {term.name}, 0)",
                f"acc_{m} = run_{m}"]
     before = [f"acc_{m} = tl.full({_BLOCK}, {_NEG_INF}, {acc_type})", f"acc_{s} = tl.zeros({_BLOCK}, {acc_type})"]
-    after = [f"val_{m} = tl.reduce(acc_{m}, 1, kiln_maximum)[:, None]",
+    after = [f"val_{m} = kiln_reduce(acc_{m}, 1, kiln_maximum)[:, None]",
              f"val_{s} = tl.sum(acc_{s} * {_rescale(f'acc_{m}', f'val_{m}')}, 1)[:, None]"]
     for stage, name, dtype in ((peak, m, vtype), (total, s, compute_type(total.buffer.dtype))):
         out = TritonVar(f"val_{name}", dtype, frozenset({"x"}))

@@ -30,7 +30,7 @@ __all__ = ["scan_lines"]
 # scan type -> (identity, the block's inclusive scan of {v}, {a} combined with {b}, fold of {v} over axis 1)
 _SCANS = {
     "sum": ("0", "tl.cumsum({v}, 1)", "({a} + {b})", "tl.sum({v}, 1)"),
-    "prod": ("1", "tl.cumprod({v}, 1)", "({a} * {b})", "tl.reduce({v}, 1, kiln_mul)"),
+    "prod": ("1", "tl.cumprod({v}, 1)", "({a} * {b})", "kiln_reduce({v}, 1, kiln_mul)"),
 }
 
 
