@@ -89,6 +89,8 @@ import importlib.util, json, os, sys, time
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, make_backend
+
+from kiln.inductor.triton._compile_worker import warm_up
 requests = json.load(sys.stdin)
 target = GPUTarget("cuda", 90, 32)
 backend = make_backend(target)
@@ -109,14 +111,7 @@ def timed_stages(self, stages, *args, **kwargs):
 
 
 type(backend).add_stages = timed_stages
-
-@triton.jit
-def first(out, x, n, XBLOCK: tl.constexpr):
-    i = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-    tl.store(out + i, tl.load(x + i, i < n) * 2, i < n)
-
-triton.compile(ASTSource(first, {"out": "*fp32", "x": "*fp32", "n": "i32", "XBLOCK": "constexpr"}, {(3,): 128}, {}),
-               target=target, options=backend.parse_options({}).__dict__)
+warm_up([target.backend, target.arch, target.warp_size])  # triton's first-compile setup, as a compile worker's
 modules = {}
 done = []
 for r in requests:

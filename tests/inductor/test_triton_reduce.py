@@ -3,9 +3,9 @@ interpreter a pairwise tree calling the combine function on whole halves of the 
 interpreter's own reduce calls it once per element, in Python).
 
 Anywhere: a kernel calling ``kiln_reduce`` compiles for an H100 target (no GPU needed) to the
-same PTX as the same kernel calling ``tl.reduce``. Under the interpreter: reductions with
-kiln's combine functions (argmax and argmin with ties and NaNs, NaN-propagating max and min,
-products) over odd, even and one-element rows give eager's answers, and a looped
+same PTX as the same kernel calling ``tl.reduce``. Reductions with kiln's combine functions
+(argmax and argmin with ties and NaNs, NaN-propagating max and min, products) over odd, even
+and one-element rows give eager's answers (on a GPU too). Under the interpreter a looped
 normalization over many rows runs in seconds, not minutes.
 """
 
@@ -67,7 +67,6 @@ def test_on_a_gpu_kiln_reduce_is_tritons_own(tmp_path):
     assert "_interpreted_reduce" not in got["kiln_reduce"]
 
 
-@pytest.mark.skipif(CUDA, reason="the interpreter's tree (on a GPU: triton's own reduce, tested by every reduction)")
 @pytest.mark.parametrize("cols", [1, 2, 37, 64])
 def test_reductions_with_kilns_combines_give_eagers_answers(cols):
     torch.manual_seed(0)
@@ -79,7 +78,7 @@ def test_reductions_with_kilns_combines_give_eagers_answers(cols):
     _run(lambda x, i: (x.argmax(1), x.argmin(1), x.amax(1), x.amin(1), (x * 0.5 + 1).prod(1), i.prod(1)), x, ints)
 
 
-@pytest.mark.skipif(CUDA, reason="the interpreter's speed")
+@pytest.mark.skipif(CUDA, reason="times triton's interpreter, which runs only CPU tensors")
 def test_a_looped_normalization_over_many_rows_takes_seconds():
     """(The interpreter's per-element reduce took 95 s for this call.)"""
     x = torch.randn(300, 96) * 2 + 1

@@ -146,13 +146,16 @@ class CompilePool:
 
     def ready(self) -> bool:
         """Whether a worker has warmed up (started, not yet ready: False)."""
-        return any(w.ready.is_set() and w.process.poll() is None for w in self.workers)
+        return any(w.ready.is_set() for w in self._alive())
+
+    def _alive(self) -> list[_Worker]:
+        return [w for w in self.workers if w.process.poll() is None]
 
     def _ready_workers(self) -> list[_Worker]:
         """The workers that have warmed up, after waiting for a first one where none has (none
         where every worker has ended)."""
         while True:
-            alive = [w for w in self.workers if w.process.poll() is None]
+            alive = self._alive()
             ready = [w for w in alive if w.ready.is_set()]
             if ready or not alive:
                 return ready
@@ -164,7 +167,7 @@ class CompilePool:
         if not jobs:
             return
         with self._lock:
-            self.workers = [w for w in self.workers if w.process.poll() is None]
+            self.workers = self._alive()
             self._start()
         workers = self._ready_workers()
         env = _triton_env()
