@@ -74,32 +74,42 @@ def _fn(x, y):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-@pytest.mark.parametrize(("dynamic", "processes"), [(False, True), (True, True), (False, False)])
+@pytest.mark.parametrize(("dynamic", "processes"), [(False, "ready"), (True, "ready"), (False, "starting"),
+                                                    (False, None)])
 def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_compile, tmp_path, monkeypatch,
                                                                            dynamic, processes):
     """... once each: one binary per kernel in triton's cache; each loaded onto the device
     (module and launcher, or for torch's static launcher) when compile_graph returned, not at
-    its first launch. With ``processes``, every kernel compiled by the worker processes, which
-    this process's warmups then only read from the cache (one binary per kernel there: the
-    keys agree)."""
+    its first launch. With the worker processes ready (and given their first launches before
+    this process's threads start), every kernel compiled by them, which this process's
+    threads then only read from the cache (one binary per kernel there: the keys agree).
+    With a new pool, started by this compile (its workers ready after the kernels or during
+    their compile), each kernel compiled once, by the threads or by a worker."""
     from kiln.inductor.triton import _compile_pool, _precompile
 
     results = []
 
     def spy(calls, size):
-        results.append(_compile_pool.compile_in_workers(calls, size))
-        return results[-1]
+        claims = _compile_pool.compile_in_workers(calls, size)
+        deadline = time.monotonic() + 60
+        while processes == "ready" and claims is not None and claims.open():
+            assert time.monotonic() < deadline, "the ready workers took no launch"
+            time.sleep(0.001)
+        results.append(claims)
+        return claims
 
     monkeypatch.setattr(_precompile, "compile_in_workers", spy)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    if processes:  # started and warmed up before the compile (not yet ready: the threads compile all)
+    if processes == "ready":  # started and warmed up before the compile
         _precompile.start_workers(None, torch.cuda.current_device())
         _wait_until_ready(_compile_pool.pool(_precompile._size(None)))
+    elif processes == "starting":  # a pool of its own, started by the compile
+        monkeypatch.setattr(_compile_pool, "_pool", None)
     # the kernels' modules loaded afresh: another case of this test in this process loaded the
     # same source, whose triton functions hold their compiled kernels (none compiled again)
     monkeypatch.setattr(_runtime, "_loaded", {})
     options = {"inductor.random_in_kernels": True, "inductor.cache_dir": str(tmp_path),
-               "inductor.compile_processes": processes}
+               "inductor.compile_processes": processes is not None}
     x = torch.randn(48, 80, device="cuda")
     y = torch.randn(48 * 80 + 1, device="cuda")[1:].view(48, 80)  # 4 bytes past an aligned address
     torch.manual_seed(0)
@@ -117,7 +127,18 @@ def test_every_kernel_is_compiled_before_the_first_call_for_its_arguments(at_com
     assert len(_static_loaded(graph)) == (graph.kernels if launcher() is not None else 0)
     assert _compiled_per_kernel(graph) == before  # the first call's launches compiled nothing more
     assert len(list((tmp_path / "triton").rglob("*.cubin"))) == graph.kernels
-    assert results == ([(graph.kernels, 0)] if processes else [])
+    if processes is None:
+        assert results == []
+        return
+    if processes == "starting":
+        _compile_pool._pool.close()
+    [claims] = results
+    assert len(claims.jobs) == graph.kernels
+    owners = [job.owner for job in claims.jobs]
+    assert set(owners) <= {"worker", "thread"} and None not in owners
+    assert all(job.error is None and job.done.is_set() for job in claims.jobs if job.owner == "worker")
+    if processes == "ready":
+        assert owners == ["worker"] * graph.kernels
 
 
 @pytest.mark.gpu
@@ -304,26 +325,73 @@ def _wait_until_ready(pool, seconds=120):
         time.sleep(0.01)
 
 
-def test_a_graph_compiled_before_the_workers_are_ready_goes_to_the_threads_at_once(monkeypatch):
-    """While the pool's workers start (importing triton, compiling their first kernel), a
-    graph's kernels are left to this process's threads: nothing waits for the workers, nothing
-    is captured for them, and the pool is not marked broken; once a worker says it is ready,
-    the pool is."""
-    pytest.importorskip("triton.backends.nvidia")
-    from kiln.inductor.triton import _compile_pool
+def _jobs(tmp_path, module, count, kernel="kernel0"):
+    """``count`` launches of ``kernel`` (kernel0 above, for an H100) in a module of its own."""
+    from kiln.inductor.triton._compile_pool import Job
+    from kiln.inductor.triton._runtime import HEADER
 
+    path = tmp_path / f"{module}.py"
+    path.write_text(HEADER + _KERNEL)
+    spec, target = _spec_for_hopper()[:2]
+    return [Job(str(path), module, kernel, spec, [target.backend, target.arch, 32], i) for i in range(count)]
+
+
+def test_launches_are_the_threads_while_the_workers_start():
+    """While the pool's workers start (importing triton, compiling their first kernel), a
+    graph's launches are this process's threads' at once: nothing waits for a worker that is
+    not ready, and the pool is not marked broken."""
+    from kiln.inductor.triton._compile_pool import Claims, CompilePool, Job, _Worker, finish
+
+    starting = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)  # (never says it is ready)
+    pool = CompilePool(1)
+    pool.workers = [_Worker(starting)]
+    try:
+        claims = Claims([Job("path", "module", "kernel", "{}", ["cuda", 90, 32], i) for i in range(3)])
+        drains = pool.serve(claims)
+        start = time.perf_counter()
+        assert [claims.take(i) for i in (2, 1, 0)] == [None, None, None]
+        assert time.perf_counter() - start < 0.5
+        assert [j.owner for j in claims.jobs] == ["thread"] * 3
+        for t in drains:  # a worker's thread ends once nothing is left to take
+            t.join(timeout=60)
+            assert not t.is_alive()
+        assert finish(claims) == (0, 0) and pool.broken is None
+        assert len(pool.workers) == 1 and not starting.stdin.closed  # not started again, not closed
+    finally:
+        pool.close()
+
+
+def test_a_worker_ready_during_a_graph_takes_the_launches_the_threads_have_not(tmp_path, monkeypatch):
+    """A worker that becomes ready while a graph's launches are being compiled takes those the
+    threads have not taken (from the front; the threads take them from the back), compiles
+    them into triton's cache, and a thread coming to one of them gets the worker's job to wait
+    for. A pool whose workers fail every launch of a graph they took is marked broken."""
+    pytest.importorskip("triton.backends.nvidia")
+    from kiln.inductor.triton._compile_pool import Claims, CompilePool, finish
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    pool = _compile_pool.CompilePool(1)
-    monkeypatch.setattr(_compile_pool, "_pool", pool)
-    ran = []
+    pool = CompilePool(1)
     try:
         pool.start(["cuda", 90, 32])
-        start = time.perf_counter()
-        assert _compile_pool.compile_in_workers([(None, lambda: ran.append(1))], 1) == (0, 0)
-        assert time.perf_counter() - start < 0.5  # (a worker takes seconds to warm up here)
-        assert ran == [] and pool.broken is None
-        _wait_until_ready(pool)
-        assert pool.ready() and len(pool.workers) == 1
+        claims = Claims(_jobs(tmp_path, "kiln_claims_ready", 3))
+        assert claims.take(2) is None  # a thread's, before the worker is ready
+        for t in pool.serve(claims):
+            t.join(timeout=120)
+        assert pool.ready()
+        assert [j.owner for j in claims.jobs] == ["worker", "worker", "thread"]
+        assert all(j.done.is_set() and j.error is None and j.seconds > 0 for j in claims.jobs[:2])
+        assert claims.take(0) is claims.jobs[0] and claims.take(2) is None
+        assert len(list((tmp_path / "cache").rglob("*.cubin"))) == 1  # (one kernel, one specialization)
+        assert finish(claims) == (2, 0) and pool.broken is None
+
+        bad = Claims(_jobs(tmp_path, "kiln_claims_bad", 2, kernel="no_such_kernel"))
+        for t in pool.serve(bad):
+            t.join(timeout=120)
+        assert [j.owner for j in bad.jobs] == ["worker", "worker"]
+        assert all("no_such_kernel" in j.error for j in bad.jobs)
+        assert finish(bad) == (0, 2) and "no_such_kernel" in pool.broken
     finally:
         pool.close()
 

@@ -11,16 +11,18 @@ threads, through triton's ``warmup`` (which compiles for given arguments without
   off that alignment (an input or ATen result at an offset); a size parameter is its value on the example inputs (triton
   specializes integers equal to 1 and multiples of 16); the seed is left unspecialized
   (``do_not_specialize``), so any int64 will do (a seed read from memory is an int64 tensor);
-- worker processes compile them first where ``processes`` (``_compile_pool``: triton's front
-  end and its LLVM linking hold the GIL, so threads overlap about half of a compile: 8
-  kernels for an H100 on a 2-core CPU took 0.54 s one after another, 0.40 s in 2 threads),
-  into triton's disk cache;
-- then the threads run the warmups, each loading its kernel from that cache or, where no
-  worker compiled it, compiling it, at once where triton lets them: with ``AsyncCompileMode``
-  (triton's compile of a warmed-up kernel goes to the pool; the next warmup starts at once),
-  else a thread per ``warmup`` call. (The workers were first tried without warming them up,
-  commit 5b3fa0b, and measured slower on an H100: each fresh worker paid triton's first
-  compile, about 0.45 s, on its first kernel. They now pay it when they start.)
+- where ``processes``, worker processes (``_compile_pool``: triton's front end and its LLVM
+  linking hold the GIL, so threads overlap about half of a compile: 8 kernels for an H100 on
+  a 2-core CPU took 0.54 s one after another, 0.40 s in 2 threads) take the kernels from the
+  front of the list as each worker is ready, into triton's disk cache, while this process's
+  threads take them from the back and compile them themselves; a thread that comes to a
+  kernel a worker has taken waits for it and then loads its binary from the cache. Without
+  the workers the threads run the warmups at once where triton lets them: with
+  ``AsyncCompileMode`` (triton's compile of a warmed-up kernel goes to the pool; the next
+  warmup starts at once), else a thread per ``warmup`` call. (The workers were first tried
+  without warming them up, commit 5b3fa0b, and measured slower on an H100: each fresh worker
+  paid triton's first compile, about 0.45 s, on its first kernel. They now pay it when they
+  start.)
 - each compiled kernel is loaded in the same threads as soon as its compile is done, not at
   its first launch (``_Loader``): for torch's static CUDA launcher where it takes the kernel
   (``_static_launch``), else with triton's launcher, which triton 3.6 builds per argument
@@ -46,7 +48,7 @@ from typing import Any
 import torch
 
 from .._ir import SEED, SEED_PTR
-from ._compile_pool import compile_in_workers, pool
+from ._compile_pool import Claims, compile_in_workers, finish, pool
 from ._static_launch import as_static, declared_of
 
 __all__ = ["compile_in_parallel", "precompile", "start_workers", "warmup_args"]
@@ -56,13 +58,16 @@ _log = logging.getLogger("kiln")
 _STAND_IN_SEED = 2**62 + 12345  # an int64, as at run time
 
 
-def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device: int | None) -> list[Any]:
+def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device: int | None,
+                        claims: Claims | None = None) -> list[Any]:
     """Run ``calls`` (triton ``warmup`` calls for CUDA device ``device``; None: the current
     one) so that their compiles overlap: through triton's ``AsyncCompileMode`` where it has
     one and none is active, else each call in a thread; and load what they compiled
-    (``_Loader``), under that mode each kernel as soon as its compile is done. Errors are
-    dropped: the launch compiles again and reports them. Returns what each call compiled and
-    loaded, in order (None where it failed, or its kernel did not load)."""
+    (``_Loader``), each kernel as soon as its compile is done. With ``claims`` (the launches
+    the compile workers take, ``_compile_pool``) each call in a thread, from the last: one
+    that a worker has taken waits for it, then loads its binary from triton's cache. Errors
+    are dropped: the launch compiles again and reports them. Returns what each call compiled
+    and loaded, in order (None where it failed, or its kernel did not load)."""
     import triton
 
     def call(fn: Callable[[], Any]) -> Any:
@@ -74,12 +79,21 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
     workers = max(1, min(workers, len(calls)))
     mode = getattr(triton, "AsyncCompileMode", None)
     active = getattr(getattr(getattr(triton, "runtime", None), "_async_compile", None), "active_mode", None)
-    if active is not None and active.get() is not None:
+    if claims is not None or (active is not None and active.get() is not None):
         mode = None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kiln-triton-compile") as pool:
         loader = _Loader(pool, call, device)
         if mode is None:
-            results = [future.result() for future in [pool.submit(call, fn) for fn in calls]]
+            def compile_and_load(index: int, fn: Callable[[], Any]) -> Any:
+                job = claims.take(index) if claims is not None else None
+                if job is not None:  # a worker's: its binary read from the cache (compiled here if it failed)
+                    job.done.wait()
+                result = call(fn)
+                loader.submit(_compiled(result))
+                return result
+
+            futures = {i: pool.submit(compile_and_load, i, fn) for i, fn in reversed(list(enumerate(calls)))}
+            results = [futures[i].result() for i in range(len(calls))]
         else:
             try:
                 context = mode(pool, ignore_errors=True)
@@ -239,13 +253,16 @@ def precompile(launches: dict[str, Any], functions: dict[str, Any], devices: dic
     compiled: dict[str, tuple[tuple, Any]] = {}
     size = _size(workers)
     for index, calls in by_device.items():
+        claims = None
         if processes:
             try:
                 with torch.cuda.device(index):
-                    compile_in_workers(calls, size)
+                    claims = compile_in_workers(calls, size)
             except Exception:  # compiled by the threads instead
                 _log.warning("kiln.inductor: compiling Triton kernels in worker processes failed", exc_info=True)
-        kernels = compile_in_parallel([call for _, call in calls], size, index)
+        kernels = compile_in_parallel([call for _, call in calls], size, index, claims)
+        if claims is not None:
+            finish(claims)
         for (name, key), kernel in zip(keys[index], kernels, strict=True):
             if key is not None and kernel is not None:
                 compiled[name] = (key, kernel)
