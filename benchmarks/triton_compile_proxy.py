@@ -145,7 +145,7 @@ if parallel:  # the same kernels in N threads, then in N warmed-up worker proces
 
     from triton.runtime.jit import serialize_specialization_data
 
-    from kiln.inductor.triton._compile_pool import CompilePool, Job
+    from kiln.inductor.triton._compile_pool import Claims, CompilePool, Job
 
     def one(item):
         r, fn, constexprs, attrs, options = item
@@ -156,23 +156,46 @@ if parallel:  # the same kernels in N threads, then in N warmed-up worker proces
     with ThreadPoolExecutor(parallel) as threads:
         list(threads.map(one, done))
     threads_s = time.perf_counter() - start
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="proxy-processes-")
     pool = CompilePool(parallel)
     pool.start([target.backend, target.arch, target.warp_size])
     time.sleep(float(os.environ.get("PROXY_WARM_S") or 8))  # started early enough to be warm
     extra = [target] if "target" in inspect.signature(serialize_specialization_data).parameters else []
-    jobs = []
-    for r, fn, constexprs, attrs, options in done:
-        options = backend.parse_options(options)
-        spec = serialize_specialization_data(r["kernel"], r["signature"], constexprs, attrs, options, "key", *extra)
-        module = [name for name, m in sys.modules.items() if getattr(m, "__file__", None) == r["path"]][0]
-        jobs.append(Job(r["path"], module, r["kernel"], spec, [target.backend, target.arch, target.warp_size]))
+
+    def jobs_of():
+        jobs = []
+        for i, (r, fn, constexprs, attrs, options) in enumerate(done):
+            options = backend.parse_options(options)
+            spec = serialize_specialization_data(r["kernel"], r["signature"], constexprs, attrs, options, "key", *extra)
+            module = [name for name, m in sys.modules.items() if getattr(m, "__file__", None) == r["path"]][0]
+            jobs.append(Job(r["path"], module, r["kernel"], spec, [target.backend, target.arch, target.warp_size], i))
+        return jobs
+
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="proxy-processes-")
+    jobs = jobs_of()
     start = time.perf_counter()
     pool.compile(jobs)
     processes_s = time.perf_counter() - start
+    failed = [j.error for j in jobs if j.error]
+    # both, as precompile shares a graph's launches: the workers from the front, N threads from the back
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="proxy-both-")
+    claims = Claims(jobs_of())
+
+    def mine(i):
+        job = claims.take(i)
+        if job is not None:
+            job.done.wait()
+            if job.error is None:  # (the launch would load it)
+                return
+        one(done[i])
+
+    start = time.perf_counter()
+    pool.serve(claims)
+    with ThreadPoolExecutor(parallel) as threads:
+        list(threads.map(mine, reversed(range(len(done)))))
+    both_s = time.perf_counter() - start
     pool.close()
-    print(json.dumps({"parallel": parallel, "threads_s": threads_s, "processes_s": processes_s,
-                      "failed": [j.error for j in jobs if j.error]}))
+    print(json.dumps({"parallel": parallel, "threads_s": threads_s, "processes_s": processes_s, "both_s": both_s,
+                      "by_workers": sum(j.owner == "worker" for j in claims.jobs), "failed": failed}))
 '''
 
 
@@ -222,17 +245,19 @@ def main() -> None:
         total = sum(k["seconds"] for k in kernels)
         rows.append((case, len(kernels), sum(k["libdevice"] for k in kernels), total, parallel))
     n = args.parallel
-    at_once = (f", and all at once in {n} threads and in {n} warmed-up worker processes (kiln's compile pool)"
-               if n else "")
+    at_once = (f", and all at once in {n} threads, in {n} warmed-up worker processes (kiln's compile pool), and"
+               f" in both sharing the kernels as precompile does (how many the workers took)" if n else "")
     print(f"\nCompiling the kernels for an H100 (cuda:90) on this CPU: one after another (total){at_once},"
           f" seconds of wall time ({'GPU' if args.gpu_sizes else 'CPU'} sizes)\n"
-          f"{'case':<18}{'kernels':>8}{'libdevice':>10}{'total s':>9}{'threads s':>11}{'processes s':>13}")
+          f"{'case':<18}{'kernels':>8}{'libdevice':>10}{'total s':>9}{'threads s':>11}{'processes s':>13}"
+          f"{'both s':>14}")
     for case, count, lib, total, parallel in rows:
         threads = f"{parallel['threads_s']:.3f}" if parallel else "-"
         processes = f"{parallel['processes_s']:.3f}" if parallel else "-"
         if parallel and parallel["failed"]:
             processes += f" ({len(parallel['failed'])} failed: {parallel['failed'][0]})"
-        print(f"{case:<18}{count:>8}{lib:>10}{total:>9.3f}{threads:>11}{processes:>13}")
+        both = f"{parallel['both_s']:.3f} ({parallel['by_workers']})" if parallel else "-"
+        print(f"{case:<18}{count:>8}{lib:>10}{total:>9.3f}{threads:>11}{processes:>13}{both:>14}")
 
 
 if __name__ == "__main__":
