@@ -24,6 +24,11 @@ class SizePrinter:
     max_fn: str
     min_fn: str
     variadic: bool  # whether max/min take any number of arguments (else nested pairs)
+    # where the dividend is provably nonnegative and the divisor positive (sympy's assumptions:
+    # kernel loop variables and sizes are nonnegative), the language's own operators, which
+    # then agree with Python's; None: ``floordiv`` and ``mod`` always
+    nonnegative_floordiv: str | None = None
+    nonnegative_mod: str | None = None
 
     def __call__(self, expr: Any) -> str:
         expr = sympy.sympify(expr)
@@ -35,16 +40,18 @@ class SizePrinter:
         if expr.is_Add or expr.is_Mul:
             num, den = sympy.fraction(expr) if expr.is_Mul else (expr, 1)
             if den != 1:
-                return self.floordiv.format(a=self(num), b=self(den))
+                return self._floordiv(num, den)
             op = " + " if expr.is_Add else " * "
             return "(" + op.join(self(t) for t in sorted(expr.args, key=sympy.default_sort_key)) + ")"
         if isinstance(expr, sympy.floor):
             num, den = sympy.fraction(sympy.together(expr.args[0]))
-            return self.floordiv.format(a=self(num), b=self(den))
+            return self._floordiv(num, den)
         if isinstance(expr, FloorDiv):
-            return self.floordiv.format(a=self(expr.args[0]), b=self(expr.args[1]))
+            return self._floordiv(*expr.args)
         if isinstance(expr, (sympy.Mod, Mod)):
-            return self.mod.format(a=self(expr.args[0]), b=self(expr.args[1]))
+            a, b = expr.args
+            form = self.nonnegative_mod if self.nonnegative_mod and _nonnegative_by_positive(a, b) else self.mod
+            return form.format(a=self(a), b=self(b))
         if isinstance(expr, (sympy.Max, sympy.Min)):
             fn = self.max_fn if isinstance(expr, sympy.Max) else self.min_fn
             args = [self(a) for a in sorted(expr.args, key=sympy.default_sort_key)]
@@ -57,6 +64,17 @@ class SizePrinter:
         if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
             return "(" + " * ".join([self(expr.base)] * int(expr.exp)) + ")"
         raise ValueError(f"no {self.language} for the size expression {expr}")
+
+    def _floordiv(self, a: Any, b: Any) -> str:
+        form = self.nonnegative_floordiv if self.nonnegative_floordiv and _nonnegative_by_positive(a, b) \
+            else self.floordiv
+        return form.format(a=self(a), b=self(b))
+
+
+def _nonnegative_by_positive(a: Any, b: Any) -> bool:
+    """Whether sympy proves ``a >= 0`` and ``b > 0`` (truncating division and remainder then
+    agree with Python's floor division and remainder)."""
+    return bool(sympy.sympify(a).is_nonnegative) and bool(sympy.sympify(b).is_positive)
 
 
 # C++: division and remainder never trap (a zero divisor gives 0, in loops that then run no

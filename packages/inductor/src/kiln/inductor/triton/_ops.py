@@ -52,9 +52,13 @@ TL_TYPES: dict[torch.dtype, str] = {
 }
 
 # Python's floor division and remainder (the index expressions' meaning) for values that may
-# be negative; for the nonnegative ones (loop variables, sizes) Triton's own operators agree
+# be negative; for those sympy proves nonnegative over a positive divisor (loop variables,
+# sizes) Triton's own operators, which agree there: half the instructions and of the compile
+# time (a layer norm's weight-gradient kernel for an H100: 2943 lines of PTX and 0.72 s to
+# compile with the helpers, 1661 and 0.38 s without)
 TRITON = SizePrinter("Triton", "kiln_floordiv_int({a}, {b})", "kiln_mod_int({a}, {b})", "{}", "tl.maximum",
-                     "tl.minimum", variadic=False)
+                     "tl.minimum", variadic=False, nonnegative_floordiv="({a} // {b})",
+                     nonnegative_mod="({a} % {b})")
 
 # ``exp`` is libdevice's, as eager's CUDA kernels compute it (the same bits): ``tl.exp`` is an
 # approximate ``ex2`` of the rounded ``x * log2(e)``, up to 63 ulps from float64 over [-87, 88]
