@@ -362,6 +362,31 @@ def test_launches_are_the_threads_while_the_workers_start():
         pool.close()
 
 
+def test_twin_launches_are_one_job_compiled_once():
+    """Two launches of one kernel with one specialization (twins) are one job: the thread that
+    takes it under either index compiles it, the other waits for it (``finished``); a worker
+    that takes it serves both."""
+    from kiln.inductor.triton._compile_pool import Claims, Job
+
+    def claims():
+        return Claims([Job("path", "module", "kernel0", "{}", ["cuda", 90, 32], 0),
+                       Job("path", "module", "kernel1", "{}", ["cuda", 90, 32], 2)], aliases={1: 0})
+
+    by_threads = claims()
+    assert by_threads.take(1) is None  # the twin's thread compiles it
+    waits = by_threads.take(0)
+    assert waits is by_threads.jobs[0] and not waits.done.is_set()
+    by_threads.finished(0)  # (not the thread that took it)
+    assert not waits.done.is_set()
+    by_threads.finished(1)
+    assert waits.done.is_set()
+    assert by_threads.take(2) is None and [j.owner for j in by_threads.jobs] == ["thread", "thread"]
+
+    by_workers = claims()
+    assert [by_workers.for_worker().index, by_workers.for_worker().index, by_workers.for_worker()] == [0, 2, None]
+    assert by_workers.take(1) is by_workers.take(0) is by_workers.jobs[0]
+
+
 def test_a_worker_ready_during_a_graph_takes_the_launches_the_threads_have_not(tmp_path, monkeypatch):
     """A worker that becomes ready while a graph's launches are being compiled takes those the
     threads have not taken (from the front; the threads take them from the back), compiles
@@ -382,7 +407,7 @@ def test_a_worker_ready_during_a_graph_takes_the_launches_the_threads_have_not(t
         assert pool.ready()
         assert [j.owner for j in claims.jobs] == ["worker", "worker", "thread"]
         assert all(j.done.is_set() and j.error is None and j.seconds > 0 for j in claims.jobs[:2])
-        assert claims.take(0) is claims.jobs[0] and claims.take(2) is None
+        assert claims.take(0) is claims.jobs[0] and claims.take(2) is claims.jobs[2]  # (to wait for)
         assert len(list((tmp_path / "cache").rglob("*.cubin"))) == 1  # (one kernel, one specialization)
         assert finish(claims) == (2, 0) and pool.broken is None
 

@@ -126,11 +126,15 @@ class _Worker:
 class Claims:
     """A graph's launches to compile (``Job``s, in the graph's order), each by whoever takes it
     first: a worker from the front (``for_worker``), or a thread of this process about to
-    compile the launch itself (``take``)."""
+    compile the launch itself (``take``, then ``finished``). Launches of one kernel with one
+    specialization (a kernel's twins, ``_twins``) are one job, under each of their indices."""
 
-    def __init__(self, jobs: Sequence[Job]) -> None:
+    def __init__(self, jobs: Sequence[Job], aliases: dict[int, int] | None = None) -> None:
         self.jobs = list(jobs)
         self._by_index = {job.index: job for job in self.jobs}
+        for index, same in (aliases or {}).items():  # index: the index of the job it shares
+            self._by_index[index] = self._by_index[same]
+        self._takers: dict[int, int] = {}  # by id of a job a thread took: that thread's index
         self._lock = threading.Lock()
         self.start = time.perf_counter()
         self.pool: CompilePool | None = None  # the pool serving them
@@ -146,16 +150,25 @@ class Claims:
 
     def take(self, index: int) -> Job | None:
         """For a thread about to compile launch ``index``: None where the thread is to compile
-        it (nobody had taken it, or it is not among the claims), else the worker's job, whose
-        ``done`` the thread waits for before it loads the binary (or compiles it, where the
-        worker failed)."""
+        it (nobody had taken it, or it is not among the claims; the thread then calls
+        ``finished``), else the job whose ``done`` the thread waits for before it loads the
+        binary (or compiles it, where that failed): a worker's, or another thread's (a twin)."""
         with self._lock:
             job = self._by_index.get(index)
-            if job is None or job.owner is None:
-                if job is not None:
-                    job.owner = "thread"
+            if job is None:
                 return None
-            return job if job.owner == "worker" else None
+            if job.owner is None:
+                job.owner = "thread"
+                self._takers[id(job)] = index
+                return None
+            return job
+
+    def finished(self, index: int) -> None:
+        """The thread that took launch ``index`` has compiled it (or failed to)."""
+        with self._lock:
+            job = self._by_index.get(index)
+            if job is not None and self._takers.get(id(job)) == index:
+                job.done.set()
 
     def open(self) -> bool:
         """Whether a launch is left to take."""
@@ -313,16 +326,21 @@ def compile_in_workers(calls: Sequence[tuple[Any, Callable[[], Any]]], size: int
     the_pool = pool(size)
     if the_pool.broken is not None:
         return None
-    jobs = []
+    jobs: dict[tuple[int, str], Job] = {}
+    aliases: dict[int, int] = {}
     for index, fn, spec, target in capture_specs(calls):
         module = sys.modules.get(fn.fn.__module__)
         path = getattr(module, "__file__", None)
         if path is None:
             continue
-        jobs.append(Job(path, fn.fn.__module__, fn.fn.__name__, spec, target, index))
+        same = jobs.get((id(fn), spec))
+        if same is not None:  # a twin's launch: the same compile
+            aliases[index] = same.index
+        else:
+            jobs[id(fn), spec] = Job(path, fn.fn.__module__, fn.fn.__name__, spec, target, index)
     if not jobs:
         return None
-    claims = Claims(jobs)
+    claims = Claims(list(jobs.values()), aliases)
     the_pool.serve(claims)
     return claims
 

@@ -86,9 +86,13 @@ def compile_in_parallel(calls: Sequence[Callable[[], Any]], workers: int, device
         if mode is None:
             def compile_and_load(index: int, fn: Callable[[], Any]) -> Any:
                 job = claims.take(index) if claims is not None else None
-                if job is not None:  # a worker's: its binary read from the cache (compiled here if it failed)
+                if job is not None:  # a worker's (its binary then read from the cache) or a twin's
                     job.done.wait()
-                result = call(fn)
+                try:
+                    result = call(fn)
+                finally:
+                    if claims is not None:
+                        claims.finished(index)
                 loader.submit(_compiled(result))
                 return result
 
