@@ -387,6 +387,31 @@ def test_twin_launches_are_one_job_compiled_once():
     assert by_workers.take(1) is by_workers.take(0) is by_workers.jobs[0]
 
 
+def test_a_worker_takes_each_launch_as_soon_as_it_is_captured():
+    """Claims still being filled (the launches captured one by one): a worker waiting for
+    work gets each job as it is added, and nothing more once they are closed."""
+    from kiln.inductor.triton._compile_pool import Claims, Job
+
+    claims = Claims(closed=False)
+    got = []
+    worker = threading.Thread(target=lambda: got.extend(iter(claims.for_worker, None)))
+    worker.start()
+    first = Job("path", "module", "kernel0", "{}", ["cuda", 90, 32], 0)
+    claims.add(first)
+    deadline = time.monotonic() + 60
+    while first.owner is None:  # taken before the next is added
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert claims.open() and worker.is_alive()
+    second = Job("path", "module", "kernel1", "{}", ["cuda", 90, 32], 1)
+    claims.add(second)
+    claims.add(second, 2)  # its twin
+    claims.close()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and got == [first, second] and not claims.open()
+    assert claims.take(2) is second
+
+
 def test_a_worker_ready_during_a_graph_takes_the_launches_the_threads_have_not(tmp_path, monkeypatch):
     """A worker that becomes ready while a graph's launches are being compiled takes those the
     threads have not taken (from the front; the threads take them from the back), compiles

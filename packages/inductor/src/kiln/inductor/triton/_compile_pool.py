@@ -127,33 +127,61 @@ class Claims:
     """A graph's launches to compile (``Job``s, in the graph's order), each by whoever takes it
     first: a worker from the front (``for_worker``), or a thread of this process about to
     compile the launch itself (``take``, then ``finished``). Launches of one kernel with one
-    specialization (a kernel's twins, ``_twins``) are one job, under each of their indices."""
+    specialization (a kernel's twins, ``_twins``) are one job, under each of their indices.
+    Claims made ``open`` get their jobs one at a time (``add``, as the launches are captured:
+    the workers start on the first while the rest are) until ``close``."""
 
-    def __init__(self, jobs: Sequence[Job], aliases: dict[int, int] | None = None) -> None:
-        self.jobs = list(jobs)
-        self._by_index = {job.index: job for job in self.jobs}
-        for index, same in (aliases or {}).items():  # index: the index of the job it shares
-            self._by_index[index] = self._by_index[same]
+    def __init__(self, jobs: Sequence[Job] = (), aliases: dict[int, int] | None = None, *,
+                 closed: bool = True) -> None:
+        self.jobs: list[Job] = []
+        self._by_index: dict[int, Job] = {}
         self._takers: dict[int, int] = {}  # by id of a job a thread took: that thread's index
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self.closed = False
         self.start = time.perf_counter()
         self.pool: CompilePool | None = None  # the pool serving them
+        for job in jobs:
+            self.add(job)
+        for index, same in (aliases or {}).items():  # index: the index of the job it shares
+            self.add(self._by_index[same], index)
+        if closed:
+            self.close()
+
+    def add(self, job: Job, index: int | None = None) -> None:
+        """Add ``job`` (under its own index; given ``index``, a twin's launch: the same job,
+        already added, under that index too)."""
+        with self._changed:
+            if index is None:
+                self.jobs.append(job)
+                index = job.index
+            self._by_index[index] = job
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """No job is added after this."""
+        with self._changed:
+            self.closed = True
+            self._changed.notify_all()
 
     def for_worker(self) -> Job | None:
-        """The first launch nobody has taken, now the caller worker's (None: none left)."""
-        with self._lock:
-            for job in self.jobs:
-                if job.owner is None:
-                    job.owner = "worker"
-                    return job
-        return None
+        """The first launch nobody has taken, now the caller worker's, waiting for one while
+        jobs are still added (None: none left)."""
+        with self._changed:
+            while True:
+                for job in self.jobs:
+                    if job.owner is None:
+                        job.owner = "worker"
+                        return job
+                if self.closed:
+                    return None
+                self._changed.wait()
 
     def take(self, index: int) -> Job | None:
         """For a thread about to compile launch ``index``: None where the thread is to compile
         it (nobody had taken it, or it is not among the claims; the thread then calls
         ``finished``), else the job whose ``done`` the thread waits for before it loads the
         binary (or compiles it, where that failed): a worker's, or another thread's (a twin)."""
-        with self._lock:
+        with self._changed:
             job = self._by_index.get(index)
             if job is None:
                 return None
@@ -165,18 +193,18 @@ class Claims:
 
     def finished(self, index: int) -> None:
         """The thread that took launch ``index`` has compiled it (or failed to)."""
-        with self._lock:
+        with self._changed:
             job = self._by_index.get(index)
             if job is not None and self._takers.get(id(job)) == index:
                 job.done.set()
 
     def open(self) -> bool:
-        """Whether a launch is left to take."""
-        with self._lock:
-            return any(job.owner is None for job in self.jobs)
+        """Whether a launch is left to take, or may still be added."""
+        with self._changed:
+            return not self.closed or any(job.owner is None for job in self.jobs)
 
     def untaken(self) -> list[Job]:
-        with self._lock:
+        with self._changed:
             return [job for job in self.jobs if job.owner is None]
 
 
@@ -280,11 +308,13 @@ def pool(size: int) -> CompilePool:
         return _pool
 
 
-def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]]) -> list[tuple[int, Any, str, list[Any]]]:
+def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]],
+                  found_one: Callable[[int, Any, str, list[Any]], None] | None = None
+                  ) -> list[tuple[int, Any, str, list[Any]]]:
     """Run each ``(function, warmup call)`` with triton's ``jit_cache_hook`` answering for
     ``function``: what it would compile (``(its index in calls, function, specialization
-    data, target)``), not compiled. Functions already compiled for those arguments give
-    nothing."""
+    data, target)``), not compiled, each also given to ``found_one`` as soon as it is found.
+    Functions already compiled for those arguments give nothing."""
     import triton
     from triton.runtime import driver
 
@@ -305,6 +335,8 @@ def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]]) -> list[tuple[
         if spec is None:
             return None  # a triton without it: compiled here
         found.append((current[1], current[0], spec, target))
+        if found_one is not None:
+            found_one(*found[-1])
         return True
 
     runtime.jit_cache_hook = hook
@@ -326,23 +358,27 @@ def compile_in_workers(calls: Sequence[tuple[Any, Callable[[], Any]]], size: int
     the_pool = pool(size)
     if the_pool.broken is not None:
         return None
+    claims = Claims(closed=False)
+    the_pool.serve(claims)  # (the workers take each launch as soon as it is captured)
     jobs: dict[tuple[int, str], Job] = {}
-    aliases: dict[int, int] = {}
-    for index, fn, spec, target in capture_specs(calls):
+
+    def found_one(index: int, fn: Any, spec: str, target: list[Any]) -> None:
         module = sys.modules.get(fn.fn.__module__)
         path = getattr(module, "__file__", None)
         if path is None:
-            continue
+            return
         same = jobs.get((id(fn), spec))
         if same is not None:  # a twin's launch: the same compile
-            aliases[index] = same.index
+            claims.add(same, index)
         else:
             jobs[id(fn), spec] = Job(path, fn.fn.__module__, fn.fn.__name__, spec, target, index)
-    if not jobs:
-        return None
-    claims = Claims(list(jobs.values()), aliases)
-    the_pool.serve(claims)
-    return claims
+            claims.add(jobs[id(fn), spec])
+
+    try:
+        capture_specs(calls, found_one)
+    finally:
+        claims.close()
+    return claims if jobs else None
 
 
 def finish(claims: Claims) -> tuple[int, int]:
