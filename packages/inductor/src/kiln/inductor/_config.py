@@ -46,12 +46,13 @@ class InductorConfig:
     compile_threads: int = field(default=0, metadata={
         "help": "threads compiling a new graph's Triton kernels at once, before its first call "
                 "(0: one per CPU, at most 8; 1: each kernel compiled by triton at its first launch, one after another)"})
-    compile_processes: bool = field(default=True, metadata={
+    compile_processes: bool = field(default=False, metadata={
         "help": "worker processes (python -m kiln.inductor.triton._compile_worker, compile_threads of them, "
                 "started when a graph on a CUDA device is first compiled, each warmed up by a first compile) "
                 "share a new graph's Triton kernels with this process's threads: a ready worker compiles one into "
                 "triton's cache, which the threads then load from, while the threads compile others themselves "
-                "(nothing waits for a worker still starting). False: the threads of this process compile them all"})
+                "(nothing waits for a worker still starting). Off by default until this sharing is measured and "
+                "tested on a GPU. False: the threads of this process compile them all"})
     cache_dir: str = field(default="", metadata={
         "help": "where compiled kernels and graphs are kept across processes; empty: $KILN_CACHE_DIR, "
                 "else ~/.cache/kiln"})
