@@ -247,6 +247,65 @@ def test_an_index_read_twice_is_checked_once(interpreted):
             compiled(w, v, torch.tensor([1, 10]))
 
 
+def test_positions_from_the_kernels_own_loop_variables_are_not_checked(interpreted):
+    """A position embedding's positions (an arange: the kernel's own loop variable) are in
+    range by construction: no device-side check (a kernel without one compiles without
+    triton's debug mode, about a third faster for a GPT-2's first kernel), while token ids
+    loaded from memory are still checked."""
+    def fn(ids, wte, wpe):
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        return F.embedding(ids, wte) + F.embedding(positions, wpe)
+
+    ids = torch.randint(0, 50, (2, 16), device=DEVICE)
+    wte, wpe = torch.randn(50, 8, device=DEVICE), torch.randn(32, 8, device=DEVICE)
+    compiled = kiln.compile(fn, options=OPTIONS)
+    torch.testing.assert_close(compiled(ids, wte, wpe), fn(ids, wte, wpe))
+    (graph,) = interpreted
+    assert graph.triton_code.count("kiln_index_check(") == 1  # the ids'
+    if not CUDA:
+        with pytest.raises(Exception, match="index out of range"):
+            compiled(torch.full((2, 16), 50, device=DEVICE), wte, wpe)
+
+
+@pytest.mark.parametrize(("shift", "checks"), [(4, 0), (5, 1), (-3, 1)])
+def test_an_index_from_loop_variables_is_checked_where_it_may_leave_the_range(interpreted, shift, checks):
+    """Positions shifted within the table need no check; shifted past its end, or below 0,
+    they keep it (negative ones wrap, as indexing does): eager's answers and errors."""
+    def fn(w):
+        return w[torch.arange(6, device=w.device) + shift] * 2
+
+    w = torch.randn(10, 3, device=DEVICE)
+    compiled = kiln.compile(fn, options=OPTIONS)
+    if shift == 5 and not CUDA:  # index 10 of 10 rows
+        with pytest.raises(Exception, match="out of bounds"):
+            compiled(w)
+    elif shift != 5:
+        torch.testing.assert_close(compiled(w), fn(w))
+    (graph,) = interpreted
+    assert graph.triton_code.count("kiln_index_check(") == checks
+
+
+def test_index_bounds_over_loop_variables():
+    import sympy
+
+    from kiln.inductor._ir import loop_vars
+    from kiln.inductor.triton._ops import index_bounds
+    from kiln.symshapes import FloorDiv, Mod
+
+    x0, x1 = loop_vars("x", 2)
+    size = sympy.Symbol("s0", integer=True, nonnegative=True)
+    extents = {"x0": sympy.Integer(8), "x1": size}
+    assert index_bounds(x0 * 3 + 2, extents) == (2, 23)
+    assert index_bounds(5 - x0, extents) == (-2, 5)
+    assert index_bounds(x1 + 1, extents) == (1, size)
+    assert index_bounds(Mod(x0 + 5, 4), extents) == (0, 3)
+    assert index_bounds(FloorDiv(x0 * 16, 5), extents) == (0, 22)
+    assert index_bounds(x0 * x1, extents) is None  # (a product of variables)
+    assert index_bounds(x0 + size, extents) is None  # (a size: no upper bound)
+    assert index_bounds(Mod(x0 - 1, 4), extents) is None  # (a remainder of a value that may be negative)
+    assert index_bounds(sympy.Symbol("r0", integer=True, nonnegative=True), extents) is None
+
+
 def test_without_the_interpreter_a_cpu_triton_graph_runs_as_aten(graphs, caplog, monkeypatch):
     """``cpu_backend='triton'`` needs TRITON_INTERPRET=1 for CPU tensors: without it the graph is
     refused (a warning naming the variable) and runs as its ATen graph, with eager's answer."""

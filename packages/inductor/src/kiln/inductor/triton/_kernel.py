@@ -185,6 +185,7 @@ def _tiled_body(kernel: Kernel, policy: FusionPolicy, pid: str, variables: tuple
     other_sizes = tuple(size for k, size in enumerate(sizes) if k != axis)
     writer.dims.update({v.name: frozenset({"x"}) for v in others})
     writer.dims[variables[axis].name] = frozenset({"r"})
+    writer.extents.update({v.name: size for v, size in zip(variables, sizes, strict=True)})
     body = [f"xnumel = {TRITON(sympy.Mul(*other_sizes))}", f"rnumel = {TRITON(sizes[axis])}",
             f"pid = {pid}", "tiles_r = (rnumel + RBLOCK - 1) // RBLOCK",
             "xindex = (pid // tiles_r) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
@@ -232,6 +233,7 @@ class _Writer:
         self.counter = [0]
         self.cse: dict[str, TritonVar] = {}
         self.dims: dict[str, frozenset[str]] = {}
+        self.extents: dict[str, sympy.Expr] = {}  # each loop variable's extent (``TritonOps.extents``)
         self.ones = "[1, 1]"
         self.stored: set[str] = set()  # buffers stored so far
         self.loaded: set[str] = set()  # buffers loaded by the stages so far
@@ -243,7 +245,7 @@ class _Writer:
 
     def ops(self) -> TritonOps:
         return TritonOps(self.dims, self.ones, locals=self.locals, stored=self.stored, evict=self.evict,
-                         _cse=self.cse, _counter=self.counter)
+                         extents=self.extents, _cse=self.cse, _counter=self.counter)
 
     def absorb(self, ops: TritonOps) -> list[str]:
         self.reads |= ops.reads
@@ -439,6 +441,7 @@ def _render(kernel: Kernel, policy: FusionPolicy, dtypes: dict[str, torch.dtype]
             writer = _Writer(kernel, policy, elide)
             writer.ones = "[1]"
             writer.dims.update({v.name: frozenset({"x"}) for v in variables})
+            writer.extents.update({v.name: size for v, size in zip(variables, sizes, strict=True)})
             body += [f"xnumel = {TRITON(total)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",
                      "xmask = xindex < xnumel", *_decompose(variables, sizes, "xindex")]
             for stage in kernel.stages:
@@ -512,6 +515,7 @@ def _rows_body(kernel: Kernel, policy: FusionPolicy, pid: str, persistent: bool,
     outer_vars = loop_vars("x", len(kernel.outer))
     xnumel = sympy.Mul(*kernel.outer)
     writer.dims.update({v.name: frozenset({"x"}) for v in outer_vars})
+    writer.extents.update({v.name: size for v, size in zip(outer_vars, kernel.outer, strict=True)})
     body = [f"xnumel = {TRITON(xnumel)}", f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
             "xmask = xindex < xnumel", *_decompose(outer_vars, kernel.outer, "xindex")]
     return writer, body + _rows(writer, kernel, persistent)
@@ -569,8 +573,9 @@ def _rows(writer: _Writer, kernel: Kernel, persistent: bool) -> list[str]:
                 else:
                     lines += writer.pointwise(stage)
             continue
-        for v in r_vars:
+        for v, size in zip(r_vars, inner, strict=True):
             writer.dims[v.name] = frozenset({"r"})
+            writer.extents[v.name] = size
         rindex_lines = [f"rnumel = {TRITON(rnumel)}"]
         if persistent:
             if inner != current:

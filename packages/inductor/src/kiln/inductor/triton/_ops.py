@@ -43,7 +43,7 @@ from .._ops import (
 )
 from .._printer import SizePrinter
 
-__all__ = ["COMPILE_OPTIONS", "TL_TYPES", "TRITON", "TritonOps", "TritonVar", "tconst", "tstore"]
+__all__ = ["COMPILE_OPTIONS", "TL_TYPES", "TRITON", "TritonOps", "TritonVar", "index_bounds", "tconst", "tstore"]
 
 TL_TYPES: dict[torch.dtype, str] = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.int64: "tl.int64", torch.int32: "tl.int32",
@@ -132,13 +132,16 @@ COMPILE_OPTIONS: dict[str, Any] = {"enable_fp_fusion": False}
 
 @dataclass(frozen=True, slots=True)
 class TritonVar:
-    """A temporary: its name, dtype, the block dimensions it depends on, and (for a float32
-    temporary holding a half value exactly) that half type."""
+    """A temporary: its name, dtype, the block dimensions it depends on, (for a float32
+    temporary holding a half value exactly) that half type, and (for an int64 temporary whose
+    value is an index expression: a loop variable's, a constant, their sums and products) that
+    expression, from which ``indirect`` bounds it."""
 
     name: str
     dtype: torch.dtype
     dims: frozenset[str] = frozenset()
     half: torch.dtype | None = None
+    value: sympy.Expr | None = None
 
 
 @dataclass(slots=True)
@@ -164,6 +167,9 @@ class TritonOps:
     # loop of the kernel reads again, "evict_first" for a last read after such a loop
     # (``_kernel._evictions``); None elsewhere
     evict: dict[str, str] | None = None
+    # each loop variable's extent where the kernel knows it (its values in the block's
+    # unmasked lanes: 0 to extent - 1), which bounds the index expressions ``indirect`` takes
+    extents: dict[str, sympy.Expr] = field(default_factory=dict)
     _cse: dict[str, TritonVar] = field(default_factory=dict)
     _counter: list[int] = field(default_factory=lambda: [0])
 
@@ -183,11 +189,12 @@ class TritonOps:
         self.symbols.update(s for s in sympy.sympify(expr).free_symbols
                             if not isinstance(s, IndirectIndex) and s.name not in self.dims)
 
-    def _emit(self, code: str, dtype: torch.dtype, dims: frozenset[str], half: torch.dtype | None = None) -> TritonVar:
+    def _emit(self, code: str, dtype: torch.dtype, dims: frozenset[str], half: torch.dtype | None = None,
+              value: sympy.Expr | None = None) -> TritonVar:
         found = self._cse.get(code)
         if found is not None and found.dtype == dtype:
             return found
-        var = TritonVar(f"tmp{self._counter[0]}", dtype, dims, half)
+        var = TritonVar(f"tmp{self._counter[0]}", dtype, dims, half, value if dtype == torch.int64 else None)
         self._counter[0] += 1
         self.lines.append(f"{var.name} = {code}")
         self._cse[code] = var
@@ -197,7 +204,11 @@ class TritonOps:
     def indirect(self, x: TritonVar, size: sympy.Expr, check: IndexCheck) -> sympy.Expr:
         bound = TRITON(size)
         self._sizes(size)
-        value = self._emit(f"{x.name}.to(tl.int64)", torch.int64, x.dims)
+        value = x if x.dtype == torch.int64 else self._emit(f"{x.name}.to(tl.int64)", torch.int64, x.dims)
+        if self._in_range(value.value, size):  # (an index the kernel computes from its loop variables)
+            name = IndirectIndex(value.name, integer=True)
+            self.dims[value.name] = x.dims
+            return name
         if check.negative:
             value = self._emit(f"tl.where({value.name} < 0, {value.name} + {bound}, {value.name})", torch.int64, x.dims)
         self.checks.append(check)
@@ -212,6 +223,18 @@ class TritonOps:
         name = IndirectIndex(safe.name, integer=True)
         self.dims[safe.name] = x.dims
         return name
+
+    def _in_range(self, value: sympy.Expr | None, size: sympy.Expr) -> bool:
+        """Whether ``value`` (an index expression; None: unknown) is provably in ``[0, size)``
+        in every unmasked lane: then neither checked nor clamped (a masked lane's index, out
+        of range or not, is only used by masked loads and stores)."""
+        if value is None:
+            return False
+        bounds = index_bounds(value, self.extents)
+        if bounds is None:
+            return False
+        low, high = bounds
+        return sympy.sympify(low).is_nonnegative is True and sympy.sympify(size - 1 - high).is_nonnegative is True
 
     def _load_code(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> tuple[str, torch.dtype, frozenset[str]]:
         """The expression loading element ``index`` of ``name`` (its CSE key), its temporary's
@@ -259,7 +282,9 @@ class TritonOps:
             rounded = torch.tensor(float(value), dtype=torch.float32).to(dtype).item()
             return self._emit(f"tl.full({self.ones}, {tconst(rounded, torch.float32)}, tl.float32)", torch.float32,
                               frozenset(), dtype)
-        return self._emit(f"tl.full({self.ones}, {tconst(value, dtype)}, {TL_TYPES[dtype]})", dtype, frozenset())
+        exact = sympy.Integer(int(value)) if not dtype.is_floating_point and dtype != torch.bool else None
+        return self._emit(f"tl.full({self.ones}, {tconst(value, dtype)}, {TL_TYPES[dtype]})", dtype, frozenset(),
+                          value=exact)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonVar:
         if dtype in HALF_DTYPES:
@@ -267,8 +292,8 @@ class TritonOps:
         self._sizes(expr)
         dims = self.index_dims(expr)
         if not dims:  # sizes only: a scalar, widened to a block of the kernel's rank
-            return self._emit(f"tl.full({self.ones}, {TRITON(expr)}, {TL_TYPES[dtype]})", dtype, dims)
-        return self._emit(f"({TRITON(expr)}).to({TL_TYPES[dtype]})", dtype, dims)
+            return self._emit(f"tl.full({self.ones}, {TRITON(expr)}, {TL_TYPES[dtype]})", dtype, dims, value=expr)
+        return self._emit(f"({TRITON(expr)}).to({TL_TYPES[dtype]})", dtype, dims, value=expr)
 
     def to_dtype(self, x: TritonVar, dtype: torch.dtype) -> TritonVar:
         if dtype in HALF_DTYPES:
@@ -281,7 +306,8 @@ class TritonOps:
             return x
         if dtype == torch.bool:
             return self._emit(f"({x.name} != 0)", dtype, x.dims)
-        return self._emit(f"{x.name}.to({TL_TYPES[dtype]})", dtype, x.dims)
+        widened = x.value if not x.dtype.is_floating_point and x.dtype != torch.bool else None
+        return self._emit(f"{x.name}.to({TL_TYPES[dtype]})", dtype, x.dims, value=widened)
 
     def random(self, distribution: str, offset: int, index: sympy.Expr, dtype: torch.dtype) -> TritonVar:
         """Element ``index`` of the graph's random op number ``offset`` (``"uniform"`` or
@@ -321,9 +347,51 @@ class TritonOps:
             fields = {"a": args[0].name, "T": TL_TYPES[args[0].dtype]}
             if arity == 2:
                 fields["b"] = args[1].name
-            return self._emit(code.format(**fields), dtype, dims)
+            value = None
+            if name in _EXACT and all(a.value is not None and a.dtype == torch.int64 for a in args):
+                value = _EXACT[name](*(a.value for a in args))
+            return self._emit(code.format(**fields), dtype, dims, value=value)
 
         return op
+
+
+# the int64 ops whose result's value ``TritonVar.value`` follows (index sizes: no overflow)
+_EXACT = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "neg": lambda a: -a}
+
+
+def index_bounds(expr: Any, extents: dict[str, sympy.Expr]) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """The least and greatest value of the index expression ``expr`` over loop variables
+    ranging over ``0 .. extent - 1`` (``extents``, by name); None where it cannot be bounded
+    (a variable of no known extent, a size symbol, a division by a non-constant)."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return expr, expr
+    if expr.is_Symbol:
+        extent = extents.get(expr.name)
+        return None if extent is None or isinstance(expr, IndirectIndex) else (sympy.Integer(0), extent - 1)
+    if expr.is_Add:
+        parts = [index_bounds(a, extents) for a in expr.args]
+        if any(p is None for p in parts):
+            return None
+        return sympy.Add(*(p[0] for p in parts)), sympy.Add(*(p[1] for p in parts))
+    if expr.is_Mul:
+        coeff, rest = expr.as_coeff_Mul()
+        if not coeff.is_Integer or rest.is_Mul:
+            return None
+        inner = index_bounds(rest, extents)
+        if inner is None:
+            return None
+        low, high = coeff * inner[0], coeff * inner[1]
+        return (low, high) if coeff >= 0 else (high, low)
+    if isinstance(expr, (FloorDiv, Mod, sympy.Mod)):
+        a, b = expr.args
+        inner = index_bounds(a, extents)
+        if inner is None or not (b.is_Integer and b > 0) or sympy.sympify(inner[0]).is_nonnegative is not True:
+            return None
+        if isinstance(expr, FloorDiv):
+            return FloorDiv(inner[0], b), FloorDiv(inner[1], b)
+        return sympy.Integer(0), b - 1
+    return None
 
 
 def _message(check: IndexCheck) -> str:
