@@ -285,6 +285,20 @@ def test_an_index_from_loop_variables_is_checked_where_it_may_leave_the_range(in
     assert graph.triton_code.count("kiln_index_check(") == checks
 
 
+def test_an_unchecked_index_past_the_table_in_masked_lanes_reads_nothing(interpreted):
+    """Rows gathered at their own positions (``embedding(arange(n), w)``): the blocks' last
+    lanes are past the flat size (masked), where the row variable, and so the unchecked index,
+    runs past the table; those lanes load nothing. Static and dynamic sizes (one graph each)."""
+    def fn(w):
+        return F.embedding(torch.arange(w.shape[0], device=w.device), w) * 2
+
+    compiled = kiln.compile(fn, options=OPTIONS)
+    for n in (21, 37, 1000):
+        w = torch.randn(n, 3, device=DEVICE)
+        torch.testing.assert_close(compiled(w), fn(w))
+    assert [g.triton_code.count("kiln_index_check(") for g in interpreted] == [0, 0]
+
+
 def test_index_bounds_over_loop_variables():
     import sympy
 
