@@ -282,7 +282,8 @@ class TritonOps:
             rounded = torch.tensor(float(value), dtype=torch.float32).to(dtype).item()
             return self._emit(f"tl.full({self.ones}, {tconst(rounded, torch.float32)}, tl.float32)", torch.float32,
                               frozenset(), dtype)
-        exact = sympy.Integer(int(value)) if not dtype.is_floating_point and dtype != torch.bool else None
+        exact = sympy.Integer(int(value)) if dtype == torch.int64 and isinstance(value, (int, sympy.Integer)) \
+            and not isinstance(value, bool) else None
         return self._emit(f"tl.full({self.ones}, {tconst(value, dtype)}, {TL_TYPES[dtype]})", dtype, frozenset(),
                           value=exact)
 
