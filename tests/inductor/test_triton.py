@@ -320,6 +320,51 @@ def test_index_bounds_over_loop_variables():
     assert index_bounds(sympy.Symbol("r0", integer=True, nonnegative=True), extents) is None
 
 
+def test_index_bounds_hold_for_every_value_of_the_loop_variables():
+    """``index_bounds`` is what lets a kernel skip an index check: over random expressions of
+    two loop variables (sums, constant multiples, floor divisions and remainders by
+    constants, nested), every value the variables take lies within the bounds it gives."""
+    import itertools
+    import random
+
+    import sympy
+
+    from kiln.inductor._ir import loop_vars
+    from kiln.inductor.triton._ops import index_bounds
+    from kiln.symshapes import FloorDiv, Mod
+
+    x0, x1 = loop_vars("x", 2)
+    rng = random.Random(0)
+
+    def expression(depth):
+        pick = rng.randrange(6 if depth else 3)
+        if pick == 0:
+            return x0
+        if pick == 1:
+            return x1
+        if pick == 2:
+            return sympy.Integer(rng.randint(-5, 9))
+        if pick == 3:
+            return expression(depth - 1) + expression(depth - 1)
+        if pick == 4:
+            return rng.choice([-3, -1, 2, 7]) * expression(depth - 1)
+        return (FloorDiv if rng.random() < 0.5 else Mod)(expression(depth - 1), rng.choice([1, 2, 3, 8]))
+
+    bounded = 0
+    for _ in range(400):
+        expr = expression(3)
+        extents = {"x0": sympy.Integer(rng.randint(1, 6)), "x1": sympy.Integer(rng.randint(1, 6))}
+        bounds = index_bounds(expr, extents)
+        if bounds is None:
+            continue
+        bounded += 1
+        low, high = int(bounds[0]), int(bounds[1])
+        for a, b in itertools.product(range(int(extents["x0"])), range(int(extents["x1"]))):
+            value = int(expr.subs({x0: a, x1: b}))
+            assert low <= value <= high, (expr, extents, (a, b), value, bounds)
+    assert bounded > 200
+
+
 def test_without_the_interpreter_a_cpu_triton_graph_runs_as_aten(graphs, caplog, monkeypatch):
     """``cpu_backend='triton'`` needs TRITON_INTERPRET=1 for CPU tensors: without it the graph is
     refused (a warning naming the variable) and runs as its ATen graph, with eager's answer."""
