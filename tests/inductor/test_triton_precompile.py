@@ -364,8 +364,8 @@ def test_launches_are_the_threads_while_the_workers_start():
 
 def test_twin_launches_are_one_job_compiled_once():
     """Two launches of one kernel with one specialization (twins) are one job: the thread that
-    takes it under either index compiles it, the other waits for it (``finished``); a worker
-    that takes it serves both."""
+    takes it under either index compiles it, the other waits until that thread is
+    ``finished``; a worker that takes it serves both."""
     from kiln.inductor.triton._compile_pool import Claims, Job
 
     def claims():
@@ -374,11 +374,9 @@ def test_twin_launches_are_one_job_compiled_once():
 
     by_threads = claims()
     assert by_threads.take(1) is None  # the twin's thread compiles it
-    waits = by_threads.take(0)
+    waits = by_threads.take(0)  # the other waits for it
     assert waits is by_threads.jobs[0] and not waits.done.is_set()
-    by_threads.finished(0)  # (not the thread that took it)
-    assert not waits.done.is_set()
-    by_threads.finished(1)
+    by_threads.finished(1)  # (the thread that compiled it)
     assert waits.done.is_set()
     assert by_threads.take(2) is None and [j.owner for j in by_threads.jobs] == ["thread", "thread"]
 

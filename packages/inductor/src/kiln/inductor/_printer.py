@@ -5,6 +5,7 @@ the ShapeEnv knows (``s0/4``) print as floor division."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,9 +72,11 @@ class SizePrinter:
         return form.format(a=self(a), b=self(b))
 
 
+@functools.lru_cache(maxsize=4096)
 def _nonnegative_by_positive(a: Any, b: Any) -> bool:
     """Whether sympy proves ``a >= 0`` and ``b > 0`` (truncating division and remainder then
-    agree with Python's floor division and remainder)."""
+    agree with Python's floor division and remainder). Cached: a kernel prints the same
+    divisions many times, and sympy's sign queries are slow."""
     return bool(sympy.sympify(a).is_nonnegative) and bool(sympy.sympify(b).is_positive)
 
 

@@ -135,7 +135,6 @@ class Claims:
                  closed: bool = True) -> None:
         self.jobs: list[Job] = []
         self._by_index: dict[int, Job] = {}
-        self._takers: dict[int, int] = {}  # by id of a job a thread took: that thread's index
         self._changed = threading.Condition()
         self.closed = False
         self.start = time.perf_counter()
@@ -187,16 +186,16 @@ class Claims:
                 return None
             if job.owner is None:
                 job.owner = "thread"
-                self._takers[id(job)] = index
                 return None
             return job
 
     def finished(self, index: int) -> None:
-        """The thread that took launch ``index`` has compiled it (or failed to)."""
+        """A thread is done with launch ``index``: it compiled it (or failed to), or it waited
+        for whoever did, so its job is done either way."""
         with self._changed:
             job = self._by_index.get(index)
-            if job is not None and self._takers.get(id(job)) == index:
-                job.done.set()
+        if job is not None:
+            job.done.set()
 
     def open(self) -> bool:
         """Whether a launch is left to take, or may still be added."""
@@ -309,11 +308,10 @@ def pool(size: int) -> CompilePool:
 
 
 def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]],
-                  found_one: Callable[[int, Any, str, list[Any]], None] | None = None
-                  ) -> list[tuple[int, Any, str, list[Any]]]:
+                  found_one: Callable[[int, Any, str, list[Any]], None]) -> None:
     """Run each ``(function, warmup call)`` with triton's ``jit_cache_hook`` answering for
-    ``function``: what it would compile (``(its index in calls, function, specialization
-    data, target)``), not compiled, each also given to ``found_one`` as soon as it is found.
+    ``function``: what it would compile is given to ``found_one`` as soon as it is found (its
+    index in calls, the function, triton's specialization data, the target), not compiled.
     Functions already compiled for those arguments give nothing."""
     import triton
     from triton.runtime import driver
@@ -324,7 +322,6 @@ def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]],
     target = [t.backend, t.arch, t.warp_size]
     thread = threading.get_ident()
     current: list[Any] = [None, -1]  # the function, its index
-    found: list[tuple[int, Any, str, list[Any]]] = []
 
     def hook(*args: Any, **kwargs: Any) -> Any:
         info = kwargs.get("fn")
@@ -334,9 +331,7 @@ def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]],
         spec = (kwargs.get("compile") or {}).get("specialization_data")
         if spec is None:
             return None  # a triton without it: compiled here
-        found.append((current[1], current[0], spec, target))
-        if found_one is not None:
-            found_one(*found[-1])
+        found_one(current[1], current[0], spec, target)
         return True
 
     runtime.jit_cache_hook = hook
@@ -346,7 +341,6 @@ def capture_specs(calls: Sequence[tuple[Any, Callable[[], Any]]],
             call()
     finally:
         runtime.jit_cache_hook = previous
-    return found
 
 
 def compile_in_workers(calls: Sequence[tuple[Any, Callable[[], Any]]], size: int) -> Claims | None:

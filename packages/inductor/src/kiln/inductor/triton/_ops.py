@@ -134,8 +134,8 @@ COMPILE_OPTIONS: dict[str, Any] = {"enable_fp_fusion": False}
 class TritonVar:
     """A temporary: its name, dtype, the block dimensions it depends on, (for a float32
     temporary holding a half value exactly) that half type, and (for an int64 temporary whose
-    value is an index expression: a loop variable's, a constant, their sums and products) that
-    expression, from which ``indirect`` bounds it."""
+    value is an index expression: a loop variable's, an integer constant, their int64 sums,
+    differences and products) that expression, from which ``indirect`` bounds it."""
 
     name: str
     dtype: torch.dtype
@@ -307,8 +307,7 @@ class TritonOps:
             return x
         if dtype == torch.bool:
             return self._emit(f"({x.name} != 0)", dtype, x.dims)
-        widened = x.value if not x.dtype.is_floating_point and x.dtype != torch.bool else None
-        return self._emit(f"{x.name}.to({TL_TYPES[dtype]})", dtype, x.dims, value=widened)
+        return self._emit(f"{x.name}.to({TL_TYPES[dtype]})", dtype, x.dims)
 
     def random(self, distribution: str, offset: int, index: sympy.Expr, dtype: torch.dtype) -> TritonVar:
         """Element ``index`` of the graph's random op number ``offset`` (``"uniform"`` or
